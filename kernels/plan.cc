@@ -1,0 +1,178 @@
+#include "kernels/plan.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace stragglar {
+namespace {
+
+constexpr std::array<absl::string_view, 3> kAlgorithmNames = {"ring", "halving-doubling",
+                                                              "stragglar"};
+
+absl::string_view OpName(TransferOp op) { return op == TransferOp::kReduce ? "reduce" : "copy"; }
+
+// Reads an integer member, naming `where` and the key in the error.
+absl::StatusOr<int> IntMember(const nlohmann::json& object, absl::string_view key,
+                              absl::string_view where) {
+  auto it = object.find(key);
+  if (it == object.end())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": missing \"", key, "\""));
+  if (!it->is_number_integer()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": \"", key, "\" must be an integer"));
+  }
+  return it->get<int>();
+}
+
+absl::StatusOr<Transfer> TransferFromJson(const nlohmann::json& json, absl::string_view where) {
+  if (!json.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not an object"));
+  Transfer transfer;
+  absl::StatusOr<int> src = IntMember(json, "src", where);
+  if (!src.ok()) return src.status();
+  absl::StatusOr<int> dst = IntMember(json, "dst", where);
+  if (!dst.ok()) return dst.status();
+  transfer.src = *src;
+  transfer.dst = *dst;
+  auto op = json.find("op");
+  if (op == json.end() || !op->is_string() ||
+      (op->get<std::string>() != "reduce" && op->get<std::string>() != "copy")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": \"op\" must be \"reduce\" or \"copy\""));
+  }
+  transfer.op = op->get<std::string>() == "reduce" ? TransferOp::kReduce : TransferOp::kCopy;
+  auto chunks = json.find("chunks");
+  if (chunks == json.end() || !chunks->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": \"chunks\" must be an array"));
+  }
+  for (const nlohmann::json& chunk : *chunks) {
+    if (!chunk.is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": chunk ids must be integers"));
+    }
+    transfer.chunks.push_back(chunk.get<int32_t>());
+  }
+  return transfer;
+}
+
+}  // namespace
+
+absl::string_view AlgorithmName(Algorithm algorithm) {
+  return kAlgorithmNames[static_cast<size_t>(algorithm)];
+}
+
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    if (AlgorithmName(algorithm) == name) return algorithm;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown algorithm \"", name, "\"; expected one of ", absl::StrJoin(kAlgorithmNames, ", ")));
+}
+
+absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names) {
+  std::vector<Algorithm> algorithms;
+  for (absl::string_view name : absl::StrSplit(names, ',')) {
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
+    if (!algorithm.ok()) return algorithm.status();
+    if (std::find(algorithms.begin(), algorithms.end(), *algorithm) != algorithms.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("algorithm \"", name, "\" listed twice"));
+    }
+    algorithms.push_back(*algorithm);
+  }
+  return algorithms;
+}
+
+ElementRange ChunkElements(int64_t count, int num_chunks, int chunk) {
+  // count * chunk stays far below 2^63 for any buffer that fits in memory and chunk <= 2^20.
+  return {count * chunk / num_chunks, count * (chunk + 1) / num_chunks};
+}
+
+Plan SwapRanks(const Plan& plan, int a, int b) {
+  auto swap = [a, b](int rank) { return rank == a ? b : rank == b ? a : rank; };
+  Plan swapped = plan;
+  if (swapped.straggler.has_value()) swapped.straggler = swap(*swapped.straggler);
+  for (Round& round : swapped.rounds) {
+    for (Transfer& transfer : round.transfers) {
+      transfer.src = swap(transfer.src);
+      transfer.dst = swap(transfer.dst);
+    }
+  }
+  return swapped;
+}
+
+nlohmann::json PlanToJson(const Plan& plan) {
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const Round& round : plan.rounds) {
+    nlohmann::json transfers = nlohmann::json::array();
+    for (const Transfer& transfer : round.transfers) {
+      transfers.push_back(
+          {{"src", transfer.src},
+           {"dst", transfer.dst},
+           {"chunks", std::vector<int32_t>(transfer.chunks.begin(), transfer.chunks.end())},
+           {"op", OpName(transfer.op)}});
+    }
+    rounds.push_back({{"transfers", std::move(transfers)}});
+  }
+  nlohmann::json json = {{"algorithm", AlgorithmName(plan.algorithm)},
+                         {"ranks", plan.num_ranks},
+                         {"straggler", nullptr},
+                         {"chunks", plan.num_chunks},
+                         {"pre_arrival_rounds", plan.pre_arrival_rounds},
+                         {"rounds", std::move(rounds)}};
+  if (plan.straggler.has_value()) json["straggler"] = *plan.straggler;
+  return json;
+}
+
+absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) return absl::InvalidArgumentError("plan: not a JSON object");
+  Plan plan;
+  auto algorithm = json.find("algorithm");
+  if (algorithm == json.end() || !algorithm->is_string()) {
+    return absl::InvalidArgumentError("plan: \"algorithm\" must be a string");
+  }
+  absl::StatusOr<Algorithm> parsed = ParseAlgorithm(algorithm->get<std::string>());
+  if (!parsed.ok())
+    return absl::InvalidArgumentError(absl::StrCat("plan: ", parsed.status().message()));
+  plan.algorithm = *parsed;
+  absl::StatusOr<int> ranks = IntMember(json, "ranks", "plan");
+  if (!ranks.ok()) return ranks.status();
+  absl::StatusOr<int> chunks = IntMember(json, "chunks", "plan");
+  if (!chunks.ok()) return chunks.status();
+  plan.num_ranks = *ranks;
+  plan.num_chunks = *chunks;
+  if (auto straggler = json.find("straggler"); straggler != json.end() && !straggler->is_null()) {
+    absl::StatusOr<int> value = IntMember(json, "straggler", "plan");
+    if (!value.ok()) return value.status();
+    plan.straggler = *value;
+  }
+  if (json.contains("pre_arrival_rounds")) {
+    absl::StatusOr<int> pre = IntMember(json, "pre_arrival_rounds", "plan");
+    if (!pre.ok()) return pre.status();
+    plan.pre_arrival_rounds = *pre;
+  }
+  auto rounds = json.find("rounds");
+  if (rounds == json.end() || !rounds->is_array()) {
+    return absl::InvalidArgumentError("plan: \"rounds\" must be an array");
+  }
+  for (size_t r = 0; r < rounds->size(); ++r) {
+    const nlohmann::json& round_json = (*rounds)[r];
+    auto transfers = round_json.is_object() ? round_json.find("transfers") : round_json.end();
+    if (transfers == round_json.end() || !transfers->is_array()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: round ", r, ": \"transfers\" must be an array"));
+    }
+    Round& round = plan.rounds.emplace_back();
+    for (size_t t = 0; t < transfers->size(); ++t) {
+      absl::StatusOr<Transfer> transfer =
+          TransferFromJson((*transfers)[t], absl::StrCat("plan: round ", r, " transfer ", t));
+      if (!transfer.ok()) return transfer.status();
+      round.transfers.push_back(*std::move(transfer));
+    }
+  }
+  return plan;
+}
+
+}  // namespace stragglar

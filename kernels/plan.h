@@ -1,0 +1,93 @@
+// The plan IR: an AllReduce algorithm as data. One plan feeds the verifier, the simulator and every
+// executor, so no executor ever invents its own schedule.
+//
+// Semantics (the contract in docs/plans.md): initially rank r holds only its own contribution in
+// every chunk. Within a round every transfer reads the sender's value as of the start of the round;
+// afterwards `kReduce` adds it into the receiver's chunk and `kCopy` overwrites it. A rank sends at
+// most one and receives at most one transfer per round. At the end every rank holds the sum of all
+// contributions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace stragglar {
+
+enum class Algorithm : uint8_t { kRing, kHalvingDoubling, kStragglar };
+
+inline constexpr std::array<Algorithm, 3> kAllAlgorithms = {
+    Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar};
+
+// "ring", "halving-doubling", "stragglar": the names used by the CLI and every JSON/CSV contract.
+absl::string_view AlgorithmName(Algorithm algorithm);
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+// Comma-separated names, e.g. "ring,stragglar"; rejects empty items and duplicates.
+absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names);
+
+enum class TransferOp : uint8_t { kReduce, kCopy };
+
+// Most transfers carry one chunk; halving-doubling carries many, so keep small lists inline.
+using ChunkList = absl::InlinedVector<int32_t, 2>;
+
+struct Transfer {
+  int32_t src = 0;
+  int32_t dst = 0;
+  TransferOp op = TransferOp::kCopy;
+  ChunkList chunks;
+
+  friend bool operator==(const Transfer&, const Transfer&) = default;
+};
+
+struct Round {
+  std::vector<Transfer> transfers;
+
+  friend bool operator==(const Round&, const Round&) = default;
+};
+
+struct Plan {
+  Algorithm algorithm = Algorithm::kRing;
+  int num_ranks = 0;
+  int num_chunks = 0;
+  // Set for StragglAR plans only: the rank whose data arrives late.
+  std::optional<int> straggler;
+  // StragglAR: rounds [0, pre_arrival_rounds) run before the straggler arrives and must not involve
+  // it. The straggler's first transfer is in round pre_arrival_rounds (checked by the verifier).
+  int pre_arrival_rounds = 0;
+  std::vector<Round> rounds;
+
+  int num_rounds() const { return static_cast<int>(rounds.size()); }
+  int post_arrival_rounds() const { return num_rounds() - pre_arrival_rounds; }
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+// Elements [begin, end) of a buffer of `count` elements that chunk `chunk` of `num_chunks` covers:
+// [floor(chunk*count/num_chunks), floor((chunk+1)*count/num_chunks)). Chunks may be empty when
+// count < num_chunks; every element belongs to exactly one chunk.
+struct ElementRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+ElementRange ChunkElements(int64_t count, int num_chunks, int chunk);
+
+// Returns `plan` with ranks `a` and `b` swapped everywhere (straggler included). Chunk numbering is
+// unchanged. This is how one synthesized StragglAR plan serves every straggler index.
+Plan SwapRanks(const Plan& plan, int a, int b);
+
+// JSON in the contract's shape: {"algorithm", "ranks", "straggler", "chunks", "rounds":
+// [{"transfers":
+// [{"src", "dst", "chunks", "op"}]}]} plus "pre_arrival_rounds".
+nlohmann::json PlanToJson(const Plan& plan);
+// Parses the same shape; structural errors name the offending field. Does not verify correctness:
+// run VerifyPlan for that.
+absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json);
+
+}  // namespace stragglar

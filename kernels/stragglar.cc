@@ -1,0 +1,92 @@
+// StragglAR plans: the pre-arrival ring ReduceScatter among the punctual ranks, then the
+// synthesized post-arrival schedule (kernels/stragglar_schedule.cc), in the canonical labelling
+// where the straggler is rank n-1. Other stragglers swap labels with n-1, so rank n-1 then owns the
+// chunk that the straggler would have owned.
+#include <memory>
+#include <numeric>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/stragglar_schedule.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks) {
+  const int straggler = num_ranks - 1;
+  absl::StatusOr<PostArrivalSchedule> schedule = SynthesizeStragglarPostArrival(num_ranks);
+  if (!schedule.ok()) return schedule.status();
+  Plan plan{.algorithm = Algorithm::kStragglar,
+            .num_ranks = num_ranks,
+            .num_chunks = num_ranks - 1,
+            .straggler = straggler};
+  std::vector<int> punctual(num_ranks - 1);
+  std::iota(punctual.begin(), punctual.end(), 0);
+  AppendRingReduceScatter(punctual, plan);
+  plan.pre_arrival_rounds = plan.num_rounds();
+  for (int round = 0; round < static_cast<int>(schedule->size()); ++round) {
+    std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
+    transfers.reserve((*schedule)[round].size());
+    for (const ScheduleMove& move : (*schedule)[round]) {
+      // While the straggler still owes chunks (rounds < n-1) its only transfers are the exchanges,
+      // the sole reductions after arrival; everything else forwards final chunks.
+      const bool exchange = round < straggler && (move.src == straggler || move.dst == straggler);
+      transfers.push_back({move.src, move.dst, exchange ? TransferOp::kReduce : TransferOp::kCopy,
+                           ChunkList{move.chunk}});
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks) {
+  static absl::Mutex mutex(absl::kConstInit);
+  static auto& cache ABSL_GUARDED_BY(mutex) =
+      *new absl::flat_hash_map<int, std::shared_ptr<const Plan>>();
+  {
+    absl::MutexLock lock(&mutex);
+    if (auto it = cache.find(num_ranks); it != cache.end()) return it->second;
+  }
+  // Synthesize outside the lock; a concurrent duplicate is harmless (deterministic output).
+  absl::StatusOr<Plan> plan = SynthesizeCanonical(num_ranks);
+  if (!plan.ok()) return plan.status();
+  auto shared = std::make_shared<const Plan>(*std::move(plan));
+  absl::MutexLock lock(&mutex);
+  return cache.try_emplace(num_ranks, std::move(shared)).first->second;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler) {
+  if (num_ranks < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stragglar needs at least 2 ranks, got ", num_ranks));
+  }
+  if (straggler < 0 || straggler >= num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("straggler ", straggler, " outside [0, ",
+                                                   num_ranks - 1, "] for ", num_ranks, " ranks"));
+  }
+  absl::StatusOr<std::shared_ptr<const Plan>> canonical = CachedCanonical(num_ranks);
+  if (!canonical.ok()) return canonical.status();
+  if (straggler == num_ranks - 1) return **canonical;
+  return SwapRanks(**canonical, straggler, num_ranks - 1);
+}
+
+absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
+                                    std::optional<int> straggler) {
+  if (algorithm == Algorithm::kStragglar) {
+    if (!straggler.has_value()) return absl::InvalidArgumentError("stragglar needs a straggler");
+    return SynthesizeStragglar(num_ranks, *straggler);
+  }
+  if (straggler.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AlgorithmName(algorithm), " takes no straggler"));
+  }
+  return algorithm == Algorithm::kRing ? SynthesizeRing(num_ranks)
+                                       : SynthesizeHalvingDoubling(num_ranks);
+}
+
+}  // namespace stragglar

@@ -1,0 +1,37 @@
+// Plan synthesizers, one algorithm per file (ring.cc, halving_doubling.cc, stragglar.cc). Each
+// returns a plan that VerifyPlan accepts; tests check that for every rank count they cover.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/plan.h"
+
+namespace stragglar {
+
+// Ring: a ReduceScatter then an AllGather around 0, 1, ..., n-1; 2(n-1) rounds of one chunk each,
+// with n chunks. num_ranks >= 2.
+absl::StatusOr<Plan> SynthesizeRing(int num_ranks);
+
+// Halving-Doubling (recursive halving ReduceScatter, recursive doubling AllGather) over 2^p chunks,
+// p = floor(log2 n): 2p rounds for n = 2^p. Other n fold the n - 2^p extra ranks into partners with
+// a half-buffer exchange that splits each pair's data between its two members, so it costs
+// 2*ceil(log2 n) rounds and moves 2*s*(1.5 - 1/2^p) bytes per rank (the 3-2 elimination bound).
+absl::StatusOr<Plan> SynthesizeHalvingDoubling(int num_ranks);
+
+// StragglAR for any num_ranks >= 2 and straggler in [0, num_ranks): a ring ReduceScatter among the
+// n-1 punctual ranks (pre-arrival, n-2 rounds), then the synthesized post-arrival schedule. The
+// canonical plan (straggler n-1) is synthesized once per n and cached; other stragglers relabel it.
+absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler);
+
+// Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.
+absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
+                                    std::optional<int> straggler);
+
+// Appends a ring ReduceScatter over `ring` (ring[i] sends to ring[i+1]) with ring.size() chunks
+// that leaves chunk i complete at ring[i]: ring.size()-1 rounds appended to `plan`.
+void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan);
+
+}  // namespace stragglar

@@ -1,0 +1,186 @@
+#include "kernels/verifier.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+namespace {
+
+// Contribution sets as bitsets over ranks, stored densely: value(rank, chunk) is `words_per_set`
+// consecutive words.
+class ContributionState {
+ public:
+  ContributionState(int num_ranks, int num_chunks)
+      : num_chunks_(num_chunks),
+        words_per_set_((num_ranks + 63) / 64),
+        bits_(static_cast<size_t>(num_ranks) * num_chunks * words_per_set_, 0) {
+    for (int rank = 0; rank < num_ranks; ++rank) {
+      for (int chunk = 0; chunk < num_chunks; ++chunk) {
+        Set(rank, chunk)[rank / 64] |= uint64_t{1} << (rank % 64);
+      }
+    }
+  }
+
+  int words_per_set() const { return words_per_set_; }
+  uint64_t* Set(int rank, int chunk) {
+    return bits_.data() + (static_cast<size_t>(rank) * num_chunks_ + chunk) * words_per_set_;
+  }
+
+ private:
+  int num_chunks_;
+  int words_per_set_;
+  std::vector<uint64_t> bits_;
+};
+
+std::string Where(int round, int index, const Transfer& transfer) {
+  return absl::StrCat("round ", round, " transfer ", index, " (", transfer.src, "->", transfer.dst,
+                      ")");
+}
+
+absl::Status CheckShape(const Plan& plan) {
+  if (plan.num_ranks < 1) return absl::InvalidArgumentError("plan has fewer than 1 rank");
+  if (plan.num_chunks < 1) return absl::InvalidArgumentError("plan has fewer than 1 chunk");
+  if (plan.pre_arrival_rounds < 0 || plan.pre_arrival_rounds > plan.num_rounds()) {
+    return absl::InvalidArgumentError(absl::StrCat("pre_arrival_rounds ", plan.pre_arrival_rounds,
+                                                   " outside [0, ", plan.num_rounds(), "]"));
+  }
+  const bool is_stragglar = plan.algorithm == Algorithm::kStragglar;
+  if (is_stragglar != plan.straggler.has_value()) {
+    return absl::InvalidArgumentError(is_stragglar ? "stragglar plan without a straggler"
+                                                   : "only stragglar plans have a straggler");
+  }
+  if (!is_stragglar && plan.pre_arrival_rounds != 0) {
+    return absl::InvalidArgumentError("only stragglar plans have pre-arrival rounds");
+  }
+  if (is_stragglar && (*plan.straggler < 0 || *plan.straggler >= plan.num_ranks)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("straggler ", *plan.straggler, " outside [0, ", plan.num_ranks, ")"));
+  }
+  std::vector<int> sent_in_round(plan.num_ranks, -1);
+  std::vector<int> received_in_round(plan.num_ranks, -1);
+  std::vector<int> chunk_seen(plan.num_chunks, -1);
+  int seen_marker = 0;
+  for (int r = 0; r < plan.num_rounds(); ++r) {
+    const std::vector<Transfer>& transfers = plan.rounds[r].transfers;
+    for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
+      const Transfer& transfer = transfers[t];
+      if (transfer.src < 0 || transfer.src >= plan.num_ranks || transfer.dst < 0 ||
+          transfer.dst >= plan.num_ranks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(r, t, transfer), ": rank outside [0, ", plan.num_ranks, ")"));
+      }
+      if (transfer.src == transfer.dst) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(r, t, transfer), ": sends to itself"));
+      }
+      if (transfer.chunks.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(r, t, transfer), ": no chunks"));
+      }
+      ++seen_marker;
+      for (int32_t chunk : transfer.chunks) {
+        if (chunk < 0 || chunk >= plan.num_chunks) {
+          return absl::InvalidArgumentError(absl::StrCat(Where(r, t, transfer), ": chunk ", chunk,
+                                                         " outside [0, ", plan.num_chunks, ")"));
+        }
+        if (chunk_seen[chunk] == seen_marker) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(Where(r, t, transfer), ": chunk ", chunk, " listed twice"));
+        }
+        chunk_seen[chunk] = seen_marker;
+      }
+      if (sent_in_round[transfer.src] == r) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(r, t, transfer), ": rank ",
+                                                       transfer.src, " sends twice in one round"));
+      }
+      if (received_in_round[transfer.dst] == r) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(r, t, transfer), ": rank ", transfer.dst, " receives twice in one round"));
+      }
+      sent_in_round[transfer.src] = r;
+      received_in_round[transfer.dst] = r;
+      if (is_stragglar && (transfer.src == *plan.straggler || transfer.dst == *plan.straggler) &&
+          r < plan.pre_arrival_rounds) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(r, t, transfer), ": involves straggler ", *plan.straggler,
+                         " before it arrives (pre-arrival rounds: ", plan.pre_arrival_rounds, ")"));
+      }
+    }
+  }
+  if (is_stragglar && plan.pre_arrival_rounds < plan.num_rounds()) {
+    bool straggler_active = false;
+    for (const Transfer& transfer : plan.rounds[plan.pre_arrival_rounds].transfers) {
+      straggler_active |= transfer.src == *plan.straggler || transfer.dst == *plan.straggler;
+    }
+    if (!straggler_active) {
+      return absl::InvalidArgumentError(absl::StrCat("straggler ", *plan.straggler,
+                                                     " is idle in round ", plan.pre_arrival_rounds,
+                                                     ", the first post-arrival round"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string Describe(const uint64_t* set, int num_ranks) {
+  std::string out = "{";
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    if (set[rank / 64] >> (rank % 64) & 1) absl::StrAppend(&out, out.size() > 1 ? "," : "", rank);
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+absl::Status VerifyPlan(const Plan& plan) {
+  if (absl::Status shape = CheckShape(plan); !shape.ok()) return shape;
+  ContributionState state(plan.num_ranks, plan.num_chunks);
+  const int words = state.words_per_set();
+  // Values sent in a round are read before any of that round's transfers lands.
+  std::vector<uint64_t> in_flight;
+  for (int r = 0; r < plan.num_rounds(); ++r) {
+    const std::vector<Transfer>& transfers = plan.rounds[r].transfers;
+    in_flight.clear();
+    for (const Transfer& transfer : transfers) {
+      for (int32_t chunk : transfer.chunks) {
+        const uint64_t* source = state.Set(transfer.src, chunk);
+        in_flight.insert(in_flight.end(), source, source + words);
+      }
+    }
+    const uint64_t* incoming = in_flight.data();
+    for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
+      const Transfer& transfer = transfers[t];
+      for (int32_t chunk : transfer.chunks) {
+        uint64_t* target = state.Set(transfer.dst, chunk);
+        if (transfer.op == TransferOp::kReduce) {
+          for (int w = 0; w < words; ++w) {
+            if ((target[w] & incoming[w]) != 0) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  Where(r, t, transfer), ": chunk ", chunk, " double counts contributions: rank ",
+                  transfer.dst, " holds ", Describe(target, plan.num_ranks), ", receives ",
+                  Describe(incoming, plan.num_ranks)));
+            }
+            target[w] |= incoming[w];
+          }
+        } else {
+          std::copy(incoming, incoming + words, target);
+        }
+        incoming += words;
+      }
+    }
+  }
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    for (int chunk = 0; chunk < plan.num_chunks; ++chunk) {
+      const uint64_t* set = state.Set(rank, chunk);
+      for (int other = 0; other < plan.num_ranks; ++other) {
+        if ((set[other / 64] >> (other % 64) & 1) == 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("incomplete: at the end rank ", rank, " chunk ", chunk, " holds ",
+                           Describe(set, plan.num_ranks), ", missing rank ", other));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stragglar

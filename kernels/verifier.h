@@ -1,0 +1,24 @@
+// Symbolic verification of a plan: tracks, for every rank and chunk, the set of ranks whose
+// contributions the current value contains, and executes the plan with the contract's semantics.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/plan.h"
+
+namespace stragglar {
+
+// OK when `plan` is a correct AllReduce:
+//  - shape: num_ranks >= 1, num_chunks >= 1, ranks and chunks in range, src != dst, non-empty chunk
+//    lists without repeats;
+//  - port model: per round, each rank sends at most one transfer and receives at most one;
+//  - no double counting: a reduce never adds a contribution the receiver already holds;
+//  - completeness: at the end every rank holds every contribution in every chunk;
+//  - StragglAR: a straggler in range; rounds before `pre_arrival_rounds` never involve it and its
+//  first
+//    transfer happens in round `pre_arrival_rounds` (the contract's definition of the phases).
+// Otherwise InvalidArgument naming the round, transfer, rank and chunk at fault.
+// Cost: O(ranks * chunks * ranks / 64) memory, O(transfers * chunks per transfer * ranks / 64)
+// time.
+absl::Status VerifyPlan(const Plan& plan);
+
+}  // namespace stragglar

@@ -1,0 +1,123 @@
+#include "policy/simulator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+
+absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
+                                              absl::Span<const double> arrival_s) {
+  if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
+                                                   " arrival times, got ", arrival_s.size()));
+  }
+  if (!(bytes >= 0) || !std::isfinite(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
+  }
+  if (!(link.alpha_s >= 0) || !std::isfinite(link.alpha_s) || !(link.bandwidth_bytes_per_s > 0)) {
+    return absl::InvalidArgumentError("alpha must be >= 0 and bandwidth > 0");
+  }
+  for (double arrival : arrival_s) {
+    if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
+  }
+  const double bytes_per_chunk = bytes / plan.num_chunks;
+  std::vector<double> ready(arrival_s.begin(), arrival_s.end());
+  std::vector<double> next = ready;
+  for (const Round& round : plan.rounds) {
+    for (const Transfer& transfer : round.transfers) {
+      const double start = std::max(ready[transfer.src], ready[transfer.dst]);
+      const double end = start + link.TransferSeconds(bytes_per_chunk * transfer.chunks.size());
+      next[transfer.src] = std::max(next[transfer.src], end);
+      next[transfer.dst] = std::max(next[transfer.dst], end);
+    }
+    // Only ranks that took part moved on; copying back keeps `ready` and `next` equal between
+    // rounds.
+    for (const Transfer& transfer : round.transfers) {
+      ready[transfer.src] = next[transfer.src];
+      ready[transfer.dst] = next[transfer.dst];
+    }
+  }
+  SimulationResult result;
+  result.finish_s = std::move(ready);
+  const double last_finish = *std::max_element(result.finish_s.begin(), result.finish_s.end());
+  result.completion_s = last_finish - *std::min_element(arrival_s.begin(), arrival_s.end());
+  result.after_last_arrival_s = last_finish - *std::max_element(arrival_s.begin(), arrival_s.end());
+  return result;
+}
+
+std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s) {
+  std::vector<double> arrival(num_ranks, 0.0);
+  arrival[late_rank] = delay_s;
+  return arrival;
+}
+
+double RingSeconds(int num_ranks, double bytes, const LinkModel& link) {
+  return 2.0 * (num_ranks - 1) * link.TransferSeconds(bytes / num_ranks);
+}
+
+double HalvingDoublingSeconds(int num_ranks, double bytes, const LinkModel& link) {
+  const unsigned n = static_cast<unsigned>(num_ranks);
+  const double beta = 1.0 / link.bandwidth_bytes_per_s;
+  if (std::has_single_bit(n)) {
+    return 2.0 * std::countr_zero(n) * link.alpha_s + 2.0 * (n - 1) / n * bytes * beta;
+  }
+  const int ceil_log2 = std::bit_width(n - 1);
+  return 2.0 * ceil_log2 * link.alpha_s + 2.0 * bytes * beta * (1.5 - 1.0 / std::bit_floor(n));
+}
+
+double StragglarReduceScatterSeconds(int num_ranks, double bytes, const LinkModel& link) {
+  return (num_ranks - 2) * link.TransferSeconds(bytes / (num_ranks - 1));
+}
+
+double StragglarPostArrivalSeconds(int num_ranks, int post_arrival_rounds, double bytes,
+                                   const LinkModel& link) {
+  return post_arrival_rounds * link.TransferSeconds(bytes / (num_ranks - 1));
+}
+
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const LinkModel& link) {
+  if (!stragglar_plan.straggler.has_value() || baseline.num_ranks != stragglar_plan.num_ranks) {
+    return absl::InvalidArgumentError(
+        "break-even needs a stragglar plan and a baseline with as many ranks");
+  }
+  const int late = *stragglar_plan.straggler;
+  // Positive while StragglAR is slower. Non-increasing in the delay: the delay adds to the baseline
+  // one for one, while StragglAR hides up to its pre-arrival phase.
+  auto gap = [&](double delay) -> absl::StatusOr<double> {
+    const std::vector<double> arrival = OneLateRank(stragglar_plan.num_ranks, late, delay);
+    absl::StatusOr<SimulationResult> ours = SimulatePlan(stragglar_plan, bytes, link, arrival);
+    if (!ours.ok()) return ours.status();
+    absl::StatusOr<SimulationResult> theirs = SimulatePlan(baseline, bytes, link, arrival);
+    if (!theirs.ok()) return theirs.status();
+    return ours->completion_s - theirs->completion_s;
+  };
+  absl::StatusOr<double> at_zero = gap(0);
+  if (!at_zero.ok()) return at_zero.status();
+  if (*at_zero < 0) return 0.0;
+  // Past this delay both plans only wait for the straggler, so the gap no longer changes.
+  double high = 0;
+  if (absl::StatusOr<SimulationResult> alone =
+          SimulatePlan(stragglar_plan, bytes, link, OneLateRank(stragglar_plan.num_ranks, late, 0));
+      alone.ok()) {
+    high = 2 * alone->completion_s + 1e-9;
+  } else {
+    return alone.status();
+  }
+  absl::StatusOr<double> at_high = gap(high);
+  if (!at_high.ok()) return at_high.status();
+  if (*at_high >= 0) return kNever;
+  double low = 0;
+  while (high - low > 1e-9) {
+    const double middle = (low + high) / 2;
+    absl::StatusOr<double> at_middle = gap(middle);
+    if (!at_middle.ok()) return at_middle.status();
+    (*at_middle < 0 ? high : low) = middle;
+  }
+  return high;
+}
+
+}  // namespace stragglar

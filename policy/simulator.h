@@ -1,0 +1,53 @@
+// Discrete-event simulation of a plan under the alpha-beta model: each rank runs its rounds in
+// order from its own arrival time; a transfer starts when both of its ends have finished their
+// previous rounds and costs alpha + bytes / bandwidth. The same plan that executors run is what
+// gets priced.
+#pragma once
+
+#include <limits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/plan.h"
+
+namespace stragglar {
+
+struct LinkModel {
+  double alpha_s = 3e-6;                               // per-message latency
+  double bandwidth_bytes_per_s = 450.0 * (1LL << 30);  // per-direction link bandwidth
+
+  double TransferSeconds(double bytes) const { return alpha_s + bytes / bandwidth_bytes_per_s; }
+};
+
+struct SimulationResult {
+  std::vector<double> finish_s;     // per rank, on the arrival clock
+  double completion_s = 0;          // last finish - first arrival
+  double after_last_arrival_s = 0;  // last finish - last arrival
+};
+
+// Prices `plan` for a buffer of `bytes` (a transfer of k chunks moves bytes*k/num_chunks) with
+// `arrival_s[r]` the time rank r reaches the collective. InvalidArgument for a wrong arrival count,
+// negative or non-finite inputs, or a non-positive bandwidth.
+absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
+                                              absl::Span<const double> arrival_s);
+
+// Arrival vector with every rank at 0 except `late_rank` at `delay_s`.
+std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s);
+
+// Closed forms from docs/plans.md, for ranks arriving together (StragglAR: after the straggler).
+double RingSeconds(int num_ranks, double bytes, const LinkModel& link);
+double HalvingDoublingSeconds(int num_ranks, double bytes, const LinkModel& link);
+double StragglarReduceScatterSeconds(int num_ranks, double bytes, const LinkModel& link);
+double StragglarPostArrivalSeconds(int num_ranks, int post_arrival_rounds, double bytes,
+                                   const LinkModel& link);
+
+inline constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// The smallest delay of `stragglar_plan`'s straggler above which the StragglAR plan completes
+// strictly before `baseline` (run with the same rank delayed by the same amount); 0 when it always
+// wins, kNever when it never does. Found by bisection on simulations to 1 ns.
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const LinkModel& link);
+
+}  // namespace stragglar

@@ -1,0 +1,156 @@
+#include "runtime/units.h"
+
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+
+namespace stragglar {
+namespace {
+
+constexpr std::array<std::pair<absl::string_view, double>, 9> kByteUnits = {{
+    {"TiB", 1024.0 * 1024 * 1024 * 1024},
+    {"GiB", 1024.0 * 1024 * 1024},
+    {"MiB", 1024.0 * 1024},
+    {"KiB", 1024.0},
+    {"TB", 1e12},
+    {"GB", 1e9},
+    {"MB", 1e6},
+    {"KB", 1e3},
+    {"B", 1.0},
+}};
+
+absl::StatusOr<double> ParseScaledBytes(absl::string_view text) {
+  const absl::string_view original = text;
+  text = absl::StripAsciiWhitespace(text);
+  double scale = 1.0;
+  for (const auto& [unit, unit_scale] : kByteUnits) {
+    if (absl::EndsWith(text, unit)) {
+      text.remove_suffix(unit.size());
+      scale = unit_scale;
+      break;
+    }
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &value) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed size \"", original,
+                     "\"; expected a number with an optional unit B, KiB, MiB, GiB, TiB, KB, MB, "
+                     "GB or TB (e.g. 16MiB)"));
+  }
+  if (value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("size \"", original, "\" is negative"));
+  }
+  return value * scale;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
+  absl::StatusOr<double> bytes = ParseScaledBytes(text);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes >= 9.2e18) {
+    return absl::InvalidArgumentError(absl::StrCat("size \"", text, "\" is too large"));
+  }
+  return static_cast<int64_t>(std::llround(*bytes));
+}
+
+std::string FormatBytes(double bytes) {
+  for (const auto& [unit, scale] : kByteUnits) {
+    if (unit.size() == 2) continue;  // decimal units parse, binary ones print
+    if (bytes >= scale || unit == "B") {
+      const double value = bytes / scale;
+      if (value == std::floor(value)) return absl::StrFormat("%.0f %s", value, unit);
+      return absl::StrFormat("%.3g %s", value, unit);
+    }
+  }
+  return absl::StrCat(bytes, " B");
+}
+
+absl::StatusOr<double> ParseBandwidth(absl::string_view text) {
+  absl::string_view stripped = absl::StripAsciiWhitespace(text);
+  if (!absl::ConsumeSuffix(&stripped, "/s")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malformed bandwidth \"", text, "\"; expected a size per second, e.g. 450GiB/s"));
+  }
+  absl::StatusOr<double> bytes = ParseScaledBytes(stripped);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bandwidth \"", text, "\" must be positive"));
+  }
+  return *bytes;
+}
+
+std::string FormatBandwidth(double bytes_per_s) { return FormatBytes(bytes_per_s) + "/s"; }
+
+std::string FormatSeconds(double seconds) {
+  if (std::isinf(seconds)) return "never";
+  const double magnitude = std::abs(seconds);
+  if (magnitude == 0) return "0 s";
+  if (magnitude < 1e-6) return absl::StrFormat("%.3g ns", seconds * 1e9);
+  if (magnitude < 1e-3) return absl::StrFormat("%.3g us", seconds * 1e6);
+  if (magnitude < 1) return absl::StrFormat("%.3g ms", seconds * 1e3);
+  return absl::StrFormat("%.3g s", seconds);
+}
+
+bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error) {
+  absl::StatusOr<int64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    *error = std::string(bytes.status().message());
+    return false;
+  }
+  size->bytes = *bytes;
+  return true;
+}
+
+std::string AbslUnparseFlag(ByteSize size) { return absl::StrCat(size.bytes, "B"); }
+
+bool AbslParseFlag(absl::string_view text, Bandwidth* bandwidth, std::string* error) {
+  absl::StatusOr<double> bytes_per_s = ParseBandwidth(text);
+  if (!bytes_per_s.ok()) {
+    *error = std::string(bytes_per_s.status().message());
+    return false;
+  }
+  bandwidth->bytes_per_s = *bytes_per_s;
+  return true;
+}
+
+std::string AbslUnparseFlag(Bandwidth bandwidth) {
+  return absl::StrCat(bandwidth.bytes_per_s, "B/s");
+}
+
+absl::StatusOr<double> ParseSeconds(absl::string_view text) {
+  absl::Duration duration;
+  if (!absl::ParseDuration(absl::StripAsciiWhitespace(text), &duration) ||
+      duration == absl::InfiniteDuration() || duration == -absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed time \"", text,
+                     "\"; expected a number with a unit ns, us, ms or s (e.g. 20ms)"));
+  }
+  return absl::ToDoubleSeconds(duration);
+}
+
+bool AbslParseFlag(absl::string_view text, Seconds* seconds, std::string* error) {
+  absl::StatusOr<double> value = ParseSeconds(text);
+  if (!value.ok()) {
+    *error = std::string(value.status().message());
+    return false;
+  }
+  seconds->value = *value;
+  return true;
+}
+
+std::string AbslUnparseFlag(Seconds seconds) {
+  return absl::FormatDuration(absl::Seconds(seconds.value));
+}
+
+}  // namespace stragglar

@@ -1,0 +1,50 @@
+// Sizes and bandwidths as users write them: "16MiB", "1GB", "450GiB/s". Durations use
+// absl::Duration
+// ("3us", "20ms", "1.5s"). Shared by the CLI flags and the STRAGGLAR_* environment configuration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace stragglar {
+
+// Accepts a non-negative number (decimals allowed) with an optional unit: B, KiB, MiB, GiB, TiB
+// (powers of 1024) or KB, MB, GB, TB (powers of 1000); no unit means bytes. The result is rounded
+// to whole bytes.
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+// "16 MiB", "1.5 GiB", "100 B": exact when possible, otherwise three significant digits.
+std::string FormatBytes(double bytes);
+
+// "<size>/s", e.g. "450GiB/s"; must be positive.
+absl::StatusOr<double> ParseBandwidth(absl::string_view text);
+std::string FormatBandwidth(double bytes_per_s);
+
+// "3.00 us", "12.3 ms", "1.20 s".
+std::string FormatSeconds(double seconds);
+
+// Flag types for absl::Flag, so `--bytes 16MiB` and `--bandwidth 450GiB/s` parse with a clear
+// error.
+struct ByteSize {
+  int64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error);
+std::string AbslUnparseFlag(ByteSize size);
+
+struct Bandwidth {
+  double bytes_per_s = 0;
+};
+bool AbslParseFlag(absl::string_view text, Bandwidth* bandwidth, std::string* error);
+std::string AbslUnparseFlag(Bandwidth bandwidth);
+
+// A duration flag with a message that says what is accepted: "20ms", "3us", "1.5s", "0".
+struct Seconds {
+  double value = 0;
+};
+absl::StatusOr<double> ParseSeconds(absl::string_view text);
+bool AbslParseFlag(absl::string_view text, Seconds* seconds, std::string* error);
+std::string AbslUnparseFlag(Seconds seconds);
+
+}  // namespace stragglar

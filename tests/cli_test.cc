@@ -1,0 +1,182 @@
+// Runs the real `stragglar` binary: contract output formats and one-line errors for bad input.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/plan.h"
+#include "kernels/verifier.h"
+#include "nlohmann/json.hpp"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  std::stringstream content;
+  content << file.rdbuf();
+  return content.str();
+}
+
+CliResult RunCli(const std::string& args, const std::string& stdin_text = "") {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "cli";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "in") << stdin_text;
+  const std::string command =
+      absl::StrCat(STRAGGLAR_CLI, " ", args, " <", (dir / "in").string(), " >",
+                   (dir / "out").string(), " 2>", (dir / "err").string());
+  const int status = std::system(command.c_str());
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(dir / "out");
+  result.err = ReadFile(dir / "err");
+  return result;
+}
+
+TEST(CliTest, PlanJsonFollowsTheContractAndVerifies) {
+  for (const char* args : {"plan --algorithm stragglar --ranks 8 --json",
+                           "plan --algorithm stragglar --ranks 6 --straggler 2 --json",
+                           "plan --algorithm ring --ranks 5 --json",
+                           "plan --algorithm halving-doubling --ranks 7 --json"}) {
+    CliResult result = RunCli(args);
+    ASSERT_EQ(result.exit_code, 0) << args << ": " << result.err;
+    const nlohmann::json json = nlohmann::json::parse(result.out);
+    for (const char* key : {"algorithm", "ranks", "straggler", "chunks", "rounds"}) {
+      EXPECT_TRUE(json.contains(key)) << args << " lacks " << key;
+    }
+    absl::StatusOr<Plan> plan = PlanFromJson(json);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_TRUE(VerifyPlan(*plan).ok()) << args;
+  }
+  const nlohmann::json json =
+      nlohmann::json::parse(RunCli("plan --algorithm stragglar --ranks 8 --json").out);
+  EXPECT_EQ(json["straggler"], 7);
+  EXPECT_EQ(json["chunks"], 7);
+  EXPECT_TRUE(
+      nlohmann::json::parse(RunCli("plan --algorithm ring --ranks 5 --json").out)["straggler"]
+          .is_null());
+}
+
+TEST(CliTest, PlanTableShowsPhasesAndTheLowerBound) {
+  CliResult result = RunCli("plan --algorithm stragglar --ranks 8 --straggler 3");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("rounds: 15 (6 pre-arrival, 9 post-arrival; lower bound 9)"));
+  EXPECT_THAT(result.out, HasSubstr("post"));
+}
+
+TEST(CliTest, SimJsonFollowsTheContract) {
+  CliResult result = RunCli(
+      "sim --ranks 8 --bytes 1GiB --alpha 3us --bandwidth 450GiB/s --delay 20ms --straggler 5 "
+      "--json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["ranks"], 8);
+  EXPECT_EQ(json["bytes"], 1 << 30);
+  EXPECT_DOUBLE_EQ(json["alpha_s"].get<double>(), 3e-6);
+  EXPECT_DOUBLE_EQ(json["bandwidth_Bps"].get<double>(), 450.0 * (1LL << 30));
+  EXPECT_DOUBLE_EQ(json["delay_s"].get<double>(), 0.02);
+  EXPECT_EQ(json["straggler"], 5);
+  ASSERT_EQ(json["results"].size(), 3u);
+  for (const nlohmann::json& row : json["results"]) {
+    EXPECT_GT(row["rounds"].get<int>(), 0);
+    // completion counts from the first arrival, after_last_arrival from the straggler's.
+    EXPECT_NEAR(row["completion_s"].get<double>() - row["after_last_arrival_s"].get<double>(), 0.02,
+                1e-12);
+  }
+  EXPECT_EQ(json["results"][2]["algorithm"], "stragglar");
+  EXPECT_EQ(json["results"][2]["post_arrival_rounds"], 9);
+  EXPECT_TRUE(json["break_even_delay_s"].contains("ring"));
+}
+
+TEST(CliTest, SimTableNamesTheBreakEvenDelay) {
+  CliResult result = RunCli("sim --ranks 8 --bytes 16MiB --algorithms ring,stragglar");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("break-even vs ring: stragglar wins when the straggler is"));
+}
+
+TEST(CliTest, VerifyAcceptsGoodPlansAndExplainsBadOnes) {
+  const std::string plan = RunCli("plan --algorithm stragglar --ranks 6 --json").out;
+  CliResult good = RunCli("verify --plan -", plan);
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_THAT(good.out, StartsWith("ok: stragglar plan for 6 ranks"));
+  nlohmann::json broken = nlohmann::json::parse(plan);
+  broken["rounds"].erase(broken["rounds"].size() - 1);
+  CliResult bad = RunCli("verify --plan -", broken.dump());
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("plan is incorrect: incomplete"));
+  CliResult garbage = RunCli("verify --plan -", "{not json");
+  EXPECT_NE(garbage.exit_code, 0);
+  EXPECT_THAT(garbage.err, HasSubstr("not valid JSON"));
+  CliResult missing = RunCli("verify --plan /nonexistent/plan.json");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.err, HasSubstr("cannot open plan file"));
+}
+
+TEST(CliTest, RoundsTableComparesWithTheLowerBound) {
+  CliResult result = RunCli("rounds --min-ranks 2 --max-ranks 9 --verify --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  ASSERT_EQ(json["rows"].size(), 8u);
+  EXPECT_EQ(json["rows"][6]["ranks"], 8);
+  EXPECT_EQ(json["rows"][6]["lower_bound"], 9);
+  EXPECT_EQ(json["rows"][6]["ring_rounds"], 14);
+  EXPECT_EQ(json["rows"][6]["halving_doubling_rounds"], 6);
+  EXPECT_EQ(json["misses"], 0);
+}
+
+// Each bad input: non-zero exit, nothing on stdout, and one line on stderr that says what is wrong.
+TEST(CliTest, BadInputGetsOneClearLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"plan --algorithm ring --ranks 1", "--ranks must be at least 2"},
+      {"plan --algorithm tree --ranks 4", "unknown algorithm \"tree\""},
+      {"plan --ranks 4", "--algorithm is required"},
+      {"plan --algorithm stragglar --ranks 4 --straggler 4", "--straggler 4 is outside [0, 3]"},
+      {"plan --algorithm stragglar --ranks 4 --straggler x", "--straggler must be a rank index"},
+      {"plan --algorithm ring --ranks 4 --straggler 1", "applies to --algorithm stragglar only"},
+      {"plan --algorithm ring --ranks 4 --bytes 1MiB", "--bytes does not apply"},
+      {"sim --ranks 4", "--bytes is required"},
+      {"sim --bytes 1MiB", "--ranks is required"},
+      {"sim --ranks 4 --bytes 12XB", "malformed size \"12XB\""},
+      {"sim --ranks 4 --bytes 1MiB --delay 3", "malformed time \"3\""},
+      {"sim --ranks 4 --bytes 1MiB --delay -3ms", "--delay must not be negative"},
+      {"sim --ranks 4 --bytes 1MiB --bandwidth 10GiB", "malformed bandwidth"},
+      {"sim --ranks 4 --bytes 1MiB --algorithms ring,tree", "unknown algorithm \"tree\""},
+      {"sim --ranks 4 --bytes 1MiB --frobnicate", "Unknown command line flag 'frobnicate'"},
+      {"rounds --min-ranks 1", "need 2 <= --min-ranks"},
+      {"frobnicate", "unknown command \"frobnicate\""},
+      {"plan --algorithm ring --ranks 4 extra", "unexpected argument \"extra\""},
+  };
+  for (const auto& [args, message] : cases) {
+    CliResult result = RunCli(args);
+    EXPECT_NE(result.exit_code, 0) << args;
+    EXPECT_THAT(result.err, HasSubstr(message)) << args;
+    if (args != "frobnicate") {
+      EXPECT_EQ(result.out, "") << args;
+      EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << args << result.err;
+    }
+  }
+}
+
+TEST(CliTest, HelpPrintsUsageAndSucceeds) {
+  CliResult result = RunCli("--help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("stragglar sim --ranks N --bytes SIZE"));
+}
+
+}  // namespace
+}  // namespace stragglar

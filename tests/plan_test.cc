@@ -1,0 +1,143 @@
+#include "kernels/plan.h"
+
+#include <numeric>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/synthesizers.h"
+#include "nlohmann/json.hpp"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ChunkElementsTest, CoversEveryElementExactlyOnceForAnyCount) {
+  for (int64_t count : {0, 1, 2, 5, 6, 7, 63, 64, 1000003}) {
+    for (int chunks : {1, 2, 3, 7, 8, 63}) {
+      int64_t next = 0;
+      for (int chunk = 0; chunk < chunks; ++chunk) {
+        const ElementRange range = ChunkElements(count, chunks, chunk);
+        EXPECT_EQ(range.begin, next) << count << " elements, chunk " << chunk << "/" << chunks;
+        EXPECT_GE(range.size(), count / chunks);
+        EXPECT_LE(range.size(), count / chunks + 1);
+        next = range.end;
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+TEST(ChunkElementsTest, MatchesTheContractFormula) {
+  // [floor(i*count/k), floor((i+1)*count/k)): 10 elements in 4 chunks -> 2, 3, 2, 3.
+  EXPECT_EQ(ChunkElements(10, 4, 0).size(), 2);
+  EXPECT_EQ(ChunkElements(10, 4, 1).begin, 2);
+  EXPECT_EQ(ChunkElements(10, 4, 1).size(), 3);
+  EXPECT_EQ(ChunkElements(10, 4, 3).end, 10);
+  // Fewer elements than chunks: most chunks are empty.
+  EXPECT_EQ(ChunkElements(2, 7, 0).size(), 0);
+  EXPECT_EQ(ChunkElements(2, 7, 3).size(), 1);
+  EXPECT_EQ(ChunkElements(2, 7, 6).size(), 1);
+  // Large buffers do not overflow.
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_EQ(ChunkElements(huge, 1023, 1022).end, huge);
+}
+
+TEST(AlgorithmTest, NamesRoundTripAndUnknownNamesAreRejected) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    absl::StatusOr<Algorithm> parsed = ParseAlgorithm(AlgorithmName(algorithm));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, algorithm);
+  }
+  absl::StatusOr<Algorithm> unknown = ParseAlgorithm("tree");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown algorithm \"tree\""));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("halving-doubling"));
+}
+
+TEST(AlgorithmTest, ListsParseInOrderAndRejectDuplicatesAndEmptyItems) {
+  absl::StatusOr<std::vector<Algorithm>> list = ParseAlgorithmList("stragglar,ring");
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(*list, ::testing::ElementsAre(Algorithm::kStragglar, Algorithm::kRing));
+  EXPECT_FALSE(ParseAlgorithmList("ring,ring").ok());
+  EXPECT_FALSE(ParseAlgorithmList("ring,").ok());
+  EXPECT_FALSE(ParseAlgorithmList("").ok());
+}
+
+TEST(PlanJsonTest, HasTheContractShape) {
+  absl::StatusOr<Plan> plan = SynthesizeStragglar(4, 3);
+  ASSERT_TRUE(plan.ok());
+  const nlohmann::json json = PlanToJson(*plan);
+  EXPECT_EQ(json["algorithm"], "stragglar");
+  EXPECT_EQ(json["ranks"], 4);
+  EXPECT_EQ(json["straggler"], 3);
+  EXPECT_EQ(json["chunks"], 3);
+  ASSERT_EQ(json["rounds"].size(), plan->rounds.size());
+  const nlohmann::json& first_post = json["rounds"][plan->pre_arrival_rounds]["transfers"];
+  bool saw_exchange = false;
+  for (const nlohmann::json& transfer : first_post) {
+    EXPECT_TRUE(transfer.contains("src") && transfer.contains("dst"));
+    if (transfer["src"] == 0 && transfer["dst"] == 3) {
+      EXPECT_EQ(transfer["chunks"], nlohmann::json::array({0}));
+      EXPECT_EQ(transfer["op"], "reduce");
+      saw_exchange = true;
+    }
+  }
+  EXPECT_TRUE(saw_exchange);
+  absl::StatusOr<Plan> ring = SynthesizeRing(3);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_TRUE(PlanToJson(*ring)["straggler"].is_null());
+}
+
+TEST(PlanJsonTest, RoundTripsEveryAlgorithm) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    absl::StatusOr<Plan> plan = SynthesizePlan(
+        algorithm, 6, algorithm == Algorithm::kStragglar ? std::optional<int>(2) : std::nullopt);
+    ASSERT_TRUE(plan.ok());
+    absl::StatusOr<Plan> parsed = PlanFromJson(nlohmann::json::parse(PlanToJson(*plan).dump()));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, *plan) << AlgorithmName(algorithm);
+  }
+}
+
+TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
+  const nlohmann::json good = PlanToJson(*SynthesizeRing(3));
+  auto message = [](const nlohmann::json& json) {
+    absl::StatusOr<Plan> plan = PlanFromJson(json);
+    return plan.ok() ? std::string("ok") : std::string(plan.status().message());
+  };
+  nlohmann::json bad = good;
+  bad.erase("ranks");
+  EXPECT_THAT(message(bad), HasSubstr("missing \"ranks\""));
+  bad = good;
+  bad["algorithm"] = "tree";
+  EXPECT_THAT(message(bad), HasSubstr("unknown algorithm"));
+  bad = good;
+  bad["rounds"][1]["transfers"][0]["op"] = "xor";
+  EXPECT_THAT(message(bad), HasSubstr("round 1 transfer 0"));
+  bad = good;
+  bad["rounds"][0]["transfers"][2]["chunks"] = "0";
+  EXPECT_THAT(message(bad), HasSubstr("\"chunks\" must be an array"));
+  EXPECT_THAT(message(nlohmann::json::array()), HasSubstr("not a JSON object"));
+}
+
+TEST(SwapRanksTest, SwapsEveryOccurrenceIncludingTheStraggler) {
+  absl::StatusOr<Plan> plan = SynthesizeStragglar(5, 4);
+  ASSERT_TRUE(plan.ok());
+  const Plan swapped = SwapRanks(*plan, 1, 4);
+  EXPECT_EQ(swapped.straggler, 1);
+  for (int r = 0; r < plan->num_rounds(); ++r) {
+    for (size_t t = 0; t < plan->rounds[r].transfers.size(); ++t) {
+      const Transfer& before = plan->rounds[r].transfers[t];
+      const Transfer& after = swapped.rounds[r].transfers[t];
+      auto expected = [](int rank) { return rank == 1 ? 4 : rank == 4 ? 1 : rank; };
+      EXPECT_EQ(after.src, expected(before.src));
+      EXPECT_EQ(after.dst, expected(before.dst));
+      EXPECT_EQ(after.chunks, before.chunks);
+    }
+  }
+  EXPECT_EQ(SwapRanks(swapped, 1, 4), *plan);
+}
+
+}  // namespace
+}  // namespace stragglar

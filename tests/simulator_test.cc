@@ -1,0 +1,129 @@
+#include "policy/simulator.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+
+const LinkModel kPaperLink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+constexpr double kGiB = 1 << 30;
+
+Plan Synthesize(Algorithm algorithm, int n, int straggler) {
+  absl::StatusOr<Plan> plan = SynthesizePlan(
+      algorithm, n,
+      algorithm == Algorithm::kStragglar ? std::optional<int>(straggler) : std::nullopt);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *plan;
+}
+
+double Simulated(const Plan& plan, double bytes, const std::vector<double>& arrival,
+                 bool after_last_arrival = false) {
+  absl::StatusOr<SimulationResult> result = SimulatePlan(plan, bytes, kPaperLink, arrival);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return after_last_arrival ? result->after_last_arrival_s : result->completion_s;
+}
+
+MATCHER_P(NearlyEquals, expected, "") {
+  return std::abs(arg - expected) <= 1e-12 + 1e-9 * expected;
+}
+
+TEST(SimulatorTest, ClosedFormsAgreeWithSimulationWhenRanksArriveTogether) {
+  for (int n = 2; n <= 64; ++n) {
+    const std::vector<double> together(n, 0.0);
+    for (double bytes : {0.0, 1e6, 3.0 * kGiB}) {
+      EXPECT_THAT(Simulated(Synthesize(Algorithm::kRing, n, 0), bytes, together),
+                  NearlyEquals(RingSeconds(n, bytes, kPaperLink)))
+          << "ring n=" << n;
+      EXPECT_THAT(Simulated(Synthesize(Algorithm::kHalvingDoubling, n, 0), bytes, together),
+                  NearlyEquals(HalvingDoublingSeconds(n, bytes, kPaperLink)))
+          << "halving-doubling n=" << n;
+      // Without a delay StragglAR pays its ReduceScatter and then its post-arrival rounds.
+      const Plan stragglar = Synthesize(Algorithm::kStragglar, n, n / 2);
+      EXPECT_THAT(Simulated(stragglar, bytes, together),
+                  NearlyEquals(StragglarReduceScatterSeconds(n, bytes, kPaperLink) +
+                               StragglarPostArrivalSeconds(n, stragglar.post_arrival_rounds(),
+                                                           bytes, kPaperLink)))
+          << "stragglar n=" << n;
+    }
+  }
+}
+
+TEST(SimulatorTest, DelaysAddToRingAndHideStragglarsReduceScatter) {
+  for (int n : {3, 4, 8, 13, 16}) {
+    const double bytes = 64e6;
+    const int late = 1;
+    const double ring_time = RingSeconds(n, bytes, kPaperLink);
+    const Plan stragglar = Synthesize(Algorithm::kStragglar, n, late);
+    const double reduce_scatter = StragglarReduceScatterSeconds(n, bytes, kPaperLink);
+    const double post =
+        StragglarPostArrivalSeconds(n, stragglar.post_arrival_rounds(), bytes, kPaperLink);
+    for (double delay : {0.0, reduce_scatter / 2, reduce_scatter, 2 * reduce_scatter}) {
+      const std::vector<double> arrival = OneLateRank(n, late, delay);
+      EXPECT_THAT(Simulated(Synthesize(Algorithm::kRing, n, 0), bytes, arrival),
+                  NearlyEquals(delay + ring_time));
+      EXPECT_THAT(Simulated(stragglar, bytes, arrival),
+                  NearlyEquals(std::max(delay, reduce_scatter) + post));
+      EXPECT_THAT(Simulated(stragglar, bytes, arrival, /*after_last_arrival=*/true),
+                  NearlyEquals(std::max(delay, reduce_scatter) + post - delay));
+    }
+  }
+}
+
+// The authors' table: Ring / StragglAR after the straggler arrives, alpha = 3 us, 450 GiB/s, 1 GiB.
+TEST(SimulatorTest, ReproducesThePapersRingOverStragglarTable) {
+  const std::vector<std::pair<int, double>> table = {
+      {4, 1.127}, {8, 1.363}, {16, 1.565}, {32, 1.718}, {64, 1.826}, {128, 1.897}, {256, 1.941}};
+  for (const auto& [n, expected] : table) {
+    const double delay = 1.0;  // long enough to hide the ReduceScatter
+    const std::vector<double> arrival = OneLateRank(n, n - 1, delay);
+    const double ring = Simulated(Synthesize(Algorithm::kRing, n, 0), kGiB, arrival, true);
+    const double stragglar =
+        Simulated(Synthesize(Algorithm::kStragglar, n, n - 1), kGiB, arrival, true);
+    EXPECT_NEAR(ring / stragglar, expected, expected * 0.005) << "n=" << n;
+  }
+}
+
+TEST(SimulatorTest, BreakEvenDelayMatchesTheClosedForm) {
+  for (int n : {4, 8, 16}) {
+    for (double bytes : {1e6, 1.0 * kGiB}) {
+      const Plan stragglar = Synthesize(Algorithm::kStragglar, n, n - 1);
+      const Plan ring = Synthesize(Algorithm::kRing, n, 0);
+      absl::StatusOr<double> break_even = BreakEvenDelay(stragglar, ring, bytes, kPaperLink);
+      ASSERT_TRUE(break_even.ok());
+      const double expected = std::max(
+          0.0,
+          StragglarReduceScatterSeconds(n, bytes, kPaperLink) +
+              StragglarPostArrivalSeconds(n, stragglar.post_arrival_rounds(), bytes, kPaperLink) -
+              RingSeconds(n, bytes, kPaperLink));
+      EXPECT_NEAR(*break_even, expected, 2e-9) << "n=" << n << " bytes=" << bytes;
+      // Just above it StragglAR wins; just below it loses.
+      EXPECT_LT(Simulated(stragglar, bytes, OneLateRank(n, n - 1, *break_even + 1e-8)),
+                Simulated(ring, bytes, OneLateRank(n, n - 1, *break_even + 1e-8)));
+      if (expected > 1e-8) {
+        EXPECT_GT(Simulated(stragglar, bytes, OneLateRank(n, n - 1, *break_even - 1e-8)),
+                  Simulated(ring, bytes, OneLateRank(n, n - 1, *break_even - 1e-8)));
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, BadInputsAreRejected) {
+  const Plan ring = Synthesize(Algorithm::kRing, 4, 0);
+  EXPECT_THAT(SimulatePlan(ring, 1e6, kPaperLink, {0, 0, 0}).status().message(),
+              HasSubstr("needs 4 arrival times, got 3"));
+  EXPECT_THAT(SimulatePlan(ring, -1, kPaperLink, {0, 0, 0, 0}).status().message(),
+              HasSubstr("bytes must be finite and >= 0"));
+  EXPECT_FALSE(
+      SimulatePlan(ring, 1e6, {.alpha_s = 0, .bandwidth_bytes_per_s = 0}, {0, 0, 0, 0}).ok());
+  EXPECT_FALSE(SimulatePlan(ring, 1e6, kPaperLink, {0, 0, 0, NAN}).ok());
+  EXPECT_FALSE(BreakEvenDelay(ring, ring, 1e6, kPaperLink).ok());
+}
+
+}  // namespace
+}  // namespace stragglar

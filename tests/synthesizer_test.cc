@@ -1,0 +1,146 @@
+#include <bit>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/stragglar_schedule.h"
+#include "kernels/synthesizers.h"
+#include "kernels/verifier.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+
+int CeilLog2(int n) { return std::bit_width(static_cast<unsigned>(n - 1)); }
+
+TEST(RingTest, Has2NMinus1RoundsOfOneChunk) {
+  for (int n = 2; n <= 64; ++n) {
+    absl::StatusOr<Plan> plan = SynthesizeRing(n);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->num_rounds(), 2 * (n - 1));
+    EXPECT_EQ(plan->num_chunks, n);
+    for (const Round& round : plan->rounds) {
+      ASSERT_EQ(static_cast<int>(round.transfers.size()), n);
+      for (const Transfer& transfer : round.transfers) EXPECT_EQ(transfer.chunks.size(), 1u);
+    }
+  }
+}
+
+TEST(HalvingDoublingTest, Has2CeilLog2NRounds) {
+  for (int n = 2; n <= 64; ++n) {
+    absl::StatusOr<Plan> plan = SynthesizeHalvingDoubling(n);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->num_rounds(), 2 * CeilLog2(n)) << n;
+    EXPECT_EQ(plan->num_chunks, static_cast<int>(std::bit_floor(static_cast<unsigned>(n))));
+  }
+}
+
+TEST(HalvingDoublingTest, MovesTheThreeTwoEliminationVolume) {
+  // Bytes per rank along the busiest rank's rounds: 2s(1 - 1/n) for powers of two,
+  // 2s(1.5 - 1/P) otherwise (in chunks of s/P: 3P - 2).
+  for (int n : {4, 8, 16, 32}) {
+    absl::StatusOr<Plan> plan = SynthesizeHalvingDoubling(n);
+    int chunks = 0;
+    for (const Round& round : plan->rounds) {
+      for (const Transfer& transfer : round.transfers) {
+        if (transfer.src == 0) chunks += static_cast<int>(transfer.chunks.size());
+      }
+    }
+    EXPECT_EQ(chunks, 2 * (n - 1)) << n;
+  }
+  for (int n : {3, 5, 6, 7, 12, 24, 33}) {
+    absl::StatusOr<Plan> plan = SynthesizeHalvingDoubling(n);
+    const int virtual_ranks = plan->num_chunks;
+    int max_round_chunks = 0;
+    int total = 0;
+    for (const Round& round : plan->rounds) {
+      max_round_chunks = 0;
+      for (const Transfer& transfer : round.transfers) {
+        max_round_chunks = std::max(max_round_chunks, static_cast<int>(transfer.chunks.size()));
+      }
+      total += max_round_chunks;
+    }
+    EXPECT_EQ(total, 3 * virtual_ranks - 2) << n;
+  }
+}
+
+TEST(StragglarTest, LowerBoundFormula) {
+  EXPECT_EQ(StragglarRoundLowerBound(2), 1);
+  EXPECT_EQ(StragglarRoundLowerBound(3), 3);
+  EXPECT_EQ(StragglarRoundLowerBound(4), 4);
+  EXPECT_EQ(StragglarRoundLowerBound(8), 9);
+  EXPECT_EQ(StragglarRoundLowerBound(12), 14);
+  EXPECT_EQ(StragglarRoundLowerBound(48), 52);
+  EXPECT_EQ(StragglarRoundLowerBound(256), 262);
+  EXPECT_EQ(StragglarRoundLowerBound(1024), 1032);
+}
+
+TEST(StragglarTest, ReachesTheLowerBoundForEveryRankCountUpTo64) {
+  for (int n = 2; n <= 64; ++n) {
+    absl::StatusOr<Plan> plan = SynthesizeStragglar(n, n - 1);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->pre_arrival_rounds, n - 2) << n;
+    EXPECT_EQ(plan->post_arrival_rounds(), n - 2 + CeilLog2(n)) << n;
+    EXPECT_EQ(plan->num_chunks, n - 1);
+  }
+}
+
+TEST(StragglarTest, PostArrivalReductionsAreExactlyTheExchangesWithTheStraggler) {
+  for (int n : {2, 3, 7, 8, 13}) {
+    absl::StatusOr<Plan> plan = SynthesizeStragglar(n, 2 % n);
+    ASSERT_TRUE(plan.ok());
+    int reductions = 0;
+    for (int r = plan->pre_arrival_rounds; r < plan->num_rounds(); ++r) {
+      for (const Transfer& transfer : plan->rounds[r].transfers) {
+        if (transfer.op != TransferOp::kReduce) continue;
+        ++reductions;
+        EXPECT_TRUE(transfer.src == *plan->straggler || transfer.dst == *plan->straggler);
+      }
+    }
+    EXPECT_EQ(reductions, 2 * (n - 1)) << n;
+  }
+}
+
+TEST(StragglarTest, EveryStragglerIsARelabellingOfTheCanonicalPlan) {
+  const int n = 9;
+  absl::StatusOr<Plan> canonical = SynthesizeStragglar(n, n - 1);
+  ASSERT_TRUE(canonical.ok());
+  for (int straggler = 0; straggler < n; ++straggler) {
+    absl::StatusOr<Plan> plan = SynthesizeStragglar(n, straggler);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->straggler, straggler);
+    EXPECT_EQ(*plan, straggler == n - 1 ? *canonical : SwapRanks(*canonical, straggler, n - 1));
+  }
+}
+
+TEST(StragglarTest, SynthesisIsDeterministic) {
+  for (int n : {5, 16, 33}) {
+    absl::StatusOr<PostArrivalSchedule> first = SynthesizeStragglarPostArrival(n);
+    absl::StatusOr<PostArrivalSchedule> second = SynthesizeStragglarPostArrival(n);
+    ASSERT_TRUE(first.ok() && second.ok());
+    ASSERT_EQ(first->size(), second->size());
+    for (size_t r = 0; r < first->size(); ++r) {
+      ASSERT_EQ((*first)[r].size(), (*second)[r].size());
+      for (size_t m = 0; m < (*first)[r].size(); ++m) {
+        EXPECT_EQ((*first)[r][m].src, (*second)[r][m].src);
+        EXPECT_EQ((*first)[r][m].dst, (*second)[r][m].dst);
+        EXPECT_EQ((*first)[r][m].chunk, (*second)[r][m].chunk);
+      }
+    }
+  }
+}
+
+TEST(SynthesizerTest, BadArgumentsGetClearErrors) {
+  EXPECT_THAT(SynthesizeRing(1).status().message(), HasSubstr("at least 2 ranks"));
+  EXPECT_THAT(SynthesizeHalvingDoubling(0).status().message(), HasSubstr("at least 2 ranks"));
+  EXPECT_THAT(SynthesizeStragglar(1, 0).status().message(), HasSubstr("at least 2 ranks"));
+  EXPECT_THAT(SynthesizeStragglar(4, 4).status().message(), HasSubstr("straggler 4 outside"));
+  EXPECT_THAT(SynthesizeStragglar(4, -1).status().message(), HasSubstr("outside"));
+  EXPECT_THAT(SynthesizePlan(Algorithm::kRing, 4, 1).status().message(),
+              HasSubstr("takes no straggler"));
+  EXPECT_THAT(SynthesizePlan(Algorithm::kStragglar, 4, std::nullopt).status().message(),
+              HasSubstr("needs a straggler"));
+}
+
+}  // namespace
+}  // namespace stragglar

@@ -1,0 +1,443 @@
+// The `stragglar` command line: plan, sim, verify, rounds. Flags are absl flags shared by all
+// subcommands; each subcommand rejects the flags that do not apply to it, so a typo never passes
+// silently. Every error is one line on stderr and a non-zero exit.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+#include "kernels/plan.h"
+#include "kernels/stragglar_schedule.h"
+#include "kernels/synthesizers.h"
+#include "kernels/verifier.h"
+#include "nlohmann/json.hpp"
+#include "policy/simulator.h"
+#include "runtime/units.h"
+
+ABSL_FLAG(std::string, algorithm, "", "plan: ring, halving-doubling or stragglar");
+ABSL_FLAG(std::optional<int>, ranks, std::nullopt, "number of ranks (>= 2)");
+ABSL_FLAG(std::string, straggler, "", "the late rank (default: the last rank)");
+ABSL_FLAG(std::optional<stragglar::ByteSize>, bytes, std::nullopt, "buffer size, e.g. 16MiB");
+ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message latency, e.g. 3us");
+ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
+          "link bandwidth, e.g. 450GiB/s");
+ABSL_FLAG(stragglar::Seconds, delay, stragglar::Seconds{0},
+          "how late the straggler arrives, e.g. 20ms");
+ABSL_FLAG(std::string, algorithms, "ring,halving-doubling,stragglar",
+          "sim: comma-separated algorithms to compare");
+ABSL_FLAG(bool, json, false, "print JSON instead of a table");
+ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
+ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
+ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
+ABSL_FLAG(bool, verify, false, "rounds: also verify every synthesized plan symbolically");
+
+namespace stragglar {
+namespace {
+
+constexpr char kUsage[] = R"(stragglar: AllReduce plans for a persistent straggler
+
+usage:
+  stragglar plan --algorithm ring|halving-doubling|stragglar --ranks N [--straggler S] [--json]
+  stragglar sim --ranks N --bytes SIZE [--alpha 3us] [--bandwidth 450GiB/s] [--delay D]
+                [--straggler S] [--algorithms ring,halving-doubling,stragglar] [--json]
+  stragglar verify --plan FILE|-
+  stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
+
+Sizes accept B, KiB, MiB, GiB (and KB, MB, GB); times accept ns, us, ms, s.
+)";
+
+struct Command {
+  absl::string_view name;
+  std::vector<absl::string_view> flags;
+  absl::Status (*run)();
+};
+
+absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+absl::StatusOr<int> RequiredRanks() {
+  std::optional<int> ranks = absl::GetFlag(FLAGS_ranks);
+  if (!ranks.has_value()) return Usage("--ranks is required");
+  if (*ranks < 2) return Usage(absl::StrCat("--ranks must be at least 2, got ", *ranks));
+  if (*ranks > 65536) return Usage(absl::StrCat("--ranks must be at most 65536, got ", *ranks));
+  return *ranks;
+}
+
+// --straggler: an index in [0, ranks); defaults to the last rank.
+absl::StatusOr<int> StragglerFlag(int num_ranks) {
+  const std::string text = absl::GetFlag(FLAGS_straggler);
+  if (text.empty()) return num_ranks - 1;
+  int straggler = 0;
+  if (!absl::SimpleAtoi(text, &straggler)) {
+    return Usage(absl::StrCat("--straggler must be a rank index, got \"", text, "\""));
+  }
+  if (straggler < 0 || straggler >= num_ranks) {
+    return Usage(absl::StrCat("--straggler ", straggler, " is outside [0, ", num_ranks - 1,
+                              "] for ", num_ranks, " ranks"));
+  }
+  return straggler;
+}
+
+void PrintJson(const nlohmann::json& json) { std::cout << json.dump(2) << "\n"; }
+
+std::string DescribeTransfer(const Transfer& transfer) {
+  return absl::StrCat(transfer.src, "->", transfer.dst, " ",
+                      transfer.op == TransferOp::kReduce ? "+" : "", "c",
+                      absl::StrJoin(transfer.chunks, ","));
+}
+
+void PrintPlanTable(const Plan& plan) {
+  std::cout << absl::StrFormat("%s plan: %d ranks, %d chunks", AlgorithmName(plan.algorithm),
+                               plan.num_ranks, plan.num_chunks);
+  if (plan.straggler.has_value()) {
+    std::cout << absl::StrFormat(
+        ", straggler %d\nrounds: %d (%d pre-arrival, %d post-arrival; "
+        "lower bound %d)\n",
+        *plan.straggler, plan.num_rounds(), plan.pre_arrival_rounds, plan.post_arrival_rounds(),
+        StragglarRoundLowerBound(plan.num_ranks));
+  } else {
+    std::cout << absl::StrFormat("\nrounds: %d\n", plan.num_rounds());
+  }
+  std::cout << "notation: a->b +cK adds chunk K of rank a into rank b; a->b cK copies it\n\n";
+  std::cout << absl::StrFormat("%5s  %-5s  %s\n", "round", "phase", "transfers");
+  for (int r = 0; r < plan.num_rounds(); ++r) {
+    std::vector<std::string> transfers;
+    for (const Transfer& transfer : plan.rounds[r].transfers) {
+      transfers.push_back(DescribeTransfer(transfer));
+    }
+    std::cout << absl::StrFormat("%5d  %-5s  %s\n", r,
+                                 !plan.straggler.has_value()   ? ""
+                                 : r < plan.pre_arrival_rounds ? "pre"
+                                                               : "post",
+                                 absl::StrJoin(transfers, "  "));
+  }
+}
+
+absl::Status RunPlan() {
+  const std::string algorithm_name = absl::GetFlag(FLAGS_algorithm);
+  if (algorithm_name.empty()) return Usage("--algorithm is required");
+  absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(algorithm_name);
+  if (!algorithm.ok()) return algorithm.status();
+  absl::StatusOr<int> ranks = RequiredRanks();
+  if (!ranks.ok()) return ranks.status();
+  std::optional<int> straggler;
+  if (*algorithm == Algorithm::kStragglar) {
+    absl::StatusOr<int> index = StragglerFlag(*ranks);
+    if (!index.ok()) return index.status();
+    straggler = *index;
+  } else if (!absl::GetFlag(FLAGS_straggler).empty()) {
+    return Usage("--straggler applies to --algorithm stragglar only");
+  }
+  absl::StatusOr<Plan> plan = SynthesizePlan(*algorithm, *ranks, straggler);
+  if (!plan.ok()) return plan.status();
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJson(PlanToJson(*plan));
+  } else {
+    PrintPlanTable(*plan);
+  }
+  return absl::OkStatus();
+}
+
+struct SimRow {
+  Algorithm algorithm;
+  int rounds;
+  int post_arrival_rounds;
+  SimulationResult result;
+};
+
+absl::Status RunSim() {
+  absl::StatusOr<int> ranks = RequiredRanks();
+  if (!ranks.ok()) return ranks.status();
+  const std::optional<ByteSize> size = absl::GetFlag(FLAGS_bytes);
+  if (!size.has_value()) return Usage("--bytes is required");
+  const double bytes = static_cast<double>(size->bytes);
+  absl::StatusOr<int> straggler = StragglerFlag(*ranks);
+  if (!straggler.ok()) return straggler.status();
+  const double delay_s = absl::GetFlag(FLAGS_delay).value;
+  if (delay_s < 0) {
+    return Usage(absl::StrCat("--delay must not be negative, got ", FormatSeconds(delay_s)));
+  }
+  const double alpha_s = absl::GetFlag(FLAGS_alpha).value;
+  if (alpha_s < 0) {
+    return Usage(absl::StrCat("--alpha must not be negative, got ", FormatSeconds(alpha_s)));
+  }
+  const LinkModel link{.alpha_s = alpha_s,
+                       .bandwidth_bytes_per_s = absl::GetFlag(FLAGS_bandwidth).bytes_per_s};
+  absl::StatusOr<std::vector<Algorithm>> algorithms =
+      ParseAlgorithmList(absl::GetFlag(FLAGS_algorithms));
+  if (!algorithms.ok()) return algorithms.status();
+
+  const std::vector<double> arrival = OneLateRank(*ranks, *straggler, delay_s);
+  std::vector<SimRow> rows;
+  std::optional<Plan> stragglar_plan;
+  std::vector<std::pair<Algorithm, Plan>> baselines;
+  for (Algorithm algorithm : *algorithms) {
+    absl::StatusOr<Plan> plan = SynthesizePlan(
+        algorithm, *ranks,
+        algorithm == Algorithm::kStragglar ? std::optional<int>(*straggler) : std::nullopt);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<SimulationResult> result = SimulatePlan(*plan, bytes, link, arrival);
+    if (!result.ok()) return result.status();
+    rows.push_back({algorithm, plan->num_rounds(), plan->post_arrival_rounds(), *result});
+    if (algorithm == Algorithm::kStragglar) {
+      stragglar_plan = *std::move(plan);
+    } else {
+      baselines.emplace_back(algorithm, *std::move(plan));
+    }
+  }
+  std::vector<std::pair<Algorithm, double>> break_even;
+  if (stragglar_plan.has_value()) {
+    for (const auto& [algorithm, baseline] : baselines) {
+      absl::StatusOr<double> delay_s = BreakEvenDelay(*stragglar_plan, baseline, bytes, link);
+      if (!delay_s.ok()) return delay_s.status();
+      break_even.emplace_back(algorithm, *delay_s);
+    }
+  }
+
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const SimRow& row : rows) {
+      nlohmann::json entry = {{"algorithm", AlgorithmName(row.algorithm)},
+                              {"rounds", row.rounds},
+                              {"completion_s", row.result.completion_s},
+                              {"after_last_arrival_s", row.result.after_last_arrival_s}};
+      if (row.algorithm == Algorithm::kStragglar) {
+        entry["post_arrival_rounds"] = row.post_arrival_rounds;
+      }
+      results.push_back(std::move(entry));
+    }
+    nlohmann::json json = {{"ranks", *ranks},
+                           {"bytes", size->bytes},
+                           {"alpha_s", link.alpha_s},
+                           {"bandwidth_Bps", link.bandwidth_bytes_per_s},
+                           {"delay_s", delay_s},
+                           {"straggler", *straggler},
+                           {"results", std::move(results)}};
+    if (stragglar_plan.has_value()) {
+      nlohmann::json delays = nlohmann::json::object();
+      for (const auto& [algorithm, delay_s] : break_even) {
+        delays[std::string(AlgorithmName(algorithm))] =
+            delay_s == kNever ? nlohmann::json(nullptr) : nlohmann::json(delay_s);
+      }
+      json["break_even_delay_s"] = std::move(delays);
+    }
+    PrintJson(json);
+    return absl::OkStatus();
+  }
+
+  std::cout << absl::StrFormat(
+      "sim: %d ranks, %s, alpha %s, bandwidth %s; rank %d arrives %s late\n\n", *ranks,
+      FormatBytes(bytes), FormatSeconds(link.alpha_s), FormatBandwidth(link.bandwidth_bytes_per_s),
+      *straggler, FormatSeconds(delay_s));
+  std::cout << absl::StrFormat("%-17s %7s %12s %19s %12s\n", "algorithm", "rounds", "completion",
+                               "after last arrival",
+                               absl::StrCat("vs ", AlgorithmName(rows.front().algorithm)));
+  for (const SimRow& row : rows) {
+    std::cout << absl::StrFormat("%-17s %7d %12s %19s %11.3fx\n", AlgorithmName(row.algorithm),
+                                 row.rounds, FormatSeconds(row.result.completion_s),
+                                 FormatSeconds(row.result.after_last_arrival_s),
+                                 rows.front().result.completion_s / row.result.completion_s);
+  }
+  if (!break_even.empty()) std::cout << "\n";
+  for (const auto& [algorithm, delay_s] : break_even) {
+    if (delay_s == kNever) {
+      std::cout << absl::StrFormat("break-even vs %s: stragglar never wins at this size\n",
+                                   AlgorithmName(algorithm));
+    } else {
+      std::cout << absl::StrFormat(
+          "break-even vs %s: stragglar wins when the straggler is more than %s late\n",
+          AlgorithmName(algorithm), FormatSeconds(delay_s));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunVerify() {
+  const std::string path = absl::GetFlag(FLAGS_plan);
+  if (path.empty()) return Usage("--plan is required");
+  nlohmann::json json;
+  {
+    std::ifstream file;
+    std::istream* in = &std::cin;
+    if (path != "-") {
+      file.open(path);
+      if (!file) return absl::NotFoundError(absl::StrCat("cannot open plan file ", path));
+      in = &file;
+    }
+    json = nlohmann::json::parse(*in, nullptr, /*allow_exceptions=*/false);
+  }
+  if (json.is_discarded()) return Usage(absl::StrCat(path, ": not valid JSON"));
+  absl::StatusOr<Plan> plan = PlanFromJson(json);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status status = VerifyPlan(*plan); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan is incorrect: ", status.message()));
+  }
+  std::cout << absl::StrFormat("ok: %s plan for %d ranks, %d rounds, verified\n",
+                               AlgorithmName(plan->algorithm), plan->num_ranks, plan->num_rounds());
+  return absl::OkStatus();
+}
+
+// The table docs/plans.md shows: achieved rounds against the lower bound for a range of n.
+absl::Status RunRounds() {
+  const int min_ranks = absl::GetFlag(FLAGS_min_ranks);
+  const int max_ranks = absl::GetFlag(FLAGS_max_ranks);
+  if (min_ranks < 2 || max_ranks < min_ranks) {
+    return Usage(
+        absl::StrCat("need 2 <= --min-ranks <= --max-ranks, got ", min_ranks, " and ", max_ranks));
+  }
+  const bool verify = absl::GetFlag(FLAGS_verify);
+  const bool json_output = absl::GetFlag(FLAGS_json);
+  nlohmann::json rows = nlohmann::json::array();
+  int misses = 0;
+  if (!json_output) {
+    std::cout << absl::StrFormat("%6s %6s %10s %6s %6s %12s%s\n", "ranks", "L(n)", "stragglar",
+                                 "ring", "hd", "synthesis", verify ? "  verified" : "");
+  }
+  for (int n = min_ranks; n <= max_ranks; ++n) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<PostArrivalSchedule> schedule = SynthesizeStragglarPostArrival(n);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!schedule.ok()) return schedule.status();
+    const int achieved = static_cast<int>(schedule->size());
+    const int bound = StragglarRoundLowerBound(n);
+    misses += achieved != bound;
+    absl::StatusOr<Plan> ring = SynthesizeRing(n);
+    absl::StatusOr<Plan> halving_doubling = SynthesizeHalvingDoubling(n);
+    if (!ring.ok() || !halving_doubling.ok())
+      return absl::InternalError("baseline synthesis failed");
+    if (verify) {
+      absl::StatusOr<Plan> plan = SynthesizeStragglar(n, n - 1);
+      if (!plan.ok()) return plan.status();
+      for (const Plan* candidate : {&*plan, &*ring, &*halving_doubling}) {
+        if (absl::Status status = VerifyPlan(*candidate); !status.ok()) {
+          return absl::InternalError(absl::StrCat(AlgorithmName(candidate->algorithm), " plan for ",
+                                                  n,
+                                                  " ranks fails verification: ", status.message()));
+        }
+      }
+    }
+    if (json_output) {
+      rows.push_back({{"ranks", n},
+                      {"lower_bound", bound},
+                      {"stragglar_post_arrival_rounds", achieved},
+                      {"ring_rounds", ring->num_rounds()},
+                      {"halving_doubling_rounds", halving_doubling->num_rounds()},
+                      {"synthesis_s", seconds},
+                      {"verified", verify}});
+    } else {
+      std::cout << absl::StrFormat("%6d %6d %10d %6d %6d %12s%s\n", n, bound, achieved,
+                                   ring->num_rounds(), halving_doubling->num_rounds(),
+                                   FormatSeconds(seconds), verify ? "  yes" : "");
+    }
+  }
+  if (json_output) {
+    PrintJson({{"rows", std::move(rows)}, {"misses", misses}});
+  } else {
+    std::cout << absl::StrFormat("\n%d of %d rank counts reach the lower bound L(n)\n",
+                                 max_ranks - min_ranks + 1 - misses, max_ranks - min_ranks + 1);
+  }
+  return absl::OkStatus();
+}
+
+const std::vector<Command>& Commands() {
+  static const auto& commands = *new std::vector<Command>{
+      {"plan", {"algorithm", "ranks", "straggler", "json"}, RunPlan},
+      {"sim",
+       {"ranks", "bytes", "alpha", "bandwidth", "delay", "straggler", "algorithms", "json"},
+       RunSim},
+      {"verify", {"plan"}, RunVerify},
+      {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},
+  };
+  return commands;
+}
+
+// Users write --max-ranks; absl flag names are identifiers (max_ranks).
+std::string NormalizeFlagName(absl::string_view arg) {
+  std::string normalized(arg);
+  if (!absl::StartsWith(arg, "--")) return normalized;
+  const size_t name_end = std::min(normalized.find('='), normalized.size());
+  for (size_t i = 2; i < name_end; ++i) {
+    if (normalized[i] == '-') normalized[i] = '_';
+  }
+  return normalized;
+}
+
+std::string DisplayFlagName(absl::string_view name) {
+  return absl::StrReplaceAll(name, {{"_", "-"}});
+}
+
+// Flags of this file set (to a non-default value) that mean nothing to `command`. This absl
+// version keeps "specified on the command line" private, so a flag set to its default passes.
+absl::Status CheckFlagsApply(const Command& command) {
+  absl::flat_hash_set<absl::string_view> allowed(command.flags.begin(), command.flags.end());
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::StrContains(flag->Filename(), "tools/stragglar.cc")) continue;
+    if (flag->CurrentValue() != flag->DefaultValue() && !allowed.contains(name)) {
+      return Usage(absl::StrCat("--", DisplayFlagName(name), " does not apply to 'stragglar ",
+                                command.name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || absl::string_view(argv[1]) == "help" || absl::string_view(argv[1]) == "--help" ||
+      absl::string_view(argv[1]) == "-h") {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  const absl::string_view name = argv[1];
+  const Command* command = nullptr;
+  for (const Command& candidate : Commands()) {
+    if (candidate.name == name) command = &candidate;
+  }
+  if (command == nullptr) {
+    std::cerr << "stragglar: unknown command \"" << name << "\"\n\n" << kUsage;
+    return 1;
+  }
+  for (int i = 2; i < argc; ++i) {
+    if (absl::string_view(argv[i]) == "--help" || absl::string_view(argv[i]) == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  // absl sees "stragglar <command>" as the program name and parses the rest; it exits with a
+  // message naming the flag on malformed values and unknown flags.
+  std::vector<std::string> storage = {absl::StrCat(argv[0], " ", name)};
+  for (int i = 2; i < argc; ++i) storage.push_back(NormalizeFlagName(argv[i]));
+  std::vector<char*> args;
+  for (std::string& arg : storage) args.push_back(arg.data());
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  absl::Status status = positional.size() > 1
+                            ? Usage(absl::StrCat("unexpected argument \"", positional[1], "\""))
+                            : CheckFlagsApply(*command);
+  if (status.ok()) status = command->run();
+  if (!status.ok()) {
+    std::cerr << "stragglar " << name << ": " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace stragglar
+
+int main(int argc, char** argv) { return stragglar::Main(argc, argv); }
