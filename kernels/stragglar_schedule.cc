@@ -1,58 +1,631 @@
-// Baseline (temporary): exchanges in round r, then per round a greedy pairing of free senders and
-// free receivers, newest chunk first. Always correct; not always L(n) rounds.
+// Post-arrival schedule synthesis for StragglAR.
+//
+// Powers of two (n = 2^K, m = n - 1 chunks) use an exact cyclic pipeline. Every rank follows the
+// same timetable, shifted by its exchange round: at "local time" u = (t - r) mod m it receives the
+// chunk of age a(u) (generated a(u) rounds ago) and forwards the chunk of age b(u). Each chunk then
+// spreads as a binomial tree (1, 2, 4, ... copies per round) and is complete K rounds after its
+// exchange, and every free port is busy in every steady-state round. The timetable is found by a
+// small depth-first search over u (it never backtracks in practice): receipts must hit every other
+// chunk exactly once (u - a(u) a permutation of the non-zero residues mod m) and the forwarding
+// duties they create must tile the rank's send slots. Only the last chunk would finish one round
+// late; in the last K-1 rounds the straggler seeds it into the rank whose (now absent) exchange
+// would start a new pipeline, and those "virtual" pipelines carry it to every remaining rank.
+//
+// Other n use a deadline-aware greedy (valid, but above L(n)): each round, chunks are served in order
+// of least slack (rounds left minus the doublings they still need), each from the senders with the
+// fewest other useful chunks to the receivers with the least receive slack.
 #include "kernels/stragglar_schedule.h"
 
+#include <algorithm>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace stragglar {
+namespace {
 
-int StragglarRoundLowerBound(int num_ranks) {
+// Total DFS nodes the runtime timetable search may spend (about 20 ms) before the greedy fallback.
+constexpr long kRuntimeSearchBudget = 400'000;
+
+int CeilLog2(int value) {
   int log2_ceil = 0;
-  while ((1 << log2_ceil) < num_ranks) ++log2_ceil;
-  return num_ranks - 2 + log2_ceil;
+  while ((1 << log2_ceil) < value) ++log2_ceil;
+  return log2_ceil;
 }
+
+// Per-rank timetable of the cyclic pipeline on m = 2^K - 1 ranks: receive_age[u] and send_age[u]
+// for local times u = 1..m-1 (u = 0 is the exchange round).
+class CyclicTimetable {
+ public:
+  CyclicTimetable(int num_chunks, int log2_ranks)
+      : m_(num_chunks),
+        k_(log2_ranks),
+        receive_age_(num_chunks, 0),
+        forwards_extra_(num_chunks, 0),
+        residue_used_(num_chunks, 0),
+        remaining_(log2_ranks + 1, 0) {}
+
+  bool Solve() {
+    // Binomial tree: 2^(a-1) copies at age a < K, the rest (2^(K-1) - 1) at age K.
+    for (int age = 1; age < k_; ++age) remaining_[age] = 1 << (age - 1);
+    remaining_[k_] = m_ - (1 << (k_ - 1));
+    extra_sends_left_ = remaining_[k_] - 1;  // The own chunk also goes out at age K (time K).
+    next_block_start_ = k_;
+    if (!Search(1)) return false;
+    send_age_.assign(m_, 0);
+    for (int u = 1; u <= k_; ++u) send_age_[u] = u;  // Own chunk, generated at local time 0.
+    for (int u = k_; u < m_ - 1;) {
+      const int block = k_ - 1 - receive_age_[u] + forwards_extra_[u];
+      for (int v = u + 1; v <= u + block; ++v) send_age_[v] = v - (u - receive_age_[u]);
+      u += block;
+    }
+    return true;
+  }
+
+  int receive_age(int u) const { return receive_age_[u]; }
+  int send_age(int u) const { return send_age_[u]; }
+
+ private:
+  // A chunk received at age a < K must be forwarded in each following round until age K-1 (every
+  // holder doubles it), optionally once more at age K. Those forwarding blocks must follow each
+  // other without gaps, so a new block starts exactly where the previous one ends.
+  bool Search(int u) {
+    if (++nodes_ > kNodeLimit) return false;
+    if (u == m_) return next_block_start_ == m_ - 1 && HoldsYoungChunkAtCycleEnd();
+    // A residue g can only be received at local times g+1..g+K; give up once that window passed.
+    const int expiring = u - k_ - 1;
+    if (expiring >= 1 && expiring < m_ - k_ + 1 && !residue_used_[expiring]) return false;
+    const bool starts_block = u == next_block_start_ && u < m_ - 1;
+    for (int age = k_; age >= 1; --age) {
+      if (remaining_[age] == 0) continue;
+      const int residue = ((u - age) % m_ + m_) % m_;
+      if (residue == 0 || residue_used_[residue]) continue;
+      if (starts_block ? age == k_ : age < k_ - 1) continue;
+      for (int extra = 1; extra >= 0; --extra) {
+        if (!starts_block && extra == 1) continue;
+        if (starts_block && age == k_ - 1 && extra == 0) continue;
+        if (extra == 1 && extra_sends_left_ == 0) continue;
+        const int block = k_ - 1 - age + extra;
+        if (starts_block && u + block > m_ - 1) continue;
+        residue_used_[residue] = 1;
+        --remaining_[age];
+        extra_sends_left_ -= extra;
+        receive_age_[u] = age;
+        forwards_extra_[u] = extra;
+        const int saved_start = next_block_start_;
+        if (starts_block) next_block_start_ = u + block;
+        if (Search(u + 1)) return true;
+        next_block_start_ = saved_start;
+        residue_used_[residue] = 0;
+        ++remaining_[age];
+        extra_sends_left_ += extra;
+      }
+    }
+    return false;
+  }
+
+  // The tail argument needs the rank that would exchange next to hold one of the K youngest chunks.
+  bool HoldsYoungChunkAtCycleEnd() const {
+    for (int u = 1; u < m_; ++u) {
+      if (u - receive_age_[u] >= m_ - k_) return true;
+    }
+    return false;
+  }
+
+  static constexpr long kNodeLimit = 2'000'000;
+  const int m_, k_;
+  std::vector<int> receive_age_, forwards_extra_, send_age_;
+  std::vector<char> residue_used_;
+  std::vector<int> remaining_;
+  int extra_sends_left_ = 0, next_block_start_ = 0;
+  long nodes_ = 0;
+};
+
+// Exact schedule for n = 2^K >= 4; returns false if the timetable search fails.
+bool BuildCyclic(int n, PostArrivalSchedule& rounds) {
+  const int m = n - 1, sigma = n - 1, k = CeilLog2(n);
+  const int num_rounds = StragglarRoundLowerBound(n);
+  CyclicTimetable timetable(m, k);
+  if (!timetable.Solve()) return false;
+  rounds.assign(num_rounds, {});
+  std::vector<char> has_last_chunk(n, 0);
+  std::map<int, std::pair<std::vector<int>, std::vector<int>>> by_generation;
+  for (int t = 0; t < num_rounds; ++t) {
+    std::vector<ScheduleMove>& moves = rounds[t];
+    if (t < m) {
+      moves.push_back({t, sigma, t});
+      moves.push_back({sigma, t, t});
+    }
+    by_generation.clear();
+    for (int r = 0; r < m; ++r) {
+      const int u = ((t - r) % m + m) % m;
+      if (u == 0) continue;
+      const int sent = t - timetable.send_age(u), received = t - timetable.receive_age(u);
+      if (sent >= 0) by_generation[sent].first.push_back(r);
+      if (received >= 0) by_generation[received].second.push_back(r);
+    }
+    std::vector<int> got_last_chunk;
+    for (auto& [generation, senders_receivers] : by_generation) {
+      const auto& [senders, receivers] = senders_receivers;
+      // Generations >= m would be exchanged by ranks that no longer exchange: those pipelines
+      // carry the last chunk instead (the straggler seeded their roots).
+      const int chunk = std::min(generation, m - 1);
+      for (size_t i = 0; i < senders.size() && i < receivers.size(); ++i) {
+        if (chunk == m - 1) {
+          if (has_last_chunk[receivers[i]]) continue;
+          got_last_chunk.push_back(receivers[i]);
+        }
+        moves.push_back({senders[i], receivers[i], chunk});
+      }
+    }
+    if (t >= m && !has_last_chunk[t - m]) {
+      moves.push_back({sigma, t - m, m - 1});
+      got_last_chunk.push_back(t - m);
+    }
+    for (int r : got_last_chunk) has_last_chunk[r] = 1;
+    if (t == m - 1) has_last_chunk[m - 1] = 1;
+  }
+  // Every rank must now hold the last chunk; anything else means the construction does not apply.
+  for (int r = 0; r < m; ++r) {
+    if (!has_last_chunk[r]) return false;
+  }
+  return true;
+}
+
+// Valid for every n; not always L(n) rounds.
+PostArrivalSchedule BuildGreedy(int n) {
+  const int sigma = n - 1, m = n - 1, lower_bound = StragglarRoundLowerBound(n);
+  std::vector<std::vector<char>> holds(n, std::vector<char>(m, 0));
+  std::vector<int> missing(n, m - 1), holders(m, 0), useful_chunks(n, 0);
+  missing[sigma] = 0;
+  int total_missing = m * (m - 1);
+  std::vector<int> incomplete;  // Final chunks some rank still lacks.
+  PostArrivalSchedule rounds;
+  std::vector<std::pair<long, int>> senders, receivers;
+  for (int t = 0; t < m || total_missing > 0; ++t) {
+    std::vector<ScheduleMove>& moves = rounds.emplace_back();
+    std::vector<char> send_busy(n, 0), recv_busy(n, 0);
+    if (t < m) {
+      moves.push_back({t, sigma, t});
+      moves.push_back({sigma, t, t});
+      send_busy[t] = recv_busy[t] = send_busy[sigma] = 1;
+    }
+    recv_busy[sigma] = 1;
+    auto receive_slack = [&](int r) {
+      const int free_rounds = std::max(0, lower_bound - t) - (r >= t && r < lower_bound ? 1 : 0);
+      return free_rounds - missing[r];
+    };
+    std::vector<int> chunk_slack(m, 0);
+    for (int c : incomplete) {
+      int doublings = 0;
+      for (long reach = holders[c] + 1; reach < n; reach *= 2) ++doublings;
+      chunk_slack[c] = (lower_bound - t) - doublings;
+    }
+    std::vector<int> order = incomplete;
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return chunk_slack[a] != chunk_slack[b] ? chunk_slack[a] < chunk_slack[b] : a > b;
+    });
+    std::vector<ScheduleMove> copies;
+    for (int c : order) {
+      senders.clear();
+      receivers.clear();
+      for (int r = 0; r < n; ++r) {
+        if (!send_busy[r] && (holds[r][c] || (r == sigma && t >= m))) {
+          senders.push_back({r == sigma ? 1L << 30 : useful_chunks[r], r});
+        }
+        if (!recv_busy[r] && r != sigma && !holds[r][c]) {
+          // Rank t+1 cannot forward next round, so it is a slightly worse receiver.
+          receivers.push_back({receive_slack(r) * 4L + (r == t + 1 ? 2 : 0), r});
+        }
+      }
+      const size_t count = std::min(senders.size(), receivers.size());
+      std::partial_sort(senders.begin(), senders.begin() + count, senders.end());
+      std::partial_sort(receivers.begin(), receivers.begin() + count, receivers.end());
+      for (size_t i = 0; i < count; ++i) {
+        send_busy[senders[i].second] = recv_busy[receivers[i].second] = 1;
+        copies.push_back({senders[i].second, receivers[i].second, c});
+      }
+    }
+    for (const ScheduleMove& move : copies) {
+      holds[move.dst][move.chunk] = 1;
+      --missing[move.dst];
+      ++holders[move.chunk];
+      ++useful_chunks[move.dst];
+      --total_missing;
+      moves.push_back(move);
+    }
+    if (t < m) {
+      holds[t][t] = holds[sigma][t] = 1;
+      ++holders[t];
+      ++useful_chunks[t];
+      incomplete.push_back(t);
+    }
+    std::vector<int> still_incomplete;
+    for (int c : incomplete) {
+      if (holders[c] < m) {
+        still_incomplete.push_back(c);
+        continue;
+      }
+      for (int r = 0; r < m; ++r) --useful_chunks[r];
+    }
+    incomplete = std::move(still_incomplete);
+  }
+  return rounds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// General cyclic pipeline (any n). A timetable gives, for local times u = 1..m-1, the age of the
+// chunk a rank receives (receive_age[u]) and the age of the chunk it sends (send_age[u]); ages run
+// up to K+3. BuildFromTimetable lays the timetable out over the rounds, pairs senders and receivers
+// of each chunk, and fills the last K-1 rounds (where the pipeline's slots for not-existing chunks
+// m, m+1, ... are free and the straggler holds everything) with a per-round bipartite matching that
+// hands every rank the late chunks it still lacks. With sum of receive ages = (K-1)m those free
+// slots are exactly as many as the late copies, so every check below must pass for L(n) rounds.
+bool BuildFromTimetable(int n, const std::vector<int>& receive_age,
+                        const std::vector<int>& send_age, PostArrivalSchedule& rounds) {
+  const int m = n - 1, sigma = n - 1, num_rounds = StragglarRoundLowerBound(n);
+  rounds.assign(num_rounds, {});
+  std::vector<std::vector<int>> free_receivers(num_rounds), free_senders(num_rounds);
+  std::vector<std::pair<int, int>> senders, receivers;  // (chunk, rank)
+  for (int t = 0; t < num_rounds; ++t) {
+    senders.clear();
+    receivers.clear();
+    for (int r = 0; r < m; ++r) {
+      const int u = ((t - r) % m + m) % m;
+      if (u == 0) {
+        if (t >= m) {  // No exchange left: both ports are free.
+          free_receivers[t].push_back(r);
+          free_senders[t].push_back(r);
+        }
+        continue;
+      }
+      const int received = t - receive_age[u], sent = t - send_age[u];
+      if (received >= m) {
+        free_receivers[t].push_back(r);
+      } else if (received >= 0) {
+        receivers.push_back({received, r});
+      }
+      if (sent >= m) {
+        free_senders[t].push_back(r);
+      } else if (sent >= 0) {
+        senders.push_back({sent, r});
+      }
+    }
+    std::sort(senders.begin(), senders.end());
+    std::sort(receivers.begin(), receivers.end());
+    if (senders.size() != receivers.size()) return false;
+    std::vector<ScheduleMove>& moves = rounds[t];
+    if (t < m) {
+      moves.push_back({t, sigma, t});
+      moves.push_back({sigma, t, t});
+    }
+    for (size_t i = 0; i < senders.size(); ++i) {
+      if (senders[i].first != receivers[i].first) return false;
+      moves.push_back({senders[i].second, receivers[i].second, senders[i].first});
+    }
+  }
+  // holds[r][c]: rank r holds final chunk c at the start of the current round.
+  std::vector<std::vector<char>> holds(n, std::vector<char>(m, 0));
+  auto apply_round = [&](int t) {
+    for (const ScheduleMove& move : rounds[t]) {
+      const bool exchange = t < m && move.chunk == t && (move.src == sigma || move.dst == sigma);
+      if (!exchange && (!holds[move.src][move.chunk] || holds[move.dst][move.chunk])) return false;
+    }
+    for (const ScheduleMove& move : rounds[t]) holds[move.dst][move.chunk] = 1;
+    return true;
+  };
+  for (int t = 0; t < m; ++t) {
+    if (!apply_round(t)) return false;
+  }
+  // Late copies: chunks a rank neither holds now nor gets from the pipeline in the tail.
+  std::vector<std::vector<char>> arrives(m, std::vector<char>(m, 0));
+  for (int t = m; t < num_rounds; ++t) {
+    for (const ScheduleMove& move : rounds[t]) arrives[move.dst][move.chunk] = 1;
+  }
+  std::vector<std::vector<int>> late(m);
+  std::vector<int> free_slots(m, 0);
+  for (int t = m; t < num_rounds; ++t) {
+    for (int r : free_receivers[t]) ++free_slots[r];
+  }
+  for (int r = 0; r < m; ++r) {
+    for (int c = m - 1; c >= 0; --c) {  // Youngest first: they have the fewest holders.
+      if (c != r && !holds[r][c] && !arrives[r][c]) late[r].push_back(c);
+    }
+    // Zero slack: a rank with fewer free receive slots than late chunks cannot finish.
+    if (static_cast<int>(late[r].size()) != free_slots[r]) return false;
+  }
+  for (int t = m; t < num_rounds; ++t) {
+    const std::vector<int>& rx = free_receivers[t];
+    std::vector<int> tx = free_senders[t];
+    tx.push_back(sigma);
+    // The chunk sender j can give receiver i (the youngest one i lacks), or -1.
+    auto chunk_for = [&](int i, int j) {
+      if (rx[i] == tx[j]) return -1;
+      for (int c : late[rx[i]]) {
+        if (holds[tx[j]][c]) return c;
+      }
+      return -1;
+    };
+    std::vector<int> sender_of(rx.size(), -1), receiver_of(tx.size(), -1);
+    std::vector<char> visited;
+    // Kuhn's augmenting paths; every free receiver must be served in every tail round.
+    auto augment = [&](auto&& self, int i) -> bool {
+      for (size_t j = 0; j < tx.size(); ++j) {
+        if (visited[j] || chunk_for(i, j) < 0) continue;
+        visited[j] = 1;
+        if (receiver_of[j] < 0 || self(self, receiver_of[j])) {
+          receiver_of[j] = i;
+          sender_of[i] = j;
+          return true;
+        }
+      }
+      return false;
+    };
+    for (size_t i = 0; i < rx.size(); ++i) {
+      visited.assign(tx.size(), 0);
+      if (!augment(augment, i)) return false;
+    }
+    for (size_t i = 0; i < rx.size(); ++i) {
+      const int c = chunk_for(i, sender_of[i]);
+      rounds[t].push_back({tx[sender_of[i]], rx[i], c});
+      std::vector<int>& still_late = late[rx[i]];
+      still_late.erase(std::find(still_late.begin(), still_late.end(), c));
+    }
+    if (!apply_round(t)) return false;
+  }
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < m; ++c) {
+      if (!holds[r][c]) return false;
+    }
+  }
+  return true;
+}
+
+// Randomized depth-first search for a timetable with a given receive-age profile. Conditions:
+// u - receive_age[u] hits every non-zero residue mod m once (each foreign chunk once), a rank only
+// sends a chunk it holds (its own, or one received at an earlier local time), and per age the
+// senders and receivers match. Random tie-breaking plus a node limit per attempt acts as restarts.
+class TimetableSearch {
+ public:
+  TimetableSearch(int num_chunks, const std::vector<int>& age_counts, uint64_t seed, long limit)
+      : m_(num_chunks),
+        max_age_(static_cast<int>(age_counts.size()) - 1),
+        receives_left_(age_counts),
+        sends_left_(age_counts),
+        receive_age_(num_chunks, 0),
+        send_age_(num_chunks, 0),
+        residue_used_(num_chunks, 0),
+        held_(num_chunks + 2 * max_age_ + 2, 0),
+        rng_state_(seed),
+        limit_(limit) {
+    residue_used_[0] = 1;
+    held_[max_age_] = 1;  // Offset 0: the own chunk.
+  }
+
+  bool Solve() { return Search(1); }
+  long nodes() const { return nodes_; }
+  const std::vector<int>& receive_age() const { return receive_age_; }
+  const std::vector<int>& send_age() const { return send_age_; }
+
+ private:
+  uint32_t Next() {
+    rng_state_ = rng_state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint32_t>(rng_state_ >> 33);
+  }
+  // Oldest ages first, with an occasional random swap.
+  void Order(int* order) {
+    for (int i = 0; i < max_age_; ++i) order[i] = max_age_ - i;
+    if (Next() % 4 == 0) std::swap(order[Next() % max_age_], order[Next() % max_age_]);
+  }
+
+  bool Search(int u) {
+    if (++nodes_ > limit_) return false;
+    if (u == m_) return true;
+    // Residue g (as a non-negative offset) can only be received up to local time g + max_age.
+    const int expiring = u - max_age_ - 1;
+    if (expiring >= 1 && expiring < m_ && !residue_used_[expiring]) return false;
+    int receive_order[kMaxAges], send_order[kMaxAges];
+    Order(receive_order);
+    for (int i = 0; i < max_age_; ++i) {
+      const int age = receive_order[i];
+      if (receives_left_[age] == 0) continue;
+      const int residue = ((u - age) % m_ + m_) % m_;
+      if (residue_used_[residue]) continue;
+      Order(send_order);
+      for (int k = 0; k < max_age_; ++k) {
+        const int send = send_order[k];
+        if (sends_left_[send] == 0 || u - send < -max_age_ || !held_[u - send + max_age_]) continue;
+        residue_used_[residue] = 1;
+        --receives_left_[age];
+        --sends_left_[send];
+        receive_age_[u] = age;
+        send_age_[u] = send;
+        held_[u - age + max_age_] = 1;
+        if (Search(u + 1)) return true;
+        held_[u - age + max_age_] = 0;
+        residue_used_[residue] = 0;
+        ++receives_left_[age];
+        ++sends_left_[send];
+        if (nodes_ > limit_) return false;
+      }
+    }
+    return false;
+  }
+
+  static constexpr int kMaxAges = 32;
+  const int m_, max_age_;
+  std::vector<int> receives_left_, sends_left_, receive_age_, send_age_;
+  std::vector<char> residue_used_, held_;
+  uint64_t rng_state_;
+  const long limit_;
+  long nodes_ = 0;
+};
+
+// Receive-age profiles: cumulative counts P_0 = 0, P_1 = 1, P_{a+1} <= 2 P_a + 1 (a chunk's holders
+// at most double), P_A = m-1, and sum of ages = (K-1)m, the only value both the residue condition
+// and the tail capacity allow. Larger P first (closest to binomial doubling).
+void EnumerateProfiles(int m, int k, int max_age, size_t cap, std::vector<int>& prefix,
+                       std::vector<std::vector<int>>& out) {
+  if (out.size() >= cap) return;
+  const int level = static_cast<int>(prefix.size()) - 1;
+  long age_sum = 0;  // sum_{a <= level} (m-1-P_a) = receipts at ages > a, summed.
+  for (int i = 0; i <= level; ++i) age_sum += m - 1 - prefix[i];
+  const long target = static_cast<long>(k - 1) * m;
+  if (level == max_age) {
+    if (prefix.back() == m - 1 && age_sum - 0 == target) {
+      std::vector<int> counts(max_age + 1, 0);
+      for (int a = 1; a <= max_age; ++a) counts[a] = prefix[a] - prefix[a - 1];
+      out.push_back(counts);
+    }
+    return;
+  }
+  const int hi = std::min(2 * prefix.back() + 1, m - 1);
+  for (int next = hi; next >= prefix.back(); --next) {
+    if (level + 1 < max_age) {
+      if (next == m - 1) continue;
+      // Later levels are >= next, so they add at most m-1-next each.
+      if (age_sum + static_cast<long>(max_age - 1 - level) * (m - 1 - next) < target) continue;
+    } else if (next != m - 1 || age_sum != target) {
+      continue;
+    }
+    prefix.push_back(next);
+    EnumerateProfiles(m, k, max_age, cap, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+// Runtime timetable search for n without a stored timetable; gives up after `budget` nodes.
+bool SearchCyclic(int n, long budget, PostArrivalSchedule& rounds) {
+  const int m = n - 1, k = CeilLog2(n);
+  std::vector<std::vector<int>> profiles;
+  for (int max_age = k; max_age <= k + 3; ++max_age) {
+    std::vector<int> prefix = {0, 1};
+    EnumerateProfiles(m, k, max_age, profiles.size() + 200, prefix, profiles);
+  }
+  for (uint64_t seed = 1; budget > 0; ++seed) {
+    for (const std::vector<int>& counts : profiles) {
+      TimetableSearch search(m, counts, seed, std::min(budget, 20'000L));
+      const bool found = search.Solve();
+      budget -= search.nodes();
+      if (found && BuildFromTimetable(n, search.receive_age(), search.send_age(), rounds)) {
+        return true;
+      }
+      if (budget <= 0) return false;
+    }
+  }
+  return false;
+}
+
+// Timetables found offline with SearchCyclic's method (longer budgets), one digit per local time
+// u = 1..m-1 ('0' + age). They are rebuilt and fully checked at runtime like any other timetable.
+struct StoredTimetable {
+  int num_ranks;
+  const char* receive_ages;
+  const char* send_ages;
+};
+constexpr StoredTimetable kStoredTimetables[] = {
+    // BEGIN STORED TIMETABLES
+    {5, "314",
+     "143"},
+    {6, "4321",
+     "1234"},
+    {7, "31422",
+     "12243"},
+    {9, "5425215",
+     "1254552"},
+    {10, "54253215",
+     "12545532"},
+    {11, "542533215",
+     "125355432"},
+    {12, "5425333215",
+     "1233555432"},
+    {13, "54154324332",
+     "12323553444"},
+    {14, "544243332414",
+     "123534444342"},
+    {15, "4442433331425",
+     "1235344444233"},
+    {17, "636644216636326",
+     "123466662364663"},
+    {18, "6646443363162662",
+     "1234666646623346"},
+    {19, "66554443535226615",
+     "12366665454534552"},
+    {20, "665544354425525515",
+     "123455545556456452"},
+    {21, "7655444435352551552",
+     "1276555554545345234"},
+    {22, "66554444353525525515",
+     "1236555554545645345"},
+    {23, "775544444353535255152",
+     "123477555545454534"},
+    {24, "6655354155544425535352",
+     "12365655234555534"},
+    {25, "66554444435353525525515",
+     "1236655555454545"},
+    {26, "665544443544353525525515",
+     "12346655545554"},
+    {27, "6555444444155535255353525",
+     "12645555555234"},
+    {28, "75554444441555353535255253",
+     "1237555555523"},
+    {29, "655543542554444155535353525",
+     "123655455345"},
+    {30, "5555354444444352553535251655",
+     "123654555"},
+    {33, "7776475555543747447437372727717",
+     "12347677"},
+    {34, "77576554475554636633773617277726",
+     "1236777"},
+    {35, "777665555555465166377447437273772",
+     "123477"},
+    {36, "7666655465555546447437373727177277",
+     "12777"},
+    {37, "77576555554654646266646437371727773",
+     "1236"},
+    {38, "776665555554646463664636622777137773",
+     "123"},
+    {39, "8573775555555554174774474372727737374",
+     "12"},
+    {40, "77666366555555554646427664636636276176",
+     "1"},
+    {41, "766665555555464646464636636626377166277",
+     ""},
+    // END STORED TIMETABLES
+};
+
+bool BuildStored(int n, PostArrivalSchedule& rounds) {
+  for (const StoredTimetable& stored : kStoredTimetables) {
+    if (stored.num_ranks != n) continue;
+    std::vector<int> receive_age(n - 1, 0), send_age(n - 1, 0);
+    for (int u = 1; u < n - 1; ++u) {
+      receive_age[u] = stored.receive_ages[u - 1] - '0';
+      send_age[u] = stored.send_ages[u - 1] - '0';
+    }
+    return BuildFromTimetable(n, receive_age, send_age, rounds);
+  }
+  return false;
+}
+
+}  // namespace
+
+int StragglarRoundLowerBound(int num_ranks) { return num_ranks - 2 + CeilLog2(num_ranks); }
 
 absl::StatusOr<PostArrivalSchedule> SynthesizeStragglarPostArrival(int num_ranks) {
   if (num_ranks < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("StragglAR needs at least 2 ranks, got ", num_ranks));
   }
-  const int n = num_ranks, sigma = n - 1, m = n - 1;
-  std::vector<std::vector<char>> holds(n, std::vector<char>(m, 0));
-  int missing = m * (m - 1);
   PostArrivalSchedule rounds;
-  for (int t = 0; t < m || missing > 0; ++t) {
-    std::vector<ScheduleMove>& moves = rounds.emplace_back();
-    std::vector<char> send_busy(n, 0), recv_busy(n, 0);
-    if (t < m) {
-      moves.push_back({t, sigma, t});
-      moves.push_back({sigma, t, t});
-      send_busy[t] = recv_busy[t] = send_busy[sigma] = recv_busy[sigma] = 1;
-    }
-    recv_busy[sigma] = 1;
-    std::vector<ScheduleMove> copies;
-    for (int c = 0; c < std::min(t, m); ++c) {
-      std::vector<int> senders, receivers;
-      for (int r = 0; r < n; ++r) {
-        if (!send_busy[r] && holds[r][c]) senders.push_back(r);
-        if (!recv_busy[r] && r != sigma && !holds[r][c]) receivers.push_back(r);
-      }
-      for (size_t i = 0; i < senders.size() && i < receivers.size(); ++i) {
-        send_busy[senders[i]] = recv_busy[receivers[i]] = 1;
-        copies.push_back({senders[i], receivers[i], c});
-      }
-    }
-    for (const ScheduleMove& move : copies) {
-      holds[move.dst][move.chunk] = 1;
-      --missing;
-      moves.push_back(move);
-    }
-    if (t < m) holds[t][t] = holds[sigma][t] = 1;
+  if (num_ranks >= 4 && (num_ranks & (num_ranks - 1)) == 0 && BuildCyclic(num_ranks, rounds)) {
+    return rounds;
   }
-  return rounds;
+  if (num_ranks >= 4 && BuildStored(num_ranks, rounds)) return rounds;
+  if (num_ranks >= 4 && SearchCyclic(num_ranks, kRuntimeSearchBudget, rounds)) return rounds;
+  return BuildGreedy(num_ranks);
 }
 
 }  // namespace stragglar

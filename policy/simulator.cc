@@ -18,8 +18,9 @@ absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, co
   if (!(bytes >= 0) || !std::isfinite(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
   }
-  if (!(link.alpha_s >= 0) || !std::isfinite(link.alpha_s) || !(link.bandwidth_bytes_per_s > 0)) {
-    return absl::InvalidArgumentError("alpha must be >= 0 and bandwidth > 0");
+  if (!(link.alpha_s >= 0) || !std::isfinite(link.alpha_s) || !(link.bandwidth_bytes_per_s > 0) ||
+      !(link.shared_lanes >= 0)) {
+    return absl::InvalidArgumentError("alpha must be >= 0, bandwidth > 0 and shared lanes >= 0");
   }
   for (double arrival : arrival_s) {
     if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
@@ -28,9 +29,11 @@ absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, co
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
   std::vector<double> next = ready;
   for (const Round& round : plan.rounds) {
+    const int transfers = static_cast<int>(round.transfers.size());
     for (const Transfer& transfer : round.transfers) {
       const double start = std::max(ready[transfer.src], ready[transfer.dst]);
-      const double end = start + link.TransferSeconds(bytes_per_chunk * transfer.chunks.size());
+      const double end =
+          start + link.TransferSeconds(bytes_per_chunk * transfer.chunks.size(), transfers);
       next[transfer.src] = std::max(next[transfer.src], end);
       next[transfer.dst] = std::max(next[transfer.dst], end);
     }

@@ -4,6 +4,7 @@
 // gets priced.
 #pragma once
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -16,8 +17,17 @@ namespace stragglar {
 struct LinkModel {
   double alpha_s = 3e-6;                               // per-message latency
   double bandwidth_bytes_per_s = 450.0 * (1LL << 30);  // per-direction link bandwidth
+  // 0: every transfer has a link of its own (a switch fabric, the paper's model). P > 0: the
+  // transfers of a round share P lanes, e.g. ranks that are threads on P cores, so a round of k
+  // transfers moves each one max(1, k/P) times slower.
+  double shared_lanes = 0;
 
   double TransferSeconds(double bytes) const { return alpha_s + bytes / bandwidth_bytes_per_s; }
+  double TransferSeconds(double bytes, int transfers_in_round) const {
+    const double slowdown =
+        shared_lanes > 0 ? std::max(1.0, transfers_in_round / shared_lanes) : 1.0;
+    return alpha_s + bytes * slowdown / bandwidth_bytes_per_s;
+  }
 };
 
 struct SimulationResult {

@@ -30,6 +30,7 @@
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
 #include "runtime/units.h"
+#include "tools/run_job.h"
 
 ABSL_FLAG(std::string, algorithm, "", "plan: ring, halving-doubling or stragglar");
 ABSL_FLAG(std::optional<int>, ranks, std::nullopt, "number of ranks (>= 2)");
@@ -38,8 +39,8 @@ ABSL_FLAG(std::optional<stragglar::ByteSize>, bytes, std::nullopt, "buffer size,
 ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message latency, e.g. 3us");
 ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
           "link bandwidth, e.g. 450GiB/s");
-ABSL_FLAG(stragglar::Seconds, delay, stragglar::Seconds{0},
-          "how late the straggler arrives, e.g. 20ms");
+ABSL_FLAG(std::optional<stragglar::Seconds>, delay, std::nullopt,
+          "how late the straggler arrives, e.g. 20ms (sim: 0, run: 20ms)");
 ABSL_FLAG(std::string, algorithms, "ring,halving-doubling,stragglar",
           "sim: comma-separated algorithms to compare");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
@@ -47,6 +48,12 @@ ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
 ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
 ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
 ABSL_FLAG(bool, verify, false, "rounds: also verify every synthesized plan symbolically");
+ABSL_FLAG(std::optional<int>, iterations, std::nullopt, "run: training steps per phase (320)");
+ABSL_FLAG(std::string, summary_json, "", "run: write the summary JSON to this file");
+ABSL_FLAG(std::string, trace, "", "run: write the arrival trace CSV to this file");
+ABSL_FLAG(std::string, dtype, "float32", "run: element type (float32, bfloat16, int32, ...)");
+ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
+ABSL_FLAG(int, epoch_calls, 64, "run: calls between epoch exchanges (policy updates)");
 
 namespace stragglar {
 namespace {
@@ -59,6 +66,9 @@ usage:
                 [--straggler S] [--algorithms ring,halving-doubling,stragglar] [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
+  stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 320]
+                [--dtype float32] [--seed 1] [--epoch-calls 64] [--summary-json FILE]
+                [--trace FILE]
 
 Sizes accept B, KiB, MiB, GiB (and KB, MB, GB); times accept ns, us, ms, s.
 )";
@@ -169,7 +179,7 @@ absl::Status RunSim() {
   const double bytes = static_cast<double>(size->bytes);
   absl::StatusOr<int> straggler = StragglerFlag(*ranks);
   if (!straggler.ok()) return straggler.status();
-  const double delay_s = absl::GetFlag(FLAGS_delay).value;
+  const double delay_s = absl::GetFlag(FLAGS_delay).value_or(Seconds{0}).value;
   if (delay_s < 0) {
     return Usage(absl::StrCat("--delay must not be negative, got ", FormatSeconds(delay_s)));
   }
@@ -356,6 +366,48 @@ absl::Status RunRounds() {
   return absl::OkStatus();
 }
 
+absl::Status RunRun() {
+  RunOptions options;
+  options.ranks = absl::GetFlag(FLAGS_ranks).value_or(options.ranks);
+  const std::string straggler = absl::GetFlag(FLAGS_straggler);
+  if (straggler == "none") {
+    options.straggler.reset();
+  } else if (!straggler.empty()) {
+    int index = 0;
+    if (!absl::SimpleAtoi(straggler, &index)) {
+      return Usage(
+          absl::StrCat("--straggler must be a rank index or \"none\", got \"", straggler, "\""));
+    }
+    options.straggler = index;
+  }
+  options.delay_s = absl::GetFlag(FLAGS_delay).value_or(Seconds{options.delay_s}).value;
+  options.delay_spread_s = options.delay_s / 10;
+  options.bytes = absl::GetFlag(FLAGS_bytes).value_or(ByteSize{options.bytes}).bytes;
+  options.iterations = absl::GetFlag(FLAGS_iterations).value_or(options.iterations);
+  absl::StatusOr<DataType> type = ParseDataType(absl::GetFlag(FLAGS_dtype));
+  if (!type.ok()) return type.status();
+  options.type = *type;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
+  options.summary_json_path = absl::GetFlag(FLAGS_summary_json);
+  options.trace_path = absl::GetFlag(FLAGS_trace);
+  absl::StatusOr<nlohmann::json> summary = RunJob(options, std::cout);
+  if (!summary.ok()) return summary.status();
+  if (!options.summary_json_path.empty()) {
+    std::ofstream file(options.summary_json_path);
+    file << summary->dump(2) << "\n";
+    file.close();
+    if (!file) {
+      return absl::DataLossError(
+          absl::StrCat("cannot write summary to ", options.summary_json_path));
+    }
+  }
+  if (!(*summary)["correct"].get<bool>()) {
+    return absl::InternalError("an AllReduce result differed from the reference");
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
       {"plan", {"algorithm", "ranks", "straggler", "json"}, RunPlan},
@@ -364,6 +416,10 @@ const std::vector<Command>& Commands() {
        RunSim},
       {"verify", {"plan"}, RunVerify},
       {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},
+      {"run",
+       {"ranks", "straggler", "delay", "bytes", "iterations", "summary_json", "trace", "dtype",
+        "seed", "epoch_calls"},
+       RunRun},
   };
   return commands;
 }

@@ -1,0 +1,44 @@
+// Chooser v1: simulates each candidate plan with the discrete-event model on the predicted arrival
+// vector and the message size, and picks the fastest. Deterministic: the same inputs give the same
+// choice on every rank. Ties keep the earlier candidate (Ring before Halving-Doubling before
+// StragglAR), so StragglAR must predict strictly faster to be chosen.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/plan.h"
+#include "policy/simulator.h"
+
+namespace stragglar {
+
+struct Choice {
+  Algorithm algorithm = Algorithm::kRing;
+  std::optional<int> straggler;     // set when algorithm == kStragglar
+  double predicted_s = 0;           // completion from the first arrival
+  double baseline_predicted_s = 0;  // the first candidate's prediction (what choosing saves)
+};
+
+class Chooser {
+ public:
+  // `candidates` in tie-break order; StragglAR is considered only when a straggler is given.
+  Chooser(int num_ranks, std::vector<Algorithm> candidates);
+
+  absl::StatusOr<Choice> Choose(double bytes, absl::Span<const double> predicted_arrival_s,
+                                std::optional<int> straggler, const LinkModel& link);
+
+  const std::vector<Algorithm>& candidates() const { return candidates_; }
+
+ private:
+  absl::StatusOr<const Plan*> PlanFor(Algorithm algorithm, std::optional<int> straggler);
+
+  int num_ranks_;
+  std::vector<Algorithm> candidates_;
+  // (algorithm, straggler or -1) -> plan; plans are immutable once built.
+  std::map<std::pair<Algorithm, int>, Plan> plans_;
+};
+
+}  // namespace stragglar

@@ -1,0 +1,62 @@
+#include "policy/detector.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace stragglar {
+namespace {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + middle, values.end());
+  return values[middle];
+}
+
+}  // namespace
+
+StragglerDetector::StragglerDetector(int num_ranks, DetectorConfig config)
+    : num_ranks_(num_ranks), config_(config), lag_counts_(num_ranks, 0) {}
+
+void StragglerDetector::Observe(absl::Span<const double> lag_s) {
+  CallSummary call{.lag_s = std::vector<double>(lag_s.begin(), lag_s.end())};
+  const int last = static_cast<int>(std::max_element(lag_s.begin(), lag_s.end()) - lag_s.begin());
+  const double typical = Median(call.lag_s);
+  if (lag_s[last] - typical > std::max(config_.min_lag_s, config_.noise_multiplier * typical)) {
+    call.lagging_rank = last;
+    ++lag_counts_[last];
+  }
+  window_.push_back(std::move(call));
+  ++calls_observed_;
+  if (static_cast<int>(window_.size()) > config_.window_calls) {
+    if (window_.front().lagging_rank >= 0) --lag_counts_[window_.front().lagging_rank];
+    window_.pop_front();
+  }
+
+  if (straggler_.has_value() && persistence(*straggler_) < config_.exit_ratio) straggler_.reset();
+  if (!straggler_.has_value() && calls_in_window() >= config_.min_calls) {
+    const int candidate = static_cast<int>(
+        std::max_element(lag_counts_.begin(), lag_counts_.end()) - lag_counts_.begin());
+    if (persistence(candidate) >= config_.enter_ratio) straggler_ = candidate;
+  }
+}
+
+double StragglerDetector::persistence(int rank) const {
+  return window_.empty() ? 0 : static_cast<double>(lag_counts_[rank]) / window_.size();
+}
+
+double StragglerDetector::median_lag(int rank) const {
+  std::vector<double> lags;
+  lags.reserve(window_.size());
+  for (const CallSummary& call : window_) lags.push_back(call.lag_s[rank]);
+  return Median(std::move(lags));
+}
+
+double StragglerDetector::mean_lag(int rank) const {
+  if (window_.empty()) return 0;
+  double sum = 0;
+  for (const CallSummary& call : window_) sum += call.lag_s[rank];
+  return sum / window_.size();
+}
+
+}  // namespace stragglar

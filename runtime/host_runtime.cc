@@ -1,0 +1,156 @@
+#include "runtime/host_runtime.h"
+
+#include <algorithm>
+#include <barrier>
+#include <cstring>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/reduce.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+// Seconds per ring round of `bytes`-byte messages with every rank sending and reducing at once:
+// wall time of `rounds` rounds after `warmup` rounds, so thread start-up skew is excluded.
+absl::StatusOr<double> TimeRingRound(int num_ranks, int64_t bytes, int warmup, int rounds) {
+  HostTransport transport(num_ranks);
+  const int64_t count = bytes / static_cast<int64_t>(sizeof(float));
+  std::vector<std::vector<float>> buffers(num_ranks, std::vector<float>(count, 1.0f));
+  std::vector<absl::Status> status(num_ranks);
+  std::barrier warm(num_ranks);
+  std::chrono::steady_clock::time_point start;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      const int next = (rank + 1) % num_ranks;
+      const int previous = (rank + num_ranks - 1) % num_ranks;
+      std::vector<float>& buffer = buffers[rank];
+      for (int i = 0; i < warmup + rounds; ++i) {
+        if (i == warmup) {
+          warm.arrive_and_wait();
+          if (rank == 0) start = std::chrono::steady_clock::now();
+          warm.arrive_and_wait();
+        }
+        transport.Send(rank, next,
+                       absl::MakeConstSpan(reinterpret_cast<const std::byte*>(buffer.data()),
+                                           count * sizeof(float)));
+        absl::StatusOr<std::vector<std::byte>> message =
+            transport.Receive(previous, rank, absl::Seconds(30));
+        if (!message.ok()) {
+          status[rank] = message.status();
+          transport.Abort(message.status());
+          // Keep the barrier count right so the other threads are not left waiting.
+          if (i < warmup) warm.arrive_and_drop();
+          return;
+        }
+        ReduceInto(DataType::kFloat32, ReduceOp::kSum, buffer.data(), message->data(), count);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rounds;
+}
+
+}  // namespace
+
+absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks) {
+  if (num_ranks < 2) return absl::InvalidArgumentError("need at least 2 ranks to measure");
+  constexpr int64_t kLargeBytes = 1 << 20;
+  absl::StatusOr<double> small = TimeRingRound(num_ranks, 64, 16, 256);
+  if (!small.ok()) return small.status();
+  absl::StatusOr<double> large = TimeRingRound(num_ranks, kLargeBytes, 4, 32);
+  if (!large.ok()) return large.status();
+  // The ring round ran num_ranks transfers on the machine's cores at once.
+  const double lanes = std::max(1u, std::thread::hardware_concurrency());
+  const double slowdown = std::max(1.0, num_ranks / lanes);
+  const double per_byte = std::max(*large - *small, 1e-12) / kLargeBytes / slowdown;
+  return LinkModel{
+      .alpha_s = *small, .bandwidth_bytes_per_s = 1.0 / per_byte, .shared_lanes = lanes};
+}
+
+absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
+    int num_ranks, const RuntimeConfig& config, const LinkModel& link) {
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, rank, num_ranks, link);
+    if (!core.ok()) return core.status();
+    ranks.push_back(std::make_unique<Rank>(*std::move(core)));
+  }
+  return std::unique_ptr<HostCommunicator>(
+      new HostCommunicator(std::make_unique<HostTransport>(num_ranks), std::move(ranks)));
+}
+
+HostCommunicator::HostCommunicator(std::unique_ptr<HostTransport> transport,
+                                   std::vector<std::unique_ptr<Rank>> ranks)
+    : transport_(std::move(transport)),
+      ranks_(std::move(ranks)),
+      origin_(std::chrono::steady_clock::now()) {}
+
+double HostCommunicator::Now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+}
+
+absl::StatusOr<const Plan*> HostCommunicator::PlanFor(Rank& rank, const CallDecision& decision) {
+  const std::pair<Algorithm, int> key = {decision.algorithm, decision.straggler.value_or(-1)};
+  if (auto it = rank.plans.find(key); it != rank.plans.end()) return &it->second;
+  absl::StatusOr<Plan> plan = SynthesizePlan(decision.algorithm, num_ranks(), decision.straggler);
+  if (!plan.ok()) return plan.status();
+  return &rank.plans.emplace(key, *std::move(plan)).first->second;
+}
+
+absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAllReduceArgs& args) {
+  if (rank < 0 || rank >= num_ranks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
+  }
+  Rank& self = *ranks_[rank];
+  const double arrival = Now();
+  const int64_t bytes = args.count * DataTypeSize(args.type);
+  absl::StatusOr<CallDecision> decision = self.core.Decide(bytes);
+  if (!decision.ok()) return decision.status();
+  absl::StatusOr<const Plan*> plan = PlanFor(self, *decision);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
+    return status;
+  }
+  self.core.Record({.arrival_s = arrival, .duration_s = Now() - arrival});
+  if (self.core.ExchangeDue()) {
+    if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return status;
+  }
+  return decision;
+}
+
+absl::Status HostCommunicator::ExchangeEpoch(int rank) {
+  RuntimeCore& core = ranks_[rank]->core;
+  const std::vector<double> mine = core.EpochPayload();
+  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(mine.data()),
+                                         mine.size() * sizeof(double));
+  for (int peer = 0; peer < num_ranks(); ++peer) {
+    if (peer != rank) transport_->Send(rank, peer, bytes);
+  }
+  std::vector<double> all(mine.size() * num_ranks());
+  std::copy(mine.begin(), mine.end(), all.begin() + rank * mine.size());
+  for (int peer = 0; peer < num_ranks(); ++peer) {
+    if (peer == rank) continue;
+    absl::StatusOr<std::vector<std::byte>> message =
+        transport_->Receive(peer, rank, absl::Seconds(60));
+    if (!message.ok()) return message.status();
+    if (message->size() != bytes.size()) {
+      absl::Status mismatch = absl::InvalidArgumentError(
+          absl::StrCat("epoch exchange: rank ", peer, " sent ", message->size(), " bytes, rank ",
+                       rank, " expected ", bytes.size()));
+      transport_->Abort(mismatch);
+      return mismatch;
+    }
+    std::memcpy(all.data() + peer * mine.size(), message->data(), message->size());
+  }
+  return core.AbsorbEpoch(all);
+}
+
+}  // namespace stragglar

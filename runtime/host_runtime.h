@@ -1,0 +1,56 @@
+// The host runtime: n ranks that are threads of one process. One HostTransport carries both the
+// plans' messages and the epoch exchange; each rank owns a RuntimeCore and its plan cache.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/host_executor.h"
+#include "kernels/plan.h"
+#include "runtime/runtime_core.h"
+
+namespace stragglar {
+
+// Measures alpha and beta of the in-process transport as the plans see them: every rank sends a
+// message to the next and reduces the one from the previous (one ring round, all ranks at once,
+// so contention for the cores is included). alpha = time of a round of tiny messages; beta =
+// extra time per byte of a round of large ones, scaled to one transfer with a core of its own;
+// shared_lanes = the number of cores.
+absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks);
+
+class HostCommunicator {
+ public:
+  static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(int num_ranks,
+                                                                  const RuntimeConfig& config,
+                                                                  const LinkModel& link);
+
+  // Called by rank `rank`'s thread; every rank makes the same sequence of calls. Returns the
+  // decision that was executed. Arrival is taken on entry, on a clock all ranks share.
+  absl::StatusOr<CallDecision> AllReduce(int rank, const HostAllReduceArgs& args);
+
+  int num_ranks() const { return static_cast<int>(ranks_.size()); }
+  const RuntimeCore& core(int rank) const { return ranks_[rank]->core; }
+  // Seconds since the communicator was created: the shared arrival clock.
+  double Now() const;
+
+ private:
+  struct Rank {
+    explicit Rank(RuntimeCore core) : core(std::move(core)) {}
+    RuntimeCore core;
+    std::map<std::pair<Algorithm, int>, Plan> plans;
+  };
+
+  HostCommunicator(std::unique_ptr<HostTransport> transport,
+                   std::vector<std::unique_ptr<Rank>> ranks);
+  absl::StatusOr<const Plan*> PlanFor(Rank& rank, const CallDecision& decision);
+  absl::Status ExchangeEpoch(int rank);
+
+  std::unique_ptr<HostTransport> transport_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::chrono::steady_clock::time_point origin_;
+};
+
+}  // namespace stragglar

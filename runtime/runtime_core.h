@@ -1,0 +1,98 @@
+// The backend-agnostic runtime core: one per rank per communicator. The host runtime drives it
+// from threads today; the NCCL and MPI preload libraries drive the same class.
+//
+// Every call: Decide() (identical on every rank), run the plan, Record() this rank's timing. Every
+// `epoch_calls` calls the backend gathers every rank's EpochPayload() at the same call index and
+// hands the concatenation to AbsorbEpoch() on every rank. Decisions change only there, from data
+// all ranks share, so every rank runs the same algorithm for the same call. A wrong prediction
+// may cost time; it can never desynchronise the ranks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/plan.h"
+#include "policy/chooser.h"
+#include "policy/detector.h"
+#include "policy/simulator.h"
+#include "profiler/arrival.h"
+
+namespace stragglar {
+
+enum class RuntimeMode {
+  kAdapt,    // the policy chooses per call
+  kObserve,  // profile and detect, always run the default algorithm
+  kOff,      // the backend passes everything through untouched
+};
+
+struct RuntimeConfig {
+  RuntimeMode mode = RuntimeMode::kAdapt;
+  int epoch_calls = 64;
+  int64_t min_bytes = 0;  // smaller calls run the default algorithm
+  Algorithm default_algorithm = Algorithm::kRing;
+  std::vector<Algorithm> candidates = {Algorithm::kRing, Algorithm::kHalvingDoubling,
+                                       Algorithm::kStragglar};
+  DetectorConfig detector;
+  LagSource lag_source = LagSource::kArrivalClock;
+};
+
+struct CallDecision {
+  int64_t call = 0;  // 0-based call index on this communicator
+  Algorithm algorithm = Algorithm::kRing;
+  std::optional<int> straggler;    // StragglAR's straggler
+  double predicted_s = 0;          // model: completion of the chosen plan (0 when not modelled)
+  double default_predicted_s = 0;  // model: completion of the default algorithm
+};
+
+class RuntimeCore {
+ public:
+  // InvalidArgument for num_ranks < 2, rank outside [0, num_ranks), epoch_calls < 1, or no
+  // candidates.
+  static absl::StatusOr<RuntimeCore> Create(RuntimeConfig config, int rank, int num_ranks,
+                                            LinkModel link);
+
+  // The algorithm for the next call of `bytes` bytes.
+  absl::StatusOr<CallDecision> Decide(int64_t bytes);
+  // This rank's timing of the call Decide() last returned.
+  void Record(const CallTiming& timing);
+
+  // True when the epoch is full: the backend must exchange payloads before the next Decide().
+  bool ExchangeDue() const { return static_cast<int>(epoch_.size()) == config_.epoch_calls; }
+  // [arrival_s, duration_s] per call of the epoch, in call order.
+  std::vector<double> EpochPayload() const;
+  // Every rank's EpochPayload(), rank after rank: the same values on every rank. Feeds the
+  // detector and prepares the next epoch's decisions. InvalidArgument on a size mismatch.
+  absl::Status AbsorbEpoch(absl::Span<const double> all_payloads);
+
+  int rank() const { return rank_; }
+  int num_ranks() const { return num_ranks_; }
+  int64_t calls() const { return next_call_; }
+  int64_t epochs() const { return epochs_; }
+  const RuntimeConfig& config() const { return config_; }
+  const LinkModel& link() const { return link_; }
+  const StragglerDetector& detector() const { return detector_; }
+  // Lags of every rank for each call of the last absorbed epoch (call-major).
+  const std::vector<std::vector<double>>& last_epoch_lags() const { return last_epoch_lags_; }
+
+ private:
+  RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkModel link);
+
+  RuntimeConfig config_;
+  int rank_;
+  int num_ranks_;
+  LinkModel link_;
+  StragglerDetector detector_;
+  Chooser chooser_;
+  int64_t next_call_ = 0;
+  int64_t epochs_ = 0;
+  std::vector<CallTiming> epoch_;
+  std::vector<double> predicted_arrival_s_;
+  absl::flat_hash_map<int64_t, CallDecision> decisions_by_bytes_;  // reset every epoch
+  std::vector<std::vector<double>> last_epoch_lags_;
+};
+
+}  // namespace stragglar

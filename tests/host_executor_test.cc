@@ -1,0 +1,803 @@
+#include "kernels/host_executor.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+using Bytes = std::vector<std::byte>;
+
+// ---------------------------------------------------------------------------------------------
+// Inputs and reference results.
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A cheap deterministic stream: inputs for 1 MiB buffers must not dominate the run time.
+uint64_t Noise(uint64_t seed, int rank, int64_t element) {
+  return SplitMix64(seed ^ (static_cast<uint64_t>(rank) << 48) ^
+                    (static_cast<uint64_t>(element) * 0x2545f4914f6cdd1dull));
+}
+
+bool IsFloat(DataType type) {
+  return type == DataType::kFloat16 || type == DataType::kFloat32 || type == DataType::kFloat64 ||
+         type == DataType::kBfloat16;
+}
+
+// Rounds `value` to `type` and stores it as element `index`.
+void StoreFloat(DataType type, std::byte* data, int64_t index, double value) {
+  switch (type) {
+    case DataType::kFloat16: {
+      const uint16_t half = FloatToHalf(static_cast<float>(value));
+      std::memcpy(data + 2 * index, &half, 2);
+      return;
+    }
+    case DataType::kBfloat16: {
+      const uint16_t bf16 = FloatToBfloat16(static_cast<float>(value));
+      std::memcpy(data + 2 * index, &bf16, 2);
+      return;
+    }
+    case DataType::kFloat32: {
+      const float single = static_cast<float>(value);
+      std::memcpy(data + 4 * index, &single, 4);
+      return;
+    }
+    default: {
+      std::memcpy(data + 8 * index, &value, 8);
+      return;
+    }
+  }
+}
+
+double LoadFloat(DataType type, const std::byte* data, int64_t index) {
+  switch (type) {
+    case DataType::kFloat16:
+    case DataType::kBfloat16: {
+      uint16_t bits;
+      std::memcpy(&bits, data + 2 * index, 2);
+      return type == DataType::kFloat16 ? HalfToFloat(bits) : Bfloat16ToFloat(bits);
+    }
+    case DataType::kFloat32: {
+      float single;
+      std::memcpy(&single, data + 4 * index, 4);
+      return single;
+    }
+    default: {
+      double value;
+      std::memcpy(&value, data + 8 * index, 8);
+      return value;
+    }
+  }
+}
+
+// A float input whose reduction is exact in any order and grouping, so every algorithm must
+// match the reference bit for bit: small integers for sum/avg (partial sums of <= 16 ranks stay
+// below 2^8, exact even in bfloat16), +-2^{-1,0,1} for prod (rank 0 contributes +-1, so no partial
+// product leaves fp16's range), and any non-zero value for max/min (no -0/+0 ties).
+double ExactFloatInput(ReduceOp op, int rank, uint64_t noise) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return static_cast<double>(static_cast<int>(noise % 17) - 8);
+    case ReduceOp::kProd: {
+      const int exponent = rank == 0 ? 0 : static_cast<int>(noise % 3) - 1;
+      return std::ldexp((noise >> 8) & 1 ? -1.0 : 1.0, exponent);
+    }
+    case ReduceOp::kMax:
+    case ReduceOp::kMin: {
+      const double value = static_cast<double>(static_cast<int>(noise % 2001) - 1000) / 8;
+      return value == 0 ? 0.5 : value;
+    }
+  }
+  return 0;
+}
+
+enum class FloatInputs { kExact, kRandom };
+
+// Rank `rank`'s contribution. Integers are arbitrary bit patterns: wrap-around sums and products
+// are exact in any order. Random floats are uniform in [-1, 1].
+Bytes MakeInput(DataType type, ReduceOp op, int rank, int64_t count, uint64_t seed,
+                FloatInputs float_inputs = FloatInputs::kExact) {
+  const int element_size = DataTypeSize(type);
+  Bytes input(count * element_size);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t noise = Noise(seed, rank, i);
+    if (!IsFloat(type)) {
+      std::memcpy(input.data() + i * element_size, &noise, element_size);  // little-endian
+    } else if (float_inputs == FloatInputs::kExact) {
+      StoreFloat(type, input.data(), i, ExactFloatInput(op, rank, noise));
+    } else {
+      StoreFloat(type, input.data(), i, static_cast<double>(noise >> 11) * 0x1p-52 - 1.0);
+    }
+  }
+  return input;
+}
+
+template <typename T>
+void ReduceIntegersInOrder(ReduceOp op, const std::vector<Bytes>& inputs, int64_t count,
+                           Bytes& result) {
+  using Unsigned = std::make_unsigned_t<T>;
+  for (int64_t i = 0; i < count; ++i) {
+    T accumulator;
+    std::memcpy(&accumulator, inputs[0].data() + i * sizeof(T), sizeof(T));
+    for (size_t rank = 1; rank < inputs.size(); ++rank) {
+      T value;
+      std::memcpy(&value, inputs[rank].data() + i * sizeof(T), sizeof(T));
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg:
+          accumulator = static_cast<T>(static_cast<Unsigned>(accumulator) +
+                                       static_cast<Unsigned>(value));
+          break;
+        case ReduceOp::kProd:
+          // Multiply in a type at least as wide as int so that uint8/int8 do not promote to a
+          // signed int that could overflow.
+          accumulator = static_cast<T>(static_cast<uint64_t>(static_cast<Unsigned>(accumulator)) *
+                                       static_cast<uint64_t>(static_cast<Unsigned>(value)));
+          break;
+        case ReduceOp::kMax:
+          accumulator = std::max(accumulator, value);
+          break;
+        case ReduceOp::kMin:
+          accumulator = std::min(accumulator, value);
+          break;
+      }
+    }
+    std::memcpy(result.data() + i * sizeof(T), &accumulator, sizeof(T));
+  }
+}
+
+// The exact AllReduce of `inputs` (valid for integers and for exact float inputs), computed
+// independently of the library's kernels except for kAvg's final division, which is
+// FinalizeReduction's contract rather than the executor's.
+Bytes Reference(DataType type, ReduceOp op, const std::vector<Bytes>& inputs, int64_t count) {
+  Bytes result(count * DataTypeSize(type));
+  switch (type) {
+    case DataType::kInt8:
+      ReduceIntegersInOrder<int8_t>(op, inputs, count, result);
+      break;
+    case DataType::kUint8:
+      ReduceIntegersInOrder<uint8_t>(op, inputs, count, result);
+      break;
+    case DataType::kInt32:
+      ReduceIntegersInOrder<int32_t>(op, inputs, count, result);
+      break;
+    case DataType::kUint32:
+      ReduceIntegersInOrder<uint32_t>(op, inputs, count, result);
+      break;
+    case DataType::kInt64:
+      ReduceIntegersInOrder<int64_t>(op, inputs, count, result);
+      break;
+    case DataType::kUint64:
+      ReduceIntegersInOrder<uint64_t>(op, inputs, count, result);
+      break;
+    default:
+      for (int64_t i = 0; i < count; ++i) {
+        double accumulator = LoadFloat(type, inputs[0].data(), i);
+        for (size_t rank = 1; rank < inputs.size(); ++rank) {
+          const double value = LoadFloat(type, inputs[rank].data(), i);
+          switch (op) {
+            case ReduceOp::kSum:
+            case ReduceOp::kAvg:
+              accumulator += value;
+              break;
+            case ReduceOp::kProd:
+              accumulator *= value;
+              break;
+            case ReduceOp::kMax:
+              accumulator = std::max(accumulator, value);
+              break;
+            case ReduceOp::kMin:
+              accumulator = std::min(accumulator, value);
+              break;
+          }
+        }
+        StoreFloat(type, result.data(), i, accumulator);
+      }
+  }
+  FinalizeReduction(type, op, result.data(), count, static_cast<int>(inputs.size()));
+  return result;
+}
+
+std::string ElementString(DataType type, const Bytes& data, int64_t index) {
+  if (IsFloat(type)) return absl::StrCat(LoadFloat(type, data.data(), index));
+  uint64_t bits = 0;
+  std::memcpy(&bits, data.data() + index * DataTypeSize(type), DataTypeSize(type));
+  return absl::StrCat("0x", absl::Hex(bits));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a collective: one thread per rank, one transport per collective.
+
+struct Collective {
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int64_t count = 0;
+  bool in_place = false;
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+struct Outcome {
+  std::vector<absl::Status> statuses;
+  std::vector<Bytes> results;
+  std::vector<Bytes> sent;  // the send buffers after the call (out of place only)
+};
+
+Outcome RunAllReduce(const Plan& plan, const Collective& collective,
+                     const std::vector<Bytes>& inputs) {
+  const int num_ranks = plan.num_ranks;
+  Outcome outcome;
+  outcome.statuses.resize(num_ranks);
+  if (collective.in_place) {
+    outcome.results = inputs;
+  } else {
+    outcome.sent = inputs;
+    // A fill pattern that no reduction produces by accident, so unwritten elements show up.
+    for (const Bytes& input : inputs) outcome.results.emplace_back(input.size(), std::byte{0xa5});
+  }
+  HostTransport transport(num_ranks);
+  std::vector<std::thread> threads;
+  threads.reserve(num_ranks);
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      HostAllReduceArgs args{.send = collective.in_place ? outcome.results[rank].data()
+                                                         : outcome.sent[rank].data(),
+                             .recv = outcome.results[rank].data(),
+                             .count = collective.count,
+                             .type = collective.type,
+                             .op = collective.op,
+                             .timeout = collective.timeout};
+      outcome.statuses[rank] = ExecutePlanOnHost(plan, rank, args, transport);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return outcome;
+}
+
+// Every rank succeeded and holds exactly `expected`; out of place, no send buffer changed.
+void ExpectExactResult(const Outcome& outcome, const Collective& collective,
+                       const std::vector<Bytes>& inputs, const Bytes& expected,
+                       const std::string& context) {
+  for (size_t rank = 0; rank < outcome.results.size(); ++rank) {
+    ASSERT_TRUE(outcome.statuses[rank].ok()) << context << " rank " << rank << ": "
+                                             << outcome.statuses[rank];
+    const Bytes& result = outcome.results[rank];
+    if (result != expected) {
+      const int element_size = DataTypeSize(collective.type);
+      int64_t first = 0;
+      while (std::memcmp(result.data() + first * element_size,
+                         expected.data() + first * element_size, element_size) == 0) {
+        ++first;
+      }
+      ADD_FAILURE() << context << " rank " << rank << ": first wrong element " << first << " of "
+                    << collective.count << " is " << ElementString(collective.type, result, first)
+                    << ", expected " << ElementString(collective.type, expected, first);
+      return;
+    }
+    if (!collective.in_place) {
+      EXPECT_TRUE(outcome.sent[rank] == inputs[rank])
+          << context << " rank " << rank << ": the send buffer changed";
+    }
+  }
+}
+
+std::string CamelName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kRing:
+      return "Ring";
+    case Algorithm::kHalvingDoubling:
+      return "HalvingDoubling";
+    case Algorithm::kStragglar:
+      return "Stragglar";
+  }
+  return "Unknown";
+}
+
+Plan MakePlan(Algorithm algorithm, int num_ranks, int straggler) {
+  absl::StatusOr<Plan> plan =
+      SynthesizePlan(algorithm, num_ranks,
+                     algorithm == Algorithm::kStragglar ? std::optional<int>(straggler)
+                                                        : std::nullopt);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *std::move(plan) : Plan{};
+}
+
+// Runs one collective on exact inputs and checks it against the reference.
+void CheckExact(const Plan& plan, const Collective& collective, uint64_t seed) {
+  std::vector<Bytes> inputs;
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    inputs.push_back(MakeInput(collective.type, collective.op, rank, collective.count, seed));
+  }
+  const Bytes expected = Reference(collective.type, collective.op, inputs, collective.count);
+  const Outcome outcome = RunAllReduce(plan, collective, inputs);
+  ExpectExactResult(
+      outcome, collective, inputs, expected,
+      absl::StrCat(AlgorithmName(plan.algorithm), " n=", plan.num_ranks,
+                   plan.straggler ? absl::StrCat(" straggler=", *plan.straggler) : "", " ",
+                   DataTypeName(collective.type), " ", ReduceOpName(collective.op),
+                   " count=", collective.count, collective.in_place ? " in place" : ""));
+}
+
+// Sizes that exercise empty chunks (0, 1, n-2 < chunks) and uneven chunk boundaries (a prime).
+std::vector<int64_t> SmallCounts(int num_ranks) {
+  std::vector<int64_t> counts = {0, 1};
+  if (num_ranks - 2 > 1) counts.push_back(num_ranks - 2);
+  counts.push_back(293);
+  return counts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The full grid on small sizes: algorithm x dtype x op x n in [2, 16].
+
+using GridParam = std::tuple<Algorithm, DataType, ReduceOp, int>;
+
+class HostExecutorGridTest : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(HostExecutorGridTest, MatchesReferenceOnEveryRank) {
+  const auto [algorithm, type, op, num_ranks] = GetParam();
+  // Spread straggler positions over the grid; HostExecutorStragglerTest covers all of them.
+  const int straggler = (static_cast<int>(type) * 5 + static_cast<int>(op) * 3) % num_ranks;
+  const Plan plan = MakePlan(algorithm, num_ranks, straggler);
+  const uint64_t seed = SplitMix64(static_cast<uint64_t>(type) * 1000 + static_cast<int>(op) * 100 +
+                                   num_ranks);
+  for (int64_t count : SmallCounts(num_ranks)) {
+    CheckExact(plan, {.type = type, .op = op, .count = count}, seed);
+    // In place too, where it can differ from out of place (the rest would only repeat the run).
+    if (count == 1 || count > num_ranks) {
+      CheckExact(plan, {.type = type, .op = op, .count = count, .in_place = true}, seed);
+    }
+  }
+}
+
+std::string GridName(const ::testing::TestParamInfo<GridParam>& info) {
+  const auto [algorithm, type, op, num_ranks] = info.param;
+  return absl::StrCat(CamelName(algorithm), "_", DataTypeName(type), "_", ReduceOpName(op), "_n",
+                      num_ranks);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgorithmsTypesOpsRanks, HostExecutorGridTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
+                                            ::testing::ValuesIn(kAllDataTypes),
+                                            ::testing::ValuesIn(kAllReduceOps),
+                                            ::testing::Range(2, 17)),
+                         GridName);
+
+// ---------------------------------------------------------------------------------------------
+// StragglAR with every straggler position, for a subset of rank counts.
+
+using StragglerParam = std::tuple<int, int>;  // num_ranks, straggler
+
+class HostExecutorStragglerTest : public ::testing::TestWithParam<StragglerParam> {};
+
+TEST_P(HostExecutorStragglerTest, MatchesReferenceOnEveryRank) {
+  const auto [num_ranks, straggler] = GetParam();
+  const Plan plan = MakePlan(Algorithm::kStragglar, num_ranks, straggler);
+  for (DataType type : {DataType::kInt32, DataType::kBfloat16, DataType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      for (int64_t count : {int64_t{1}, int64_t{num_ranks - 2}, int64_t{61}}) {
+        CheckExact(plan, {.type = type, .op = op, .count = count, .in_place = count == 1},
+                   SplitMix64(num_ranks * 100 + straggler));
+      }
+    }
+  }
+}
+
+std::vector<StragglerParam> EveryStragglerPosition() {
+  std::vector<StragglerParam> params;
+  for (int num_ranks : {2, 3, 4, 5, 7, 8, 11, 16}) {
+    for (int straggler = 0; straggler < num_ranks; ++straggler) {
+      params.emplace_back(num_ranks, straggler);
+    }
+  }
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SubsetOfRanks, HostExecutorStragglerTest, ::testing::ValuesIn(EveryStragglerPosition()),
+    [](const ::testing::TestParamInfo<StragglerParam>& info) {
+      return absl::StrCat("n", std::get<0>(info.param), "_straggler", std::get<1>(info.param));
+    });
+
+// ---------------------------------------------------------------------------------------------
+// 1 MiB + 3 elements (a 1 MiB buffer plus a remainder that no chunk count divides evenly) on a
+// representative subset.
+
+class HostExecutorLargeTest : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(HostExecutorLargeTest, MatchesReferenceOnEveryRank) {
+  const auto [algorithm, type, op, num_ranks] = GetParam();
+  const Plan plan = MakePlan(algorithm, num_ranks, num_ranks / 2);
+  const int64_t count = (int64_t{1} << 20) / DataTypeSize(type) + 3;
+  CheckExact(plan, {.type = type, .op = op, .count = count, .in_place = num_ranks % 2 == 1},
+             SplitMix64(num_ranks));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OneMebibytePlusThree, HostExecutorLargeTest,
+    ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
+                       ::testing::Values(DataType::kFloat32, DataType::kBfloat16,
+                                         DataType::kInt64),
+                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
+                       ::testing::Values(2, 5, 8, 13)),
+    GridName);
+
+// ---------------------------------------------------------------------------------------------
+// Random float inputs: rounding depends on the reduction order, so compare against a double
+// reference within the worst-case bound for summing n terms, and require identical bits on every
+// rank (every algorithm finishes each chunk on one rank and copies it, or reduces a commutative
+// pair).
+
+using RandomFloatParam = std::tuple<Algorithm, DataType, ReduceOp, int>;
+
+class HostExecutorRandomFloatTest : public ::testing::TestWithParam<RandomFloatParam> {};
+
+double UnitRoundoff(DataType type) {
+  switch (type) {
+    case DataType::kFloat16:
+      return 0x1p-11;
+    case DataType::kBfloat16:
+      return 0x1p-8;
+    case DataType::kFloat32:
+      return 0x1p-24;
+    default:
+      return 0x1p-53;
+  }
+}
+
+TEST_P(HostExecutorRandomFloatTest, WithinRoundingBoundAndIdenticalAcrossRanks) {
+  const auto [algorithm, type, op, num_ranks] = GetParam();
+  const Plan plan = MakePlan(algorithm, num_ranks, num_ranks - 1);
+  const Collective collective{.type = type, .op = op, .count = 1001};
+  std::vector<Bytes> inputs;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    inputs.push_back(
+        MakeInput(type, op, rank, collective.count, SplitMix64(42), FloatInputs::kRandom));
+  }
+  const Outcome outcome = RunAllReduce(plan, collective, inputs);
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    ASSERT_TRUE(outcome.statuses[rank].ok()) << outcome.statuses[rank];
+    EXPECT_TRUE(outcome.results[rank] == outcome.results[0]) << "rank " << rank << " differs";
+  }
+  // |error| <= (n - 1) u sum|x| for any summation order, plus one rounding of the result (and of
+  // the division for avg).
+  const double divisor = op == ReduceOp::kAvg ? num_ranks : 1;
+  const double u = UnitRoundoff(type);
+  int failures = 0;
+  for (int64_t i = 0; i < collective.count && failures < 5; ++i) {
+    double exact = 0;
+    double magnitude = 0;
+    for (const Bytes& input : inputs) {
+      exact += LoadFloat(type, input.data(), i);
+      magnitude += std::abs(LoadFloat(type, input.data(), i));
+    }
+    exact /= divisor;
+    const double bound = ((num_ranks - 1) * u * magnitude) / divisor + 2 * u * std::abs(exact) +
+                         1e-300;
+    const double actual = LoadFloat(type, outcome.results[0].data(), i);
+    if (!(std::abs(actual - exact) <= bound)) {
+      ++failures;
+      ADD_FAILURE() << "element " << i << ": " << actual << " vs exact " << exact << ", bound "
+                    << bound;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FloatTypes, HostExecutorRandomFloatTest,
+    ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
+                       ::testing::Values(DataType::kFloat16, DataType::kFloat32,
+                                         DataType::kFloat64, DataType::kBfloat16),
+                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
+                       ::testing::Values(3, 8, 16)),
+    GridName);
+
+// ---------------------------------------------------------------------------------------------
+// Rank-local validation: InvalidArgument before anything is written.
+
+class HostExecutorValidationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    plan_ = MakePlan(Algorithm::kRing, 3, 0);
+    send_ = Bytes(4 * kCount, std::byte{1});
+    recv_ = Bytes(4 * kCount, std::byte{7});
+    args_ = {.send = send_.data(), .recv = recv_.data(), .count = kCount};
+  }
+
+  // Runs rank `rank` alone: validation must fail before it waits for anyone.
+  absl::Status RunAlone(const HostAllReduceArgs& args, int rank = 0, int transport_ranks = 3) {
+    HostTransport transport(transport_ranks);
+    return ExecutePlanOnHost(plan_, rank, args, transport);
+  }
+
+  void ExpectUnwritten() {
+    EXPECT_TRUE(recv_ == Bytes(4 * kCount, std::byte{7})) << "recv was written";
+    EXPECT_TRUE(send_ == Bytes(4 * kCount, std::byte{1})) << "send was written";
+  }
+
+  static constexpr int64_t kCount = 10;
+  Plan plan_;
+  Bytes send_;
+  Bytes recv_;
+  HostAllReduceArgs args_;
+};
+
+TEST_F(HostExecutorValidationTest, RejectsNullBuffers) {
+  HostAllReduceArgs null_send = args_;
+  null_send.send = nullptr;
+  absl::Status status = RunAlone(null_send);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("send buffer is null"));
+  HostAllReduceArgs null_recv = args_;
+  null_recv.recv = nullptr;
+  status = RunAlone(null_recv);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("recv buffer is null"));
+  ExpectUnwritten();
+}
+
+TEST_F(HostExecutorValidationTest, RejectsNegativeCount) {
+  HostAllReduceArgs args = args_;
+  args.count = -1;
+  const absl::Status status = RunAlone(args);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("count must be >= 0, got -1"));
+  ExpectUnwritten();
+}
+
+TEST_F(HostExecutorValidationTest, RejectsRankOutOfRange) {
+  for (int rank : {-1, 3}) {
+    const absl::Status status = RunAlone(args_, rank);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("rank ", rank, " outside [0, 3)")));
+  }
+  ExpectUnwritten();
+}
+
+TEST_F(HostExecutorValidationTest, RejectsTransportSizeMismatch) {
+  const absl::Status status = RunAlone(args_, 0, 4);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("plan has 3 ranks but the transport connects 4"));
+  ExpectUnwritten();
+}
+
+TEST_F(HostExecutorValidationTest, RejectsUnknownTypeAndOp) {
+  HostAllReduceArgs args = args_;
+  args.type = static_cast<DataType>(99);
+  EXPECT_THAT(RunAlone(args).message(), HasSubstr("unknown data type 99"));
+  args = args_;
+  args.op = static_cast<ReduceOp>(42);
+  EXPECT_THAT(RunAlone(args).message(), HasSubstr("unknown reduce op 42"));
+  ExpectUnwritten();
+}
+
+TEST_F(HostExecutorValidationTest, RejectsPlanThatIsUnsafeForThisRank) {
+  plan_.rounds[0].transfers[0].chunks = {7};  // chunk 7 of 3
+  const absl::Status status = RunAlone(args_, plan_.rounds[0].transfers[0].src);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("chunk 7 outside [0, 3)"));
+  ExpectUnwritten();
+}
+
+TEST_F(HostExecutorValidationTest, ValidationFailureAbortsTheTransport) {
+  HostTransport transport(3);
+  HostAllReduceArgs args = args_;
+  args.count = -1;
+  ASSERT_FALSE(ExecutePlanOnHost(plan_, 0, args, transport).ok());
+  const absl::StatusOr<Bytes> message = transport.Receive(1, 2, absl::Seconds(10));
+  EXPECT_EQ(message.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(message.status().message(), HasSubstr("count must be >= 0"));
+}
+
+TEST(HostExecutorTest, NullBuffersWithZeroCountSucceed) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    const Plan plan = MakePlan(algorithm, 5, 2);
+    HostTransport transport(5);
+    std::vector<absl::Status> statuses(5);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < 5; ++rank) {
+      threads.emplace_back([&, rank] {
+        statuses[rank] = ExecutePlanOnHost(
+            plan, rank, {.send = nullptr, .recv = nullptr, .count = 0, .op = ReduceOp::kAvg},
+            transport);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const absl::Status& status : statuses) EXPECT_TRUE(status.ok()) << status;
+  }
+}
+
+TEST(HostExecutorTest, SingleRankPlanCopiesAndAverages) {
+  const Plan plan{.num_ranks = 1, .num_chunks = 1};
+  HostTransport transport(1);
+  const std::vector<int32_t> send = {6, -9, 12};
+  std::vector<int32_t> recv(3);
+  ASSERT_TRUE(ExecutePlanOnHost(plan, 0,
+                                {.send = send.data(),
+                                 .recv = recv.data(),
+                                 .count = 3,
+                                 .type = DataType::kInt32,
+                                 .op = ReduceOp::kAvg},
+                                transport)
+                  .ok());
+  EXPECT_EQ(recv, send);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Disagreements across ranks: every rank returns an error (none hangs) naming both sides.
+
+void ExpectEveryRankFails(const Plan& plan, const std::vector<HostAllReduceArgs>& args,
+                          const std::vector<std::string>& expected_substrings) {
+  HostTransport transport(plan.num_ranks);
+  std::vector<absl::Status> statuses(plan.num_ranks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    threads.emplace_back(
+        [&, rank] { statuses[rank] = ExecutePlanOnHost(plan, rank, args[rank], transport); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    EXPECT_FALSE(statuses[rank].ok()) << AlgorithmName(plan.algorithm) << " rank " << rank;
+    EXPECT_NE(statuses[rank].code(), absl::StatusCode::kDeadlineExceeded)
+        << "rank " << rank << " timed out instead of being woken: " << statuses[rank];
+    for (const std::string& substring : expected_substrings) {
+      EXPECT_THAT(statuses[rank].message(), HasSubstr(substring))
+          << AlgorithmName(plan.algorithm) << " rank " << rank;
+    }
+  }
+}
+
+TEST(HostExecutorMismatchTest, CountsAcrossRanks) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    const Plan plan = MakePlan(algorithm, 6, 4);
+    std::vector<Bytes> buffers(plan.num_ranks, Bytes(4 * 9));
+    std::vector<HostAllReduceArgs> args;
+    for (int rank = 0; rank < plan.num_ranks; ++rank) {
+      args.push_back({.send = buffers[rank].data(),
+                      .recv = buffers[rank].data(),
+                      .count = rank == 2 ? 7 : 9,
+                      .timeout = absl::Seconds(20)});
+    }
+    ExpectEveryRankFails(plan, args, {"mismatched counts across ranks", "count 7", "count 9"});
+  }
+}
+
+TEST(HostExecutorMismatchTest, TypesAndOpsAcrossRanks) {
+  const Plan plan = MakePlan(Algorithm::kRing, 4, 0);
+  std::vector<Bytes> buffers(plan.num_ranks, Bytes(8 * 5));
+  std::vector<HostAllReduceArgs> args;
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    args.push_back({.send = buffers[rank].data(),
+                    .recv = buffers[rank].data(),
+                    .count = 5,
+                    .type = rank == 1 ? DataType::kInt64 : DataType::kFloat64,
+                    .timeout = absl::Seconds(20)});
+  }
+  ExpectEveryRankFails(plan, args, {"mismatched data types", "int64", "float64"});
+  args[1].type = DataType::kFloat64;
+  args[3].op = ReduceOp::kMax;
+  ExpectEveryRankFails(plan, args, {"mismatched reduce ops", "max", "sum"});
+}
+
+TEST(HostExecutorMismatchTest, MissingPeerTimesOut) {
+  const Plan plan = MakePlan(Algorithm::kRing, 2, 0);
+  HostTransport transport(2);
+  std::vector<float> buffer(4);
+  const absl::Status status = ExecutePlanOnHost(
+      plan, 0,
+      {.send = buffer.data(), .recv = buffer.data(), .count = 4, .timeout = absl::Milliseconds(50)},
+      transport);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("rank 0 waited 50ms for a message from rank 1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transport on its own.
+
+Bytes BytesOf(std::initializer_list<int> values) {
+  Bytes bytes;
+  for (int value : values) bytes.push_back(static_cast<std::byte>(value));
+  return bytes;
+}
+
+TEST(HostTransportTest, ChannelsAreFifoAndIndependent) {
+  HostTransport transport(3);
+  transport.Send(0, 1, BytesOf({1}));
+  transport.Send(0, 1, BytesOf({2, 3}));
+  transport.Send(2, 1, BytesOf({9}));
+  const Bytes first = BytesOf({4});
+  const Bytes second = BytesOf({5, 6});
+  transport.SendGather(0, 1, {absl::Span<const std::byte>(first), second});
+  EXPECT_EQ(*transport.Receive(2, 1, absl::Seconds(1)), BytesOf({9}));
+  EXPECT_EQ(*transport.Receive(0, 1, absl::Seconds(1)), BytesOf({1}));
+  EXPECT_EQ(*transport.Receive(0, 1, absl::Seconds(1)), BytesOf({2, 3}));
+  EXPECT_EQ(*transport.Receive(0, 1, absl::Seconds(1)), BytesOf({4, 5, 6}));
+  // 1 -> 0 is a different channel from 0 -> 1.
+  EXPECT_EQ(transport.Receive(1, 0, absl::Milliseconds(1)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(HostTransportTest, SendCopiesThePayload) {
+  HostTransport transport(2);
+  Bytes payload = BytesOf({1, 2});
+  transport.Send(1, 0, payload);
+  payload[0] = std::byte{99};
+  EXPECT_EQ(*transport.Receive(1, 0, absl::Seconds(1)), BytesOf({1, 2}));
+}
+
+TEST(HostTransportTest, ReceiveTimeoutNamesBothRanks) {
+  HostTransport transport(6);
+  const absl::StatusOr<Bytes> message = transport.Receive(5, 3, absl::Milliseconds(20));
+  EXPECT_EQ(message.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(message.status().message(), HasSubstr("rank 3 waited 20ms for a message from rank 5"));
+}
+
+TEST(HostTransportTest, ReceiveWaitsForALateSend) {
+  HostTransport transport(2);
+  std::thread sender([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    transport.Send(0, 1, BytesOf({7}));
+  });
+  EXPECT_EQ(*transport.Receive(0, 1, absl::Seconds(30)), BytesOf({7}));
+  sender.join();
+}
+
+TEST(HostTransportTest, AbortWakesAWaitingReceiverWithTheFirstReason) {
+  HostTransport transport(4);
+  std::atomic<bool> receiving = false;
+  absl::StatusOr<Bytes> message;
+  const absl::Time start = absl::Now();
+  std::thread receiver([&] {
+    receiving = true;
+    message = transport.Receive(2, 1, absl::Seconds(60));
+  });
+  while (!receiving) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(20));
+  transport.Abort(absl::InternalError("rank 2 crashed"));
+  transport.Abort(absl::InternalError("a later reason"));
+  receiver.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(message.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(message.status().message(), HasSubstr("rank 2 crashed"));
+  EXPECT_THAT(message.status().message(), ::testing::Not(HasSubstr("a later reason")));
+  // Later receives fail at once, even where a message was queued after the abort.
+  transport.Send(0, 3, BytesOf({1}));
+  EXPECT_EQ(transport.Receive(0, 3, absl::Seconds(60)).status().code(),
+            absl::StatusCode::kAborted);
+}
+
+TEST(HostExecutorTest, AbortWakesARankWaitingInTheExecutor) {
+  const Plan plan = MakePlan(Algorithm::kRing, 3, 0);
+  HostTransport transport(3);
+  std::vector<float> buffer(6);
+  absl::Status status;
+  std::thread rank0([&] {
+    status = ExecutePlanOnHost(
+        plan, 0, {.send = buffer.data(), .recv = buffer.data(), .count = 6}, transport);
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  transport.Abort(absl::CancelledError("operator gave up"));
+  rank0.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(status.message(), HasSubstr("operator gave up"));
+}
+
+}  // namespace
+}  // namespace stragglar

@@ -1,0 +1,399 @@
+#include "tools/run_job.h"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/host_executor.h"
+#include "runtime/host_runtime.h"
+#include "runtime/units.h"
+
+namespace stragglar {
+namespace {
+
+// Inputs whose sums are exact in every type and every reduction order: rank r holds
+// pattern(i) + offset(r), small integers, so every partial sum stays below 2^8 (bf16's exact
+// integer range) for up to 64 ranks.
+double Pattern(int64_t i) { return static_cast<double>(i % 5) - 2; }
+double Offset(int rank) { return static_cast<double>(rank % 3) - 1; }
+
+template <typename T>
+T Encode(double value) {
+  return static_cast<T>(value);
+}
+
+// Writes `count` elements of `value_of(i)` converted to `type` into `out`.
+template <typename ValueOf>
+void Fill(DataType type, int64_t count, ValueOf value_of, void* out) {
+  auto fill = [&](auto* data, auto encode) {
+    for (int64_t i = 0; i < count; ++i) data[i] = encode(value_of(i));
+  };
+  switch (type) {
+    case DataType::kInt8:
+      return fill(static_cast<int8_t*>(out), [](double v) { return Encode<int8_t>(v); });
+    case DataType::kUint8:
+      // Negative values wrap modulo 2^8, exactly as the unsigned sum does.
+      return fill(static_cast<uint8_t*>(out),
+                  [](double v) { return static_cast<uint8_t>(static_cast<int64_t>(v)); });
+    case DataType::kInt32:
+      return fill(static_cast<int32_t*>(out), [](double v) { return Encode<int32_t>(v); });
+    case DataType::kUint32:
+      return fill(static_cast<uint32_t*>(out),
+                  [](double v) { return static_cast<uint32_t>(static_cast<int64_t>(v)); });
+    case DataType::kInt64:
+      return fill(static_cast<int64_t*>(out), [](double v) { return Encode<int64_t>(v); });
+    case DataType::kUint64:
+      return fill(static_cast<uint64_t*>(out),
+                  [](double v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); });
+    case DataType::kFloat16:
+      return fill(static_cast<uint16_t*>(out),
+                  [](double v) { return FloatToHalf(static_cast<float>(v)); });
+    case DataType::kBfloat16:
+      return fill(static_cast<uint16_t*>(out),
+                  [](double v) { return FloatToBfloat16(static_cast<float>(v)); });
+    case DataType::kFloat32:
+      return fill(static_cast<float*>(out), [](double v) { return Encode<float>(v); });
+    case DataType::kFloat64:
+      return fill(static_cast<double*>(out), [](double v) { return v; });
+  }
+}
+
+double Percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t index =
+      std::min(values.size() - 1, static_cast<size_t>(fraction * (values.size() - 1) + 0.5));
+  return values[index];
+}
+
+double Mean(const std::vector<double>& values, size_t end) {
+  end = std::min(end, values.size());
+  if (end == 0) return 0;
+  return std::accumulate(values.begin(), values.begin() + end, 0.0) / end;
+}
+
+struct Phase {
+  std::string name;
+  RuntimeMode mode;
+  // Filled by the run, indexed [iteration][rank] or [iteration].
+  std::vector<std::vector<double>> arrival_s;
+  std::vector<std::vector<double>> duration_s;
+  std::vector<std::vector<Algorithm>> algorithm;
+  std::vector<double> latency_s;  // last completion - first arrival
+  std::optional<int> detected;
+  int64_t detected_at_call = -1;
+  double persistence = 0;
+  bool correct = true;
+};
+
+std::map<std::string, int> AlgorithmCounts(const Phase& phase) {
+  std::map<std::string, int> counts;
+  for (Algorithm algorithm : kAllAlgorithms) counts[std::string(AlgorithmName(algorithm))] = 0;
+  for (const std::vector<Algorithm>& per_rank : phase.algorithm) {
+    ++counts[std::string(AlgorithmName(per_rank[0]))];
+  }
+  return counts;
+}
+
+std::string DescribeMix(const Phase& phase, int end) {
+  std::map<Algorithm, int> counts;
+  for (int it = 0; it < end; ++it) ++counts[phase.algorithm[it][0]];
+  std::string mix;
+  for (const auto& [algorithm, count] : counts) {
+    absl::StrAppend(&mix, mix.empty() ? "" : " ", AlgorithmName(algorithm), " ", count);
+  }
+  return mix;
+}
+
+absl::Status ValidateOptions(const RunOptions& options) {
+  if (options.ranks < 2 || options.ranks > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ranks must be in [2, 64] for the host runtime, got ", options.ranks));
+  }
+  if (options.straggler.has_value() &&
+      (*options.straggler < 0 || *options.straggler >= options.ranks)) {
+    return absl::InvalidArgumentError(absl::StrCat("--straggler ", *options.straggler,
+                                                   " is outside [0, ", options.ranks - 1, "] for ",
+                                                   options.ranks, " ranks"));
+  }
+  if (options.delay_s < 0 || options.delay_spread_s < 0 || options.compute_s < 0) {
+    return absl::InvalidArgumentError("--delay must not be negative");
+  }
+  if (options.iterations < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--iterations must be at least 1, got ", options.iterations));
+  }
+  if (options.epoch_calls < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epoch-calls must be at least 1, got ", options.epoch_calls));
+  }
+  const int64_t element = DataTypeSize(options.type);
+  if (options.bytes < 0 || options.bytes % element != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--bytes must be a multiple of ", element,
+                                                   " (the size of ", DataTypeName(options.type),
+                                                   "), got ", options.bytes));
+  }
+  if (options.bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--bytes must be at most 1 GiB for the host runtime");
+  }
+  return absl::OkStatus();
+}
+
+// Compute time of every rank in every step, drawn once so both phases see the same delays.
+std::vector<std::vector<double>> DrawComputeTimes(const RunOptions& options) {
+  std::mt19937_64 random(options.seed);
+  std::normal_distribution<double> noise(0.0, options.compute_noise_s);
+  std::normal_distribution<double> extra(options.delay_s, options.delay_spread_s);
+  std::vector<std::vector<double>> compute(options.iterations, std::vector<double>(options.ranks));
+  for (std::vector<double>& step : compute) {
+    for (int rank = 0; rank < options.ranks; ++rank) {
+      step[rank] = std::max(0.0, options.compute_s + noise(random));
+      if (options.straggler == rank) step[rank] += std::max(0.0, extra(random));
+    }
+  }
+  return compute;
+}
+
+absl::Status RunPhase(const RunOptions& options, const LinkModel& link,
+                      const std::vector<std::vector<double>>& compute_s,
+                      const std::vector<std::vector<std::byte>>& inputs,
+                      const std::vector<std::byte>& expected, const Phase* baseline, Phase& phase,
+                      std::ostream& progress) {
+  const int n = options.ranks;
+  const int64_t count = options.bytes / DataTypeSize(options.type);
+  RuntimeConfig config;
+  config.mode = phase.mode;
+  config.epoch_calls = options.epoch_calls;
+  absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
+      HostCommunicator::Create(n, config, link);
+  if (!comm.ok()) return comm.status();
+
+  phase.arrival_s.assign(options.iterations, std::vector<double>(n));
+  phase.duration_s.assign(options.iterations, std::vector<double>(n));
+  phase.algorithm.assign(options.iterations, std::vector<Algorithm>(n));
+  phase.latency_s.assign(options.iterations, 0);
+  std::vector<std::vector<std::byte>> outputs(n, std::vector<std::byte>(options.bytes));
+  std::atomic<bool> failed = false;
+  std::atomic<bool> wrong = false;
+  absl::Mutex error_mutex;
+  absl::Status first_error;
+  std::barrier step_barrier(n);
+
+  auto run_rank = [&](int rank) {
+    for (int it = 0; it < options.iterations; ++it) {
+      // Poison the output so a call that does nothing cannot pass the check.
+      std::memset(outputs[rank].data(), 0xA5, outputs[rank].size());
+      step_barrier.arrive_and_wait();
+      if (!failed) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(compute_s[it][rank]));
+        HostAllReduceArgs args{.send = inputs[rank].data(),
+                               .recv = outputs[rank].data(),
+                               .count = count,
+                               .type = options.type,
+                               .op = ReduceOp::kSum};
+        const double arrival = (*comm)->Now();
+        absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(rank, args);
+        phase.arrival_s[it][rank] = arrival;
+        phase.duration_s[it][rank] = (*comm)->Now() - arrival;
+        if (!decision.ok()) {
+          absl::MutexLock lock(&error_mutex);
+          if (first_error.ok()) {
+            first_error = absl::Status(
+                decision.status().code(),
+                absl::StrCat("step ", it, " rank ", rank, ": ", decision.status().message()));
+          }
+          failed = true;
+        } else {
+          phase.algorithm[it][rank] = decision->algorithm;
+          if (std::memcmp(outputs[rank].data(), expected.data(), expected.size()) != 0) {
+            wrong = true;
+          }
+        }
+      }
+      step_barrier.arrive_and_wait();
+      if (rank != 0 || failed) continue;
+      double first = phase.arrival_s[it][0], last = 0;
+      for (int r = 0; r < n; ++r) {
+        first = std::min(first, phase.arrival_s[it][r]);
+        last = std::max(last, phase.arrival_s[it][r] + phase.duration_s[it][r]);
+      }
+      phase.latency_s[it] = last - first;
+      const bool epoch_end = (it + 1) % options.epoch_calls == 0 || it + 1 == options.iterations;
+      if (!epoch_end) continue;
+      const RuntimeCore& core = (*comm)->core(0);
+      const std::optional<int> straggler = core.detector().straggler();
+      std::string line = absl::StrFormat(
+          "%-9s epoch %d/%d  steps %4d  straggler %-16s  %-28s  mean %s", phase.name,
+          (it + options.epoch_calls) / options.epoch_calls,
+          (options.iterations + options.epoch_calls - 1) / options.epoch_calls, it + 1,
+          straggler.has_value() ? absl::StrFormat("%d (%.0f%%)", *straggler,
+                                                  100 * core.detector().persistence(*straggler))
+                                : "-",
+          DescribeMix(phase, it + 1), FormatSeconds(Mean(phase.latency_s, it + 1)));
+      if (baseline != nullptr) {
+        absl::StrAppendFormat(&line, "  speedup %.2fx",
+                              Mean(baseline->latency_s, it + 1) / Mean(phase.latency_s, it + 1));
+      }
+      progress << line << std::endl;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) threads.emplace_back(run_rank, rank);
+  for (std::thread& thread : threads) thread.join();
+  if (!first_error.ok()) return first_error;
+
+  for (int it = 0; it < options.iterations; ++it) {
+    for (int rank = 1; rank < n; ++rank) {
+      if (phase.algorithm[it][rank] != phase.algorithm[it][0]) {
+        return absl::InternalError(absl::StrCat(
+            "step ", it, ": rank ", rank, " ran ", AlgorithmName(phase.algorithm[it][rank]),
+            " but rank 0 ran ", AlgorithmName(phase.algorithm[it][0])));
+      }
+    }
+  }
+  phase.correct = !wrong;
+  const RuntimeCore& core = (*comm)->core(0);
+  phase.detected = core.detector().straggler();
+  if (phase.detected.has_value()) phase.persistence = core.detector().persistence(*phase.detected);
+  // The first step whose decision could use the detection: the call after the epoch in which it
+  // was declared. Recover it from the algorithm mix for the adaptive phase.
+  for (int it = 0; it < options.iterations; ++it) {
+    if (phase.algorithm[it][0] == Algorithm::kStragglar) {
+      phase.detected_at_call = it;
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTrace(const std::string& path, const Phase& phase, int64_t bytes) {
+  std::ofstream file(path);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot write trace file ", path));
+  file << "call,rank,arrival_s,duration_s,bytes,algorithm\n";
+  for (size_t it = 0; it < phase.arrival_s.size(); ++it) {
+    for (size_t rank = 0; rank < phase.arrival_s[it].size(); ++rank) {
+      file << absl::StrFormat("%d,%d,%.9f,%.9f,%d,%s\n", it, rank, phase.arrival_s[it][rank],
+                              phase.duration_s[it][rank], bytes,
+                              AlgorithmName(phase.algorithm[it][rank]));
+    }
+  }
+  file.close();
+  if (!file) return absl::DataLossError(absl::StrCat("failed writing trace file ", path));
+  return absl::OkStatus();
+}
+
+nlohmann::json Timings(const std::vector<double>& latency_s) {
+  return {{"mean_s", Mean(latency_s, latency_s.size())},
+          {"p50_s", Percentile(latency_s, 0.5)},
+          {"p99_s", Percentile(latency_s, 0.99)}};
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& progress) {
+  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  const int n = options.ranks;
+  const int64_t count = options.bytes / DataTypeSize(options.type);
+  progress << absl::StrFormat(
+      "stragglar run: %d ranks (threads), %s %s sum per step, %d steps; compute %s per step; %s\n",
+      n, FormatBytes(options.bytes), DataTypeName(options.type), options.iterations,
+      FormatSeconds(options.compute_s),
+      options.straggler.has_value()
+          ? absl::StrFormat("rank %d late by %s (sd %s)", *options.straggler,
+                            FormatSeconds(options.delay_s), FormatSeconds(options.delay_spread_s))
+          : "no straggler");
+
+  absl::StatusOr<LinkModel> link = MeasureHostLink(n);
+  if (!link.ok()) return link.status();
+  progress << absl::StrFormat(
+      "measured link: alpha %s, bandwidth %s per transfer, shared by %.0f cores\n",
+      FormatSeconds(link->alpha_s), FormatBandwidth(link->bandwidth_bytes_per_s),
+      link->shared_lanes);
+
+  std::vector<std::vector<std::byte>> inputs(n, std::vector<std::byte>(options.bytes));
+  for (int rank = 0; rank < n; ++rank) {
+    Fill(
+        options.type, count, [rank](int64_t i) { return Pattern(i) + Offset(rank); },
+        inputs[rank].data());
+  }
+  double offsets = 0;
+  for (int rank = 0; rank < n; ++rank) offsets += Offset(rank);
+  std::vector<std::byte> expected(options.bytes);
+  Fill(
+      options.type, count, [&](int64_t i) { return n * Pattern(i) + offsets; }, expected.data());
+  const std::vector<std::vector<double>> compute_s = DrawComputeTimes(options);
+
+  Phase baseline{.name = "baseline", .mode = RuntimeMode::kObserve};
+  if (absl::Status status =
+          RunPhase(options, *link, compute_s, inputs, expected, nullptr, baseline, progress);
+      !status.ok()) {
+    return status;
+  }
+  Phase adaptive{.name = "adaptive", .mode = RuntimeMode::kAdapt};
+  if (absl::Status status =
+          RunPhase(options, *link, compute_s, inputs, expected, &baseline, adaptive, progress);
+      !status.ok()) {
+    return status;
+  }
+  if (!options.trace_path.empty()) {
+    if (absl::Status status = WriteTrace(options.trace_path, adaptive, options.bytes);
+        !status.ok()) {
+      return status;
+    }
+  }
+
+  const double speedup =
+      Mean(baseline.latency_s, options.iterations) / Mean(adaptive.latency_s, options.iterations);
+  nlohmann::json summary = {
+      {"ranks", n},
+      {"injected_straggler", options.straggler.has_value() ? nlohmann::json(*options.straggler)
+                                                           : nlohmann::json(nullptr)},
+      {"detected_straggler", adaptive.detected.has_value() ? nlohmann::json(*adaptive.detected)
+                                                           : nlohmann::json(nullptr)},
+      {"iterations", options.iterations},
+      {"bytes", options.bytes},
+      {"dtype", DataTypeName(options.type)},
+      {"correct", baseline.correct && adaptive.correct},
+      {"algorithm_counts", AlgorithmCounts(adaptive)},
+      {"adaptive", Timings(adaptive.latency_s)},
+      {"baseline", Timings(baseline.latency_s)},
+      {"speedup", speedup},
+      {"first_stragglar_call", adaptive.detected_at_call},
+      {"persistence", adaptive.persistence},
+      {"delay_s", options.delay_s},
+      {"seed", options.seed},
+      {"link",
+       {{"alpha_s", link->alpha_s},
+        {"bandwidth_Bps", link->bandwidth_bytes_per_s},
+        {"shared_lanes", link->shared_lanes}}},
+  };
+  summary["baseline"]["algorithm"] = "ring";
+
+  progress << absl::StrFormat("\n%-9s %10s %10s %10s\n", "", "mean", "p50", "p99");
+  for (const Phase* phase : {&baseline, &adaptive}) {
+    progress << absl::StrFormat("%-9s %10s %10s %10s\n", phase->name,
+                                FormatSeconds(Mean(phase->latency_s, options.iterations)),
+                                FormatSeconds(Percentile(phase->latency_s, 0.5)),
+                                FormatSeconds(Percentile(phase->latency_s, 0.99)));
+  }
+  progress << absl::StrFormat(
+      "speedup %.2fx; results %s; straggler detected: %s; algorithms: %s\n", speedup,
+      summary["correct"].get<bool>() ? "correct on every rank and step" : "WRONG",
+      adaptive.detected.has_value() ? absl::StrCat("rank ", *adaptive.detected) : "none",
+      DescribeMix(adaptive, options.iterations));
+  return summary;
+}
+
+}  // namespace stragglar

@@ -1,0 +1,39 @@
+// `stragglar run`: the embedded-default main job. Ranks are threads running a training-like loop
+// (compute, then an AllReduce of the gradients); one rank is persistently late. The job runs the
+// baseline (Ring only, the runtime observing) and the adaptive runtime on the same data and the
+// same delays, checks every result against the exact reference, and reports what it measured.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/reduce.h"
+#include "nlohmann/json.hpp"
+
+namespace stragglar {
+
+struct RunOptions {
+  int ranks = 8;
+  std::optional<int> straggler = 5;  // none: every rank punctual
+  double delay_s = 0.020;            // mean extra compute time of the straggler
+  double delay_spread_s = 0.002;     // standard deviation of the straggler's extra time
+  double compute_s = 0.004;          // every rank's compute time per step
+  double compute_noise_s = 0.0002;   // its standard deviation
+  int64_t bytes = 16 << 20;
+  int iterations = 320;
+  DataType type = DataType::kFloat32;
+  uint64_t seed = 1;
+  int epoch_calls = 64;
+  std::string summary_json_path;  // empty: no file
+  std::string trace_path;         // empty: no trace
+};
+
+// Runs both phases, printing progress to `progress`; returns the summary JSON (the contract's
+// shape, "correct": false when any result differed from the reference). InvalidArgument for
+// options out of range; the runtime's error when a collective fails.
+absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& progress);
+
+}  // namespace stragglar
