@@ -41,9 +41,8 @@ void CheckRanks(int src, int dst, int num_ranks) {
 absl::Status ValidateArgs(const Plan& plan, int rank, const HostAllReduceArgs& args,
                           const HostTransport& transport) {
   if (plan.num_ranks != transport.num_ranks()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan has ", plan.num_ranks,
-                                                   " ranks but the transport connects ",
-                                                   transport.num_ranks()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan has ", plan.num_ranks, " ranks but the transport connects ", transport.num_ranks()));
   }
   if (rank < 0 || rank >= plan.num_ranks) {
     return absl::InvalidArgumentError(
@@ -86,8 +85,8 @@ absl::Status ValidateTransfer(const Plan& plan, int round, const Transfer& trans
   }
   for (int32_t chunk : transfer.chunks) {
     if (chunk < 0 || chunk >= plan.num_chunks) {
-      return absl::InvalidArgumentError(absl::StrCat("round ", round, ": chunk ", chunk,
-                                                     " outside [0, ", plan.num_chunks, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("round ", round, ": chunk ", chunk, " outside [0, ", plan.num_chunks, ")"));
     }
   }
   return absl::OkStatus();
@@ -106,9 +105,9 @@ absl::StatusOr<std::vector<RankStep>> RankSteps(const Plan& plan, int rank) {
       }
       const Transfer*& slot = transfer.src == rank ? step.send : step.receive;
       if (slot != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "round ", round, ": rank ", rank, transfer.src == rank ? " sends" : " receives",
-            " more than one transfer"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("round ", round, ": rank ", rank,
+                         transfer.src == rank ? " sends" : " receives", " more than one transfer"));
       }
       slot = &transfer;
     }
@@ -125,21 +124,21 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
                                                    " has count ", args.count));
   }
   if (header.type != static_cast<uint8_t>(args.type)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mismatched data types across ranks: rank ", sender, " has type ",
-        DataTypeName(static_cast<DataType>(header.type)), ", rank ", rank, " has type ",
-        DataTypeName(args.type)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mismatched data types across ranks: rank ", sender, " has type ",
+                     DataTypeName(static_cast<DataType>(header.type)), ", rank ", rank,
+                     " has type ", DataTypeName(args.type)));
   }
   if (header.op != static_cast<uint8_t>(args.op)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mismatched reduce ops across ranks: rank ", sender, " has op ",
-        ReduceOpName(static_cast<ReduceOp>(header.op)), ", rank ", rank, " has op ",
-        ReduceOpName(args.op)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mismatched reduce ops across ranks: rank ", sender, " has op ",
+                     ReduceOpName(static_cast<ReduceOp>(header.op)), ", rank ", rank, " has op ",
+                     ReduceOpName(args.op)));
   }
   if (header.round != round) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mismatched plans across ranks: rank ", rank, " expected rank ", sender,
-        "'s round ", round, " message but got its round ", header.round, " message"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mismatched plans across ranks: rank ", rank, " expected rank ", sender,
+                     "'s round ", round, " message but got its round ", header.round, " message"));
   }
   return absl::OkStatus();
 }
@@ -148,7 +147,8 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
 
 HostTransport::HostTransport(int num_ranks) : num_ranks_(num_ranks < 0 ? 0 : num_ranks) {
   channels_.reserve(static_cast<size_t>(num_ranks_) * num_ranks_);
-  for (int i = 0; i < num_ranks_ * num_ranks_; ++i) channels_.push_back(std::make_unique<Channel>());
+  for (int i = 0; i < num_ranks_ * num_ranks_; ++i)
+    channels_.push_back(std::make_unique<Channel>());
 }
 
 void HostTransport::Send(int src, int dst, absl::Span<const std::byte> payload) {
@@ -167,9 +167,13 @@ void HostTransport::SendGather(int src, int dst,
     message.insert(message.end(), piece.begin(), piece.end());
   }
   Channel& target = channel(src, dst);
-  absl::MutexLock lock(&target.mutex);
-  // Nobody reads an aborted channel again; dropping the message frees its memory early.
-  if (!target.aborted) target.messages.push_back(std::move(message));
+  {
+    std::lock_guard<std::mutex> lock(target.mutex);
+    // Nobody reads an aborted channel again; dropping the message frees its memory early.
+    if (target.aborted) return;
+    target.messages.push_back(std::move(message));
+  }
+  target.arrived.notify_one();
 }
 
 absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
@@ -178,15 +182,10 @@ absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
   Channel& source = channel(src, dst);
   bool aborted = false;
   {
-    absl::MutexLock lock(&source.mutex);
-    const bool ready = source.mutex.AwaitWithTimeout(
-        absl::Condition(
-            +[](Channel* waited) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              // Runs with the channel's mutex held (absl::Mutex evaluates conditions under it).
-              return waited->aborted || !waited->messages.empty();
-            },
-            &source),
-        timeout);
+    std::unique_lock<std::mutex> lock(source.mutex);
+    const bool ready = source.arrived.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&source] {
+      return source.aborted || !source.messages.empty();
+    });
     aborted = source.aborted;
     if (ready && !aborted) {
       std::vector<std::byte> message = std::move(source.messages.front());
@@ -195,13 +194,12 @@ absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
     }
   }
   if (!aborted) {
-    return absl::DeadlineExceededError(absl::StrCat("rank ", dst, " waited ",
-                                                    absl::FormatDuration(timeout),
-                                                    " for a message from rank ", src));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rank ", dst, " waited ", absl::FormatDuration(timeout), " for a message from rank ", src));
   }
   // Abort() stores the reason before it flags any channel, so it is set by now. Read it outside the
   // channel lock: Abort() takes abort_mutex_ first and the channel locks after it.
-  absl::MutexLock lock(&abort_mutex_);
+  std::lock_guard<std::mutex> lock(abort_mutex_);
   return absl::AbortedError(absl::StrCat("rank ", dst, " stopped waiting for rank ", src,
                                          ": collective aborted: ", abort_reason_.ToString()));
 }
@@ -209,14 +207,17 @@ absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
 void HostTransport::Abort(absl::Status reason) {
   if (reason.ok()) reason = absl::UnknownError("Abort() called with an OK status");
   {
-    absl::MutexLock lock(&abort_mutex_);
+    std::lock_guard<std::mutex> lock(abort_mutex_);
     if (!abort_reason_.ok()) return;  // the first reason wins; its caller flags the channels
     abort_reason_ = std::move(reason);
   }
   for (const std::unique_ptr<Channel>& each : channels_) {
-    absl::MutexLock lock(&each->mutex);
-    each->aborted = true;
-    each->messages.clear();
+    {
+      std::lock_guard<std::mutex> lock(each->mutex);
+      each->aborted = true;
+      each->messages.clear();
+    }
+    each->arrived.notify_all();
   }
 }
 
@@ -263,8 +264,8 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
       pieces.clear();
       pieces.push_back({reinterpret_cast<const std::byte*>(&header), sizeof(header)});
       for (int32_t chunk : step.send->chunks) {
-        pieces.push_back({data + offsets[chunk], static_cast<size_t>(offsets[chunk + 1] -
-                                                                     offsets[chunk])});
+        pieces.push_back(
+            {data + offsets[chunk], static_cast<size_t>(offsets[chunk + 1] - offsets[chunk])});
       }
       transport.SendGather(rank, step.send->dst, pieces);
     }
@@ -286,10 +287,10 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
       int64_t expected_bytes = sizeof(MessageHeader);
       for (int32_t chunk : transfer.chunks) expected_bytes += offsets[chunk + 1] - offsets[chunk];
       if (static_cast<int64_t>(message->size()) != expected_bytes) {
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-            "mismatched plans across ranks: rank ", rank, " expected ", expected_bytes,
-            " bytes from rank ", transfer.src, " in round ", step.round, ", got ",
-            message->size())));
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("mismatched plans across ranks: rank ", rank, " expected ", expected_bytes,
+                         " bytes from rank ", transfer.src, " in round ", step.round, ", got ",
+                         message->size())));
       }
       const std::byte* incoming = message->data() + sizeof(MessageHeader);
       for (int32_t chunk : transfer.chunks) {

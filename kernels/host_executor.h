@@ -2,15 +2,17 @@
 // waits only for the messages it needs: there is no global barrier per round.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
@@ -35,7 +37,8 @@ class HostTransport {
   // over a header and chunks in place, so each byte is copied once). Same contract as Send.
   void SendGather(int src, int dst, absl::Span<const absl::Span<const std::byte>> pieces);
   // Takes the oldest message on src->dst. DeadlineExceeded names both ranks when `timeout`
-  // passes ("rank 3 waited 10s for a message from rank 5"); Aborted after Abort().
+  // passes ("rank 3 waited 10s for a message from rank 5"); Aborted, with the abort reason in its
+  // message, after Abort() (queued messages are dropped).
   absl::StatusOr<std::vector<std::byte>> Receive(int src, int dst, absl::Duration timeout);
   // Wakes every waiting and future Receive with `reason`, so one failing rank cannot hang the
   // others. The first reason wins.
@@ -43,7 +46,10 @@ class HostTransport {
 
  private:
   struct Channel {
-    absl::Mutex mutex;
+    // std::mutex rather than absl::Mutex: ThreadSanitizer understands pthread primitives, while
+    // the distribution's Abseil is not instrumented and would produce false race reports.
+    std::mutex mutex;
+    std::condition_variable arrived;  // a message was queued or the transport was aborted
     std::deque<std::vector<std::byte>> messages ABSL_GUARDED_BY(mutex);
     // Set by Abort() under `mutex`, so a receiver's wait condition sees it and wakes up.
     bool aborted ABSL_GUARDED_BY(mutex) = false;
@@ -52,7 +58,7 @@ class HostTransport {
 
   const int num_ranks_;
   std::vector<std::unique_ptr<Channel>> channels_;
-  absl::Mutex abort_mutex_;
+  std::mutex abort_mutex_;
   absl::Status abort_reason_ ABSL_GUARDED_BY(abort_mutex_);
 };
 
@@ -72,7 +78,9 @@ struct HostAllReduceArgs {
 // does not fit the transport) return InvalidArgument before anything is written. Every message
 // carries the sender's count, type and op; a receiver never applies a message that disagrees with
 // its own and returns InvalidArgument naming both ("mismatched counts across ranks"). On any
-// error the transport is aborted so that the other ranks return instead of hanging.
+// error the transport is aborted so that the other ranks return instead of hanging. Every transfer
+// is one message, even when its chunks are empty (count < num_chunks), so channel order and the
+// header check hold for any count. `send` and `recv` must be equal or not overlap.
 absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
                                HostTransport& transport);
 

@@ -3,13 +3,12 @@
 // where the straggler is rank n-1. Other stragglers swap labels with n-1, so rank n-1 then owns the
 // chunk that the straggler would have owned.
 #include <memory>
+#include <mutex>
 #include <numeric>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "kernels/stragglar_schedule.h"
 #include "kernels/synthesizers.h"
 
@@ -43,18 +42,18 @@ absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks) {
 }
 
 absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks) {
-  static absl::Mutex mutex(absl::kConstInit);
-  static auto& cache ABSL_GUARDED_BY(mutex) =
-      *new absl::flat_hash_map<int, std::shared_ptr<const Plan>>();
+  // std::mutex: see HostTransport for why not absl::Mutex (ThreadSanitizer builds).
+  static std::mutex mutex;
+  static auto& cache = *new absl::flat_hash_map<int, std::shared_ptr<const Plan>>();
   {
-    absl::MutexLock lock(&mutex);
+    std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(num_ranks); it != cache.end()) return it->second;
   }
   // Synthesize outside the lock; a concurrent duplicate is harmless (deterministic output).
   absl::StatusOr<Plan> plan = SynthesizeCanonical(num_ranks);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const Plan>(*std::move(plan));
-  absl::MutexLock lock(&mutex);
+  std::lock_guard<std::mutex> lock(mutex);
   return cache.try_emplace(num_ranks, std::move(shared)).first->second;
 }
 

@@ -172,6 +172,71 @@ TEST(CliTest, BadInputGetsOneClearLine) {
   }
 }
 
+// A small, fast configuration of the main job: the contract's summary and trace, exact results.
+TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "run";
+  std::filesystem::create_directories(dir);
+  CliResult result = RunCli(absl::StrCat(
+      "run --ranks 4 --straggler 2 --delay 6ms --bytes 256KiB --iterations 48 --epoch-calls 16 "
+      "--seed 7 --summary-json ",
+      (dir / "summary.json").string(), " --trace ", (dir / "trace.csv").string()));
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_THAT(result.out, HasSubstr("adaptive  epoch 3/3"));
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
+  EXPECT_EQ(summary["ranks"], 4);
+  EXPECT_EQ(summary["injected_straggler"], 2);
+  EXPECT_EQ(summary["detected_straggler"], 2);
+  EXPECT_EQ(summary["iterations"], 48);
+  EXPECT_EQ(summary["bytes"], 256 * 1024);
+  EXPECT_EQ(summary["correct"], true);
+  EXPECT_EQ(summary["baseline"]["algorithm"], "ring");
+  int calls = 0;
+  for (const auto& [algorithm, count] : summary["algorithm_counts"].items()) {
+    calls += count.get<int>();
+  }
+  EXPECT_EQ(calls, 48);
+  for (const char* phase : {"adaptive", "baseline"}) {
+    for (const char* key : {"mean_s", "p50_s", "p99_s"}) {
+      EXPECT_GT(summary[phase][key].get<double>(), 0) << phase << " " << key;
+    }
+  }
+  EXPECT_NEAR(
+      summary["speedup"].get<double>(),
+      summary["baseline"]["mean_s"].get<double>() / summary["adaptive"]["mean_s"].get<double>(),
+      1e-9);
+  const std::string trace = ReadFile(dir / "trace.csv");
+  EXPECT_THAT(trace, StartsWith("call,rank,arrival_s,duration_s,bytes,algorithm\n"));
+  EXPECT_EQ(std::count(trace.begin(), trace.end(), '\n'), 1 + 48 * 4);
+}
+
+TEST(CliTest, RunWithoutAStragglerFlagsNobody) {
+  CliResult result = RunCli(
+      "run --ranks 3 --straggler none --bytes 64KiB --iterations 32 --epoch-calls 16 --json", "");
+  // --json does not apply to run: rejected before anything runs.
+  EXPECT_NE(result.exit_code, 0);
+  result = RunCli("run --ranks 3 --straggler none --bytes 64KiB --iterations 32 --epoch-calls 16");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("straggler detected: none"));
+  EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
+}
+
+TEST(CliTest, RunRejectsBadOptions) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run --ranks 1", "--ranks must be in [2, 64]"},
+      {"run --ranks 4 --straggler 4", "--straggler 4 is outside [0, 3]"},
+      {"run --straggler soon", "--straggler must be a rank index or \"none\""},
+      {"run --bytes 6B", "--bytes must be a multiple of 4"},
+      {"run --iterations 0", "--iterations must be at least 1"},
+      {"run --dtype float128", "unknown data type \"float128\""},
+      {"run --delay -1ms", "--delay must not be negative"},
+  };
+  for (const auto& [args, message] : cases) {
+    CliResult result = RunCli(args);
+    EXPECT_NE(result.exit_code, 0) << args;
+    EXPECT_THAT(result.err, HasSubstr(message)) << args;
+  }
+}
+
 TEST(CliTest, HelpPrintsUsageAndSucceeds) {
   CliResult result = RunCli("--help");
   EXPECT_EQ(result.exit_code, 0);

@@ -144,8 +144,8 @@ void ReduceIntegersInOrder(ReduceOp op, const std::vector<Bytes>& inputs, int64_
       switch (op) {
         case ReduceOp::kSum:
         case ReduceOp::kAvg:
-          accumulator = static_cast<T>(static_cast<Unsigned>(accumulator) +
-                                       static_cast<Unsigned>(value));
+          accumulator =
+              static_cast<T>(static_cast<Unsigned>(accumulator) + static_cast<Unsigned>(value));
           break;
         case ReduceOp::kProd:
           // Multiply in a type at least as wide as int so that uint8/int8 do not promote to a
@@ -258,13 +258,13 @@ Outcome RunAllReduce(const Plan& plan, const Collective& collective,
   threads.reserve(num_ranks);
   for (int rank = 0; rank < num_ranks; ++rank) {
     threads.emplace_back([&, rank] {
-      HostAllReduceArgs args{.send = collective.in_place ? outcome.results[rank].data()
-                                                         : outcome.sent[rank].data(),
-                             .recv = outcome.results[rank].data(),
-                             .count = collective.count,
-                             .type = collective.type,
-                             .op = collective.op,
-                             .timeout = collective.timeout};
+      HostAllReduceArgs args{
+          .send = collective.in_place ? outcome.results[rank].data() : outcome.sent[rank].data(),
+          .recv = outcome.results[rank].data(),
+          .count = collective.count,
+          .type = collective.type,
+          .op = collective.op,
+          .timeout = collective.timeout};
       outcome.statuses[rank] = ExecutePlanOnHost(plan, rank, args, transport);
     });
   }
@@ -277,8 +277,8 @@ void ExpectExactResult(const Outcome& outcome, const Collective& collective,
                        const std::vector<Bytes>& inputs, const Bytes& expected,
                        const std::string& context) {
   for (size_t rank = 0; rank < outcome.results.size(); ++rank) {
-    ASSERT_TRUE(outcome.statuses[rank].ok()) << context << " rank " << rank << ": "
-                                             << outcome.statuses[rank];
+    ASSERT_TRUE(outcome.statuses[rank].ok())
+        << context << " rank " << rank << ": " << outcome.statuses[rank];
     const Bytes& result = outcome.results[rank];
     if (result != expected) {
       const int element_size = DataTypeSize(collective.type);
@@ -312,10 +312,9 @@ std::string CamelName(Algorithm algorithm) {
 }
 
 Plan MakePlan(Algorithm algorithm, int num_ranks, int straggler) {
-  absl::StatusOr<Plan> plan =
-      SynthesizePlan(algorithm, num_ranks,
-                     algorithm == Algorithm::kStragglar ? std::optional<int>(straggler)
-                                                        : std::nullopt);
+  absl::StatusOr<Plan> plan = SynthesizePlan(
+      algorithm, num_ranks,
+      algorithm == Algorithm::kStragglar ? std::optional<int>(straggler) : std::nullopt);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *std::move(plan) : Plan{};
 }
@@ -356,8 +355,8 @@ TEST_P(HostExecutorGridTest, MatchesReferenceOnEveryRank) {
   // Spread straggler positions over the grid; HostExecutorStragglerTest covers all of them.
   const int straggler = (static_cast<int>(type) * 5 + static_cast<int>(op) * 3) % num_ranks;
   const Plan plan = MakePlan(algorithm, num_ranks, straggler);
-  const uint64_t seed = SplitMix64(static_cast<uint64_t>(type) * 1000 + static_cast<int>(op) * 100 +
-                                   num_ranks);
+  const uint64_t seed =
+      SplitMix64(static_cast<uint64_t>(type) * 1000 + static_cast<int>(op) * 100 + num_ranks);
   for (int64_t count : SmallCounts(num_ranks)) {
     CheckExact(plan, {.type = type, .op = op, .count = count}, seed);
     // In place too, where it can differ from out of place (the rest would only repeat the run).
@@ -410,11 +409,12 @@ std::vector<StragglerParam> EveryStragglerPosition() {
   return params;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SubsetOfRanks, HostExecutorStragglerTest, ::testing::ValuesIn(EveryStragglerPosition()),
-    [](const ::testing::TestParamInfo<StragglerParam>& info) {
-      return absl::StrCat("n", std::get<0>(info.param), "_straggler", std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(SubsetOfRanks, HostExecutorStragglerTest,
+                         ::testing::ValuesIn(EveryStragglerPosition()),
+                         [](const ::testing::TestParamInfo<StragglerParam>& info) {
+                           return absl::StrCat("n", std::get<0>(info.param), "_straggler",
+                                               std::get<1>(info.param));
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // 1 MiB + 3 elements (a 1 MiB buffer plus a remainder that no chunk count divides evenly) on a
@@ -433,8 +433,7 @@ TEST_P(HostExecutorLargeTest, MatchesReferenceOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(
     OneMebibytePlusThree, HostExecutorLargeTest,
     ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
-                       ::testing::Values(DataType::kFloat32, DataType::kBfloat16,
-                                         DataType::kInt64),
+                       ::testing::Values(DataType::kFloat32, DataType::kBfloat16, DataType::kInt64),
                        ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
                        ::testing::Values(2, 5, 8, 13)),
     GridName);
@@ -489,8 +488,8 @@ TEST_P(HostExecutorRandomFloatTest, WithinRoundingBoundAndIdenticalAcrossRanks) 
       magnitude += std::abs(LoadFloat(type, input.data(), i));
     }
     exact /= divisor;
-    const double bound = ((num_ranks - 1) * u * magnitude) / divisor + 2 * u * std::abs(exact) +
-                         1e-300;
+    const double bound =
+        ((num_ranks - 1) * u * magnitude) / divisor + 2 * u * std::abs(exact) + 1e-300;
     const double actual = LoadFloat(type, outcome.results[0].data(), i);
     if (!(std::abs(actual - exact) <= bound)) {
       ++failures;
@@ -503,8 +502,8 @@ TEST_P(HostExecutorRandomFloatTest, WithinRoundingBoundAndIdenticalAcrossRanks) 
 INSTANTIATE_TEST_SUITE_P(
     FloatTypes, HostExecutorRandomFloatTest,
     ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
-                       ::testing::Values(DataType::kFloat16, DataType::kFloat32,
-                                         DataType::kFloat64, DataType::kBfloat16),
+                       ::testing::Values(DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
+                                         DataType::kBfloat16),
                        ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
                        ::testing::Values(3, 8, 16)),
     GridName);
@@ -746,7 +745,8 @@ TEST(HostTransportTest, ReceiveTimeoutNamesBothRanks) {
   HostTransport transport(6);
   const absl::StatusOr<Bytes> message = transport.Receive(5, 3, absl::Milliseconds(20));
   EXPECT_EQ(message.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(message.status().message(), HasSubstr("rank 3 waited 20ms for a message from rank 5"));
+  EXPECT_THAT(message.status().message(),
+              HasSubstr("rank 3 waited 20ms for a message from rank 5"));
 }
 
 TEST(HostTransportTest, ReceiveWaitsForALateSend) {
@@ -779,8 +779,7 @@ TEST(HostTransportTest, AbortWakesAWaitingReceiverWithTheFirstReason) {
   EXPECT_THAT(message.status().message(), ::testing::Not(HasSubstr("a later reason")));
   // Later receives fail at once, even where a message was queued after the abort.
   transport.Send(0, 3, BytesOf({1}));
-  EXPECT_EQ(transport.Receive(0, 3, absl::Seconds(60)).status().code(),
-            absl::StatusCode::kAborted);
+  EXPECT_EQ(transport.Receive(0, 3, absl::Seconds(60)).status().code(), absl::StatusCode::kAborted);
 }
 
 TEST(HostExecutorTest, AbortWakesARankWaitingInTheExecutor) {
@@ -789,8 +788,8 @@ TEST(HostExecutorTest, AbortWakesARankWaitingInTheExecutor) {
   std::vector<float> buffer(6);
   absl::Status status;
   std::thread rank0([&] {
-    status = ExecutePlanOnHost(
-        plan, 0, {.send = buffer.data(), .recv = buffer.data(), .count = 6}, transport);
+    status = ExecutePlanOnHost(plan, 0, {.send = buffer.data(), .recv = buffer.data(), .count = 6},
+                               transport);
   });
   absl::SleepFor(absl::Milliseconds(20));
   transport.Abort(absl::CancelledError("operator gave up"));

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -15,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "kernels/host_executor.h"
 #include "runtime/host_runtime.h"
 #include "runtime/units.h"
@@ -187,7 +187,7 @@ absl::Status RunPhase(const RunOptions& options, const LinkModel& link,
   std::vector<std::vector<std::byte>> outputs(n, std::vector<std::byte>(options.bytes));
   std::atomic<bool> failed = false;
   std::atomic<bool> wrong = false;
-  absl::Mutex error_mutex;
+  std::mutex error_mutex;
   absl::Status first_error;
   std::barrier step_barrier(n);
 
@@ -208,7 +208,7 @@ absl::Status RunPhase(const RunOptions& options, const LinkModel& link,
         phase.arrival_s[it][rank] = arrival;
         phase.duration_s[it][rank] = (*comm)->Now() - arrival;
         if (!decision.ok()) {
-          absl::MutexLock lock(&error_mutex);
+          std::lock_guard<std::mutex> lock(error_mutex);
           if (first_error.ok()) {
             first_error = absl::Status(
                 decision.status().code(),

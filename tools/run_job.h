@@ -23,10 +23,11 @@ struct RunOptions {
   double compute_s = 0.004;          // every rank's compute time per step
   double compute_noise_s = 0.0002;   // its standard deviation
   int64_t bytes = 16 << 20;
-  int iterations = 320;
+  int iterations = 256;
   DataType type = DataType::kFloat32;
   uint64_t seed = 1;
-  int epoch_calls = 64;
+  // Shorter than the preload library's default (64) so the demo adapts within its first seconds.
+  int epoch_calls = 32;
   std::string summary_json_path;  // empty: no file
   std::string trace_path;         // empty: no trace
 };

@@ -48,12 +48,12 @@ ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
 ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
 ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
 ABSL_FLAG(bool, verify, false, "rounds: also verify every synthesized plan symbolically");
-ABSL_FLAG(std::optional<int>, iterations, std::nullopt, "run: training steps per phase (320)");
+ABSL_FLAG(std::optional<int>, iterations, std::nullopt, "run: training steps per phase (256)");
 ABSL_FLAG(std::string, summary_json, "", "run: write the summary JSON to this file");
 ABSL_FLAG(std::string, trace, "", "run: write the arrival trace CSV to this file");
 ABSL_FLAG(std::string, dtype, "float32", "run: element type (float32, bfloat16, int32, ...)");
 ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
-ABSL_FLAG(int, epoch_calls, 64, "run: calls between epoch exchanges (policy updates)");
+ABSL_FLAG(int, epoch_calls, 32, "run: calls between epoch exchanges (policy updates)");
 
 namespace stragglar {
 namespace {
@@ -66,8 +66,8 @@ usage:
                 [--straggler S] [--algorithms ring,halving-doubling,stragglar] [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
-  stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 320]
-                [--dtype float32] [--seed 1] [--epoch-calls 64] [--summary-json FILE]
+  stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
+                [--dtype float32] [--seed 1] [--epoch-calls 32] [--summary-json FILE]
                 [--trace FILE]
 
 Sizes accept B, KiB, MiB, GiB (and KB, MB, GB); times accept ns, us, ms, s.

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the CPU parts under AddressSanitizer+UBSan and under ThreadSanitizer and runs the suites
+# that exercise threads, buffers and the runtime (CI runs this after the main test suite).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+suites='plan_test|verifier_test|reduce_test|host_executor_test|policy_test|runtime_test'
+for sanitizer in address thread; do
+  dir="build-${sanitizer}"
+  echo "== ${sanitizer} sanitizer (${dir})"
+  cmake -S . -B "$dir" -G Ninja -DSTRAGGLAR_SANITIZE="$sanitizer" -DSTRAGGLAR_CUDA=OFF \
+    -DSTRAGGLAR_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$dir" -j "$(nproc)" --target plan_test verifier_test reduce_test \
+    host_executor_test policy_test runtime_test
+  # TSan's shadow memory needs a fixed layout; halt on the first report so CI fails loudly.
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
+    ctest --test-dir "$dir" -R "^(${suites})\\." --output-on-failure -j "$(nproc)"
+done
