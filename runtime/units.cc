@@ -102,26 +102,29 @@ std::string FormatSeconds(double seconds) {
   return absl::StrFormat("%.3g s", seconds);
 }
 
-bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error) {
-  absl::StatusOr<int64_t> bytes = ParseByteSize(text);
-  if (!bytes.ok()) {
-    *error = std::string(bytes.status().message());
+namespace {
+
+// absl's flag-parsing convention on top of a StatusOr parser.
+template <typename Value>
+bool StoreParsed(absl::StatusOr<Value> parsed, Value& out, std::string* error) {
+  if (!parsed.ok()) {
+    *error = std::string(parsed.status().message());
     return false;
   }
-  size->bytes = *bytes;
+  out = *parsed;
   return true;
+}
+
+}  // namespace
+
+bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error) {
+  return StoreParsed(ParseByteSize(text), size->bytes, error);
 }
 
 std::string AbslUnparseFlag(ByteSize size) { return absl::StrCat(size.bytes, "B"); }
 
 bool AbslParseFlag(absl::string_view text, Bandwidth* bandwidth, std::string* error) {
-  absl::StatusOr<double> bytes_per_s = ParseBandwidth(text);
-  if (!bytes_per_s.ok()) {
-    *error = std::string(bytes_per_s.status().message());
-    return false;
-  }
-  bandwidth->bytes_per_s = *bytes_per_s;
-  return true;
+  return StoreParsed(ParseBandwidth(text), bandwidth->bytes_per_s, error);
 }
 
 std::string AbslUnparseFlag(Bandwidth bandwidth) {
@@ -140,13 +143,7 @@ absl::StatusOr<double> ParseSeconds(absl::string_view text) {
 }
 
 bool AbslParseFlag(absl::string_view text, Seconds* seconds, std::string* error) {
-  absl::StatusOr<double> value = ParseSeconds(text);
-  if (!value.ok()) {
-    *error = std::string(value.status().message());
-    return false;
-  }
-  seconds->value = *value;
-  return true;
+  return StoreParsed(ParseSeconds(text), seconds->value, error);
 }
 
 std::string AbslUnparseFlag(Seconds seconds) {

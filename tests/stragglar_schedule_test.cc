@@ -21,8 +21,8 @@ std::string CheckSchedule(int n, const PostArrivalSchedule& rounds) {
     bool saw_up = false, saw_down = false;
     std::vector<std::pair<int, int>> arrivals;  // (rank, chunk) final after this round
     for (const ScheduleMove& mv : rounds[t]) {
-      const std::string where = absl::StrCat("round ", t, " move ", mv.src, "->", mv.dst, " c",
-                                             mv.chunk, ": ");
+      const std::string where =
+          absl::StrCat("round ", t, " move ", mv.src, "->", mv.dst, " c", mv.chunk, ": ");
       if (mv.src < 0 || mv.src >= n || mv.dst < 0 || mv.dst >= n || mv.src == mv.dst) {
         return where + "bad ranks";
       }
@@ -162,11 +162,29 @@ int ExpectValid(int n) {
   return rounds;
 }
 
-TEST(StragglarScheduleTest, ValidUpTo64) {
+// n in 2..64 for which no L(n)-round schedule is known yet, with the rounds the synthesizer
+// reaches (the timetable search found none in its budget; L(n) itself is not ruled out; see
+// docs/stragglar-synthesis.md).
+int KnownRoundsAboveBound(int n) {
+  switch (n) {
+    case 62:
+      return 72;  // L = 66.
+    case 63:
+      return 73;  // L = 67.
+    default:
+      return 0;
+  }
+}
+
+TEST(StragglarScheduleTest, ExactlyLowerBoundUpTo64) {
   for (int n = 2; n <= 64; ++n) {
     const int rounds = ExpectValid(n);
-    // Off powers of two the greedy is above the bound; 5 ceil(log2 n) is a loose regression cap.
-    EXPECT_LE(rounds, StragglarRoundLowerBound(n) + 5 * CeilLog2(n)) << "n=" << n;
+    const int known = KnownRoundsAboveBound(n);
+    if (known > 0) {
+      EXPECT_LE(rounds, known) << "n=" << n;
+    } else {
+      EXPECT_EQ(rounds, StragglarRoundLowerBound(n)) << "n=" << n;
+    }
   }
 }
 
