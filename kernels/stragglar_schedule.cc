@@ -11,9 +11,12 @@
 // late; in the last K-1 rounds the straggler seeds it into the rank whose (now absent) exchange
 // would start a new pipeline, and those "virtual" pipelines carry it to every remaining rank.
 //
-// Other n use a deadline-aware greedy (valid, but above L(n)): each round, chunks are served in
-// order of least slack (rounds left minus the doublings they still need), each from the senders
-// with the fewest other useful chunks to the receivers with the least receive slack.
+// Other n <= 64 (except 62, 63) use the same pipeline with a general timetable stored below (ages
+// up to K+3, found offline) and a per-round matching for the last K-1 rounds; see
+// BuildFromTimetable. Remaining n use a deadline-aware greedy (valid, but above L(n)): each round,
+// chunks are served in order of least slack (rounds left minus the doublings they still need), each
+// from the senders with the fewest other useful chunks to the receivers with the least receive
+// slack.
 #include "kernels/stragglar_schedule.h"
 
 #include <algorithm>
@@ -27,12 +30,6 @@
 
 namespace stragglar {
 namespace {
-
-// Total DFS nodes the runtime timetable search may spend (a few ms) before the greedy fallback.
-// n <= 64 use stored timetables; beyond 128 the search rarely succeeds within the budget (see the
-// doc).
-constexpr long kRuntimeSearchBudget = 100'000;
-constexpr int kRuntimeSearchMinRanks = 65, kRuntimeSearchMaxRanks = 128;
 
 int CeilLog2(int value) {
   int log2_ceil = 0;
@@ -388,143 +385,9 @@ bool BuildFromTimetable(int n, const std::vector<int>& receive_age,
   return true;
 }
 
-// Randomized depth-first search for a timetable with a given receive-age profile. Conditions:
-// u - receive_age[u] hits every non-zero residue mod m once (each foreign chunk once), a rank only
-// sends a chunk it holds (its own, or one received at an earlier local time), and per age the
-// senders and receivers match. Random tie-breaking plus a node limit per attempt acts as restarts.
-class TimetableSearch {
- public:
-  TimetableSearch(int num_chunks, const std::vector<int>& age_counts, uint64_t seed, long limit)
-      : m_(num_chunks),
-        max_age_(static_cast<int>(age_counts.size()) - 1),
-        receives_left_(age_counts),
-        sends_left_(age_counts),
-        receive_age_(num_chunks, 0),
-        send_age_(num_chunks, 0),
-        residue_used_(num_chunks, 0),
-        held_(num_chunks + 2 * max_age_ + 2, 0),
-        rng_state_(seed),
-        limit_(limit) {
-    residue_used_[0] = 1;
-    held_[max_age_] = 1;  // Offset 0: the own chunk.
-  }
-
-  bool Solve() { return Search(1); }
-  long nodes() const { return nodes_; }
-  const std::vector<int>& receive_age() const { return receive_age_; }
-  const std::vector<int>& send_age() const { return send_age_; }
-
- private:
-  uint32_t Next() {
-    rng_state_ = rng_state_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<uint32_t>(rng_state_ >> 33);
-  }
-  // Oldest ages first, with an occasional random swap.
-  void Order(int* order) {
-    for (int i = 0; i < max_age_; ++i) order[i] = max_age_ - i;
-    if (Next() % 4 == 0) std::swap(order[Next() % max_age_], order[Next() % max_age_]);
-  }
-
-  bool Search(int u) {
-    if (++nodes_ > limit_) return false;
-    if (u == m_) return true;
-    // Residue g (as a non-negative offset) can only be received up to local time g + max_age.
-    const int expiring = u - max_age_ - 1;
-    if (expiring >= 1 && expiring < m_ && !residue_used_[expiring]) return false;
-    int receive_order[kMaxAges], send_order[kMaxAges];
-    Order(receive_order);
-    for (int i = 0; i < max_age_; ++i) {
-      const int age = receive_order[i];
-      if (receives_left_[age] == 0) continue;
-      const int residue = ((u - age) % m_ + m_) % m_;
-      if (residue_used_[residue]) continue;
-      Order(send_order);
-      for (int k = 0; k < max_age_; ++k) {
-        const int send = send_order[k];
-        if (sends_left_[send] == 0 || u - send < -max_age_ || !held_[u - send + max_age_]) continue;
-        residue_used_[residue] = 1;
-        --receives_left_[age];
-        --sends_left_[send];
-        receive_age_[u] = age;
-        send_age_[u] = send;
-        held_[u - age + max_age_] = 1;
-        if (Search(u + 1)) return true;
-        held_[u - age + max_age_] = 0;
-        residue_used_[residue] = 0;
-        ++receives_left_[age];
-        ++sends_left_[send];
-        if (nodes_ > limit_) return false;
-      }
-    }
-    return false;
-  }
-
-  static constexpr int kMaxAges = 32;
-  const int m_, max_age_;
-  std::vector<int> receives_left_, sends_left_, receive_age_, send_age_;
-  std::vector<char> residue_used_, held_;
-  uint64_t rng_state_;
-  const long limit_;
-  long nodes_ = 0;
-};
-
-// Receive-age profiles: cumulative counts P_0 = 0, P_1 = 1, P_{a+1} <= 2 P_a + 1 (a chunk's holders
-// at most double), P_A = m-1, and sum of ages = (K-1)m, the only value both the residue condition
-// and the tail capacity allow. Larger P first (closest to binomial doubling).
-void EnumerateProfiles(int m, int k, int max_age, size_t cap, std::vector<int>& prefix,
-                       std::vector<std::vector<int>>& out) {
-  if (out.size() >= cap) return;
-  const int level = static_cast<int>(prefix.size()) - 1;
-  long age_sum = 0;  // sum_{a <= level} (m-1-P_a) = receipts at ages > a, summed.
-  for (int i = 0; i <= level; ++i) age_sum += m - 1 - prefix[i];
-  const long target = static_cast<long>(k - 1) * m;
-  if (level == max_age) {
-    if (prefix.back() == m - 1 && age_sum - 0 == target) {
-      std::vector<int> counts(max_age + 1, 0);
-      for (int a = 1; a <= max_age; ++a) counts[a] = prefix[a] - prefix[a - 1];
-      out.push_back(counts);
-    }
-    return;
-  }
-  const int hi = std::min(2 * prefix.back() + 1, m - 1);
-  for (int next = hi; next >= prefix.back(); --next) {
-    if (level + 1 < max_age) {
-      if (next == m - 1) continue;
-      // Later levels are >= next, so they add at most m-1-next each.
-      if (age_sum + static_cast<long>(max_age - 1 - level) * (m - 1 - next) < target) continue;
-    } else if (next != m - 1 || age_sum != target) {
-      continue;
-    }
-    prefix.push_back(next);
-    EnumerateProfiles(m, k, max_age, cap, prefix, out);
-    prefix.pop_back();
-  }
-}
-
-// Runtime timetable search for n without a stored timetable; gives up after `budget` nodes.
-bool SearchCyclic(int n, long budget, PostArrivalSchedule& rounds) {
-  const int m = n - 1, k = CeilLog2(n);
-  std::vector<std::vector<int>> profiles;
-  for (int max_age = k; max_age <= k + 3; ++max_age) {
-    std::vector<int> prefix = {0, 1};
-    EnumerateProfiles(m, k, max_age, profiles.size() + 200, prefix, profiles);
-  }
-  for (uint64_t seed = 1; budget > 0; ++seed) {
-    for (const std::vector<int>& counts : profiles) {
-      TimetableSearch search(m, counts, seed, std::min(budget, 20'000L));
-      const bool found = search.Solve();
-      budget -= search.nodes();
-      if (found && BuildFromTimetable(n, search.receive_age(), search.send_age(), rounds)) {
-        return true;
-      }
-      if (budget <= 0) return false;
-    }
-  }
-  return false;
-}
-
-// Timetables found offline with SearchCyclic's method (longer budgets), one digit per local time
-// u = 1..m-1 ('0' + age). They are rebuilt and fully checked at runtime like any other timetable.
+// Timetables found offline by a randomized depth-first search over u (see the doc), one digit per
+// local time u = 1..m-1 ('0' + age). They are rebuilt and fully checked at runtime like any other
+// timetable.
 struct StoredTimetable {
   int num_ranks;
   const char* receive_ages;
@@ -638,10 +501,6 @@ absl::StatusOr<PostArrivalSchedule> SynthesizeStragglarPostArrival(int num_ranks
     return rounds;
   }
   if (num_ranks >= 4 && BuildStored(num_ranks, rounds)) return rounds;
-  if (num_ranks >= kRuntimeSearchMinRanks && num_ranks <= kRuntimeSearchMaxRanks &&
-      SearchCyclic(num_ranks, kRuntimeSearchBudget, rounds)) {
-    return rounds;
-  }
   return BuildGreedy(num_ranks);
 }
 

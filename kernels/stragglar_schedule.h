@@ -22,7 +22,8 @@ using PostArrivalSchedule = std::vector<std::vector<ScheduleMove>>;
 // L(n) = n - 2 + ceil(log2 n): the fewest post-arrival rounds any schedule can have.
 int StragglarRoundLowerBound(int num_ranks);
 
-// Synthesizes the post-arrival schedule for num_ranks >= 2 (InvalidArgument otherwise). Deterministic.
+// Synthesizes the post-arrival schedule for num_ranks >= 2 (InvalidArgument otherwise).
+// Deterministic.
 absl::StatusOr<PostArrivalSchedule> SynthesizeStragglarPostArrival(int num_ranks);
 
 }  // namespace stragglar

@@ -4,13 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-suites='plan_test|reduce_test|host_executor_test|policy_test|runtime_test'
+suites='plan_test|stragglar_schedule_test|reduce_test|host_executor_test|policy_test|runtime_test'
 for sanitizer in address thread; do
   dir="build-${sanitizer}"
   echo "== ${sanitizer} sanitizer (${dir})"
   cmake -S . -B "$dir" -G Ninja -DSTRAGGLAR_SANITIZE="$sanitizer" -DSTRAGGLAR_CUDA=OFF \
     -DSTRAGGLAR_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$dir" -j "$(nproc)" --target plan_test reduce_test \
+  cmake --build "$dir" -j "$(nproc)" --target plan_test stragglar_schedule_test reduce_test \
     host_executor_test policy_test runtime_test
   # TSan's shadow memory needs a fixed layout; halt on the first report so CI fails loudly.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
