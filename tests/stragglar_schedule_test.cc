@@ -167,8 +167,6 @@ int ExpectValid(int n) {
 // docs/stragglar-synthesis.md).
 int KnownRoundsAboveBound(int n) {
   switch (n) {
-    case 62:
-      return 72;  // L = 66.
     case 63:
       return 73;  // L = 67.
     default:
