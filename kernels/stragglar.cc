@@ -2,6 +2,7 @@
 // synthesized post-arrival schedule (kernels/stragglar_schedule.cc), in the canonical labelling
 // where the straggler is rank n-1. Other stragglers swap labels with n-1, so rank n-1 then owns the
 // chunk that the straggler would have owned.
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -41,10 +42,15 @@ absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks) {
   return plan;
 }
 
+// A job uses one or two rank counts, but a sweep (`stragglar rounds`) visits a thousand, whose
+// plans together would not fit in memory (O(n^2) transfers each): keep the most recent few.
+constexpr size_t kCachedRankCounts = 16;
+
 absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks) {
   // std::mutex: see HostTransport for why not absl::Mutex (ThreadSanitizer builds).
   static std::mutex mutex;
   static auto& cache = *new absl::flat_hash_map<int, std::shared_ptr<const Plan>>();
+  static auto& insertion_order = *new std::deque<int>();
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(num_ranks); it != cache.end()) return it->second;
@@ -54,7 +60,16 @@ absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks) {
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const Plan>(*std::move(plan));
   std::lock_guard<std::mutex> lock(mutex);
-  return cache.try_emplace(num_ranks, std::move(shared)).first->second;
+  auto [it, inserted] = cache.try_emplace(num_ranks, std::move(shared));
+  std::shared_ptr<const Plan> result = it->second;
+  if (inserted) {
+    insertion_order.push_back(num_ranks);
+    if (insertion_order.size() > kCachedRankCounts) {
+      cache.erase(insertion_order.front());  // callers still holding it keep it alive
+      insertion_order.pop_front();
+    }
+  }
+  return result;
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 // late; in the last K-1 rounds the straggler seeds it into the rank whose (now absent) exchange
 // would start a new pipeline, and those "virtual" pipelines carry it to every remaining rank.
 //
-// Other n <= 64 (except 62, 63) use the same pipeline with a general timetable stored below (ages
+// Other n <= 64 (except 63) use the same pipeline with a general timetable stored below (ages
 // up to K+3, found offline) and a per-round matching for the last K-1 rounds; see
 // BuildFromTimetable. Remaining n use a deadline-aware greedy (valid, but above L(n)): each round,
 // chunks are served in order of least slack (rounds left minus the doublings they still need), each

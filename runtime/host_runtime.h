@@ -28,7 +28,9 @@ class HostCommunicator {
                                                                   const LinkModel& link);
 
   // Called by rank `rank`'s thread; every rank makes the same sequence of calls. Returns the
-  // decision that was executed. Arrival is taken on entry, on a clock all ranks share.
+  // decision that was executed. Arrival is taken on entry, on a clock all ranks share. A failed
+  // call aborts the shared transport (so no rank hangs) and, as with an NCCL communicator after an
+  // error, every later call fails too: create a new communicator to continue.
   absl::StatusOr<CallDecision> AllReduce(int rank, const HostAllReduceArgs& args);
 
   int num_ranks() const { return static_cast<int>(ranks_.size()); }

@@ -114,6 +114,16 @@ TEST(StragglarTest, EveryStragglerIsARelabellingOfTheCanonicalPlan) {
   }
 }
 
+TEST(StragglarTest, TheCacheStaysCorrectAcrossManyRankCounts) {
+  // More rank counts than the cache holds: evicted entries are rebuilt identically.
+  absl::StatusOr<Plan> first = SynthesizeStragglar(9, 3);
+  ASSERT_TRUE(first.ok());
+  for (int n = 10; n < 40; ++n) ASSERT_TRUE(SynthesizeStragglar(n, 0).ok());
+  absl::StatusOr<Plan> again = SynthesizeStragglar(9, 3);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+}
+
 TEST(StragglarTest, SynthesisIsDeterministic) {
   for (int n : {5, 16, 33}) {
     absl::StatusOr<PostArrivalSchedule> first = SynthesizeStragglarPostArrival(n);
