@@ -5,8 +5,8 @@
 
 namespace stragglar {
 
-Chooser::Chooser(int num_ranks, std::vector<Algorithm> candidates)
-    : num_ranks_(num_ranks), candidates_(std::move(candidates)) {}
+Chooser::Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain)
+    : num_ranks_(num_ranks), candidates_(std::move(candidates)), min_gain_(min_gain) {}
 
 absl::StatusOr<const Plan*> Chooser::PlanFor(Algorithm algorithm, std::optional<int> straggler) {
   const std::pair<Algorithm, int> key = {algorithm, straggler.value_or(-1)};
@@ -18,6 +18,8 @@ absl::StatusOr<const Plan*> Chooser::PlanFor(Algorithm algorithm, std::optional<
 
 absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> predicted_arrival_s,
                                        std::optional<int> straggler, const LinkModel& link) {
+  std::optional<Choice> default_choice;  // the first candidate that applies
+  double default_after_last_arrival_s = 0;
   std::optional<Choice> best;
   for (Algorithm algorithm : candidates_) {
     const bool is_stragglar = algorithm == Algorithm::kStragglar;
@@ -28,15 +30,22 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
     absl::StatusOr<SimulationResult> result =
         SimulatePlan(**plan, bytes, link, predicted_arrival_s);
     if (!result.ok()) return result.status();
-    if (!best.has_value()) {
-      best = Choice{algorithm, plan_straggler, result->completion_s, result->completion_s};
-    } else if (result->completion_s < best->predicted_s) {
-      best->algorithm = algorithm;
-      best->straggler = plan_straggler;
-      best->predicted_s = result->completion_s;
+    const Choice choice{algorithm, plan_straggler, result->completion_s, 0};
+    if (!default_choice.has_value()) {
+      default_choice = choice;
+      default_after_last_arrival_s = result->after_last_arrival_s;
     }
+    if (!best.has_value() || choice.predicted_s < best->predicted_s) best = choice;
   }
-  if (!best.has_value()) return absl::InvalidArgumentError("no candidate algorithm applies");
+  if (!default_choice.has_value()) {
+    return absl::InvalidArgumentError("no candidate algorithm applies");
+  }
+  // Leave the default only for a predicted gain larger than the model's error, which scales with
+  // the collective's own time (after the last arrival), not with the wait for the straggler.
+  if (default_choice->predicted_s - best->predicted_s <= min_gain_ * default_after_last_arrival_s) {
+    best = default_choice;
+  }
+  best->baseline_predicted_s = default_choice->predicted_s;
   return *best;
 }
 

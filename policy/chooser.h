@@ -1,7 +1,10 @@
 // Chooser v1: simulates each candidate plan with the discrete-event model on the predicted arrival
 // vector and the message size, and picks the fastest. Deterministic: the same inputs give the same
-// choice on every rank. Ties keep the earlier candidate (Ring before Halving-Doubling before
-// StragglAR), so StragglAR must predict strictly faster to be chosen.
+// choice on every rank. The first candidate is the default: another one is chosen only when it is
+// predicted to save more than `min_gain` times the default's time after the last arrival, because
+// a smaller predicted gain is within the model's error and switching for it can lose (seen on hosts
+// where Halving-Doubling's larger messages run slower than the alpha-beta model says). Among the
+// others, ties keep the earlier.
 #pragma once
 
 #include <map>
@@ -24,8 +27,9 @@ struct Choice {
 
 class Chooser {
  public:
-  // `candidates` in tie-break order; StragglAR is considered only when a straggler is given.
-  Chooser(int num_ranks, std::vector<Algorithm> candidates);
+  // `candidates` in tie-break order, the default first; StragglAR is considered only when a
+  // straggler is given.
+  Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain = 0.05);
 
   absl::StatusOr<Choice> Choose(double bytes, absl::Span<const double> predicted_arrival_s,
                                 std::optional<int> straggler, const LinkModel& link);
@@ -37,6 +41,7 @@ class Chooser {
 
   int num_ranks_;
   std::vector<Algorithm> candidates_;
+  double min_gain_;
   // (algorithm, straggler or -1) -> plan; plans are immutable once built.
   std::map<std::pair<Algorithm, int>, Plan> plans_;
 };

@@ -27,7 +27,7 @@ RuntimeCore::RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkMode
       num_ranks_(num_ranks),
       link_(link),
       detector_(num_ranks, config_.detector),
-      chooser_(num_ranks, config_.candidates),
+      chooser_(num_ranks, config_.candidates, config_.min_predicted_gain),
       predicted_arrival_s_(num_ranks, 0.0) {
   epoch_.reserve(config_.epoch_calls);
 }

@@ -36,6 +36,8 @@ struct RuntimeConfig {
   Algorithm default_algorithm = Algorithm::kRing;
   std::vector<Algorithm> candidates = {Algorithm::kRing, Algorithm::kHalvingDoubling,
                                        Algorithm::kStragglar};
+  // Leave the default algorithm only when the model predicts at least this fraction faster.
+  double min_predicted_gain = 0.05;
   DetectorConfig detector;
   LagSource lag_source = LagSource::kArrivalClock;
 };

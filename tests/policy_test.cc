@@ -108,6 +108,22 @@ TEST(ChooserTest, SharedLanesChargeCrowdedRoundsMore) {
   EXPECT_DOUBLE_EQ(shared.TransferSeconds(1e6, 1), 1e-3);
 }
 
+TEST(ChooserTest, SmallPredictedGainsKeepTheDefault) {
+  // 16 MiB on 8 punctual ranks: halving-doubling saves only alpha (8 rounds x 3 us) over ring's
+  // ~3.9 ms, far below 5%, so ring stays; with min_gain 0 the faster prediction wins.
+  const LinkModel slow{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 8e9};
+  const std::vector<double> punctual(8, 0.0);
+  Chooser cautious(8, {Algorithm::kRing, Algorithm::kHalvingDoubling});
+  absl::StatusOr<Choice> choice = cautious.Choose(16 << 20, punctual, std::nullopt, slow);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->algorithm, Algorithm::kRing);
+  EXPECT_DOUBLE_EQ(choice->predicted_s, choice->baseline_predicted_s);
+  Chooser eager(8, {Algorithm::kRing, Algorithm::kHalvingDoubling}, /*min_gain=*/0);
+  choice = eager.Choose(16 << 20, punctual, std::nullopt, slow);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->algorithm, Algorithm::kHalvingDoubling);
+}
+
 TEST(ChooserTest, TiesKeepTheEarlierCandidate) {
   // Two ranks, zero alpha: ring and halving-doubling cost the same; ring is listed first.
   Chooser chooser(2, {Algorithm::kRing, Algorithm::kHalvingDoubling});

@@ -166,24 +166,32 @@ std::vector<std::vector<double>> DrawComputeTimes(const RunOptions& options) {
   return compute;
 }
 
-absl::Status RunPhase(const RunOptions& options, const LinkModel& link,
-                      const std::vector<std::vector<double>>& compute_s,
-                      const std::vector<std::vector<std::byte>>& inputs,
-                      const std::vector<std::byte>& expected, const Phase* baseline, Phase& phase,
-                      std::ostream& progress) {
+// Runs every phase step by step, interleaved: in each step every rank computes and joins the
+// baseline's collective, then computes again (the same time) and joins the adaptive one. Both see
+// the same delays and the same machine conditions, so their ratio is not skewed by drift between
+// two back-to-back runs.
+absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
+                       const std::vector<std::vector<double>>& compute_s,
+                       const std::vector<std::vector<std::byte>>& inputs,
+                       const std::vector<std::byte>& expected, Phase& baseline, Phase& adaptive,
+                       std::ostream& progress) {
   const int n = options.ranks;
   const int64_t count = options.bytes / DataTypeSize(options.type);
-  RuntimeConfig config;
-  config.mode = phase.mode;
-  config.epoch_calls = options.epoch_calls;
-  absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
-      HostCommunicator::Create(n, config, link);
-  if (!comm.ok()) return comm.status();
-
-  phase.arrival_s.assign(options.iterations, std::vector<double>(n));
-  phase.duration_s.assign(options.iterations, std::vector<double>(n));
-  phase.algorithm.assign(options.iterations, std::vector<Algorithm>(n));
-  phase.latency_s.assign(options.iterations, 0);
+  Phase* phases[] = {&baseline, &adaptive};
+  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  for (Phase* phase : phases) {
+    RuntimeConfig config;
+    config.mode = phase->mode;
+    config.epoch_calls = options.epoch_calls;
+    absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
+        HostCommunicator::Create(n, config, link);
+    if (!comm.ok()) return comm.status();
+    comms.push_back(*std::move(comm));
+    phase->arrival_s.assign(options.iterations, std::vector<double>(n));
+    phase->duration_s.assign(options.iterations, std::vector<double>(n));
+    phase->algorithm.assign(options.iterations, std::vector<Algorithm>(n));
+    phase->latency_s.assign(options.iterations, 0);
+  }
   std::vector<std::vector<std::byte>> outputs(n, std::vector<std::byte>(options.bytes));
   std::atomic<bool> failed = false;
   std::atomic<bool> wrong = false;
@@ -191,62 +199,75 @@ absl::Status RunPhase(const RunOptions& options, const LinkModel& link,
   absl::Status first_error;
   std::barrier step_barrier(n);
 
-  auto run_rank = [&](int rank) {
-    for (int it = 0; it < options.iterations; ++it) {
-      // Poison the output so a call that does nothing cannot pass the check.
-      std::memset(outputs[rank].data(), 0xA5, outputs[rank].size());
-      step_barrier.arrive_and_wait();
-      if (!failed) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(compute_s[it][rank]));
-        HostAllReduceArgs args{.send = inputs[rank].data(),
-                               .recv = outputs[rank].data(),
-                               .count = count,
-                               .type = options.type,
-                               .op = ReduceOp::kSum};
-        const double arrival = (*comm)->Now();
-        absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(rank, args);
-        phase.arrival_s[it][rank] = arrival;
-        phase.duration_s[it][rank] = (*comm)->Now() - arrival;
-        if (!decision.ok()) {
-          std::lock_guard<std::mutex> lock(error_mutex);
-          if (first_error.ok()) {
-            first_error = absl::Status(
-                decision.status().code(),
-                absl::StrCat("step ", it, " rank ", rank, ": ", decision.status().message()));
-          }
-          failed = true;
-        } else {
-          phase.algorithm[it][rank] = decision->algorithm;
-          if (std::memcmp(outputs[rank].data(), expected.data(), expected.size()) != 0) {
-            wrong = true;
-          }
+  auto run_collective = [&](int index, int it, int rank) {
+    Phase& phase = *phases[index];
+    HostCommunicator& comm = *comms[index];
+    // Poison the output so a call that does nothing cannot pass the check.
+    std::memset(outputs[rank].data(), 0xA5, outputs[rank].size());
+    step_barrier.arrive_and_wait();
+    if (!failed) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute_s[it][rank]));
+      HostAllReduceArgs args{.send = inputs[rank].data(),
+                             .recv = outputs[rank].data(),
+                             .count = count,
+                             .type = options.type,
+                             .op = ReduceOp::kSum};
+      const double arrival = comm.Now();
+      absl::StatusOr<CallDecision> decision = comm.AllReduce(rank, args);
+      phase.arrival_s[it][rank] = arrival;
+      phase.duration_s[it][rank] = comm.Now() - arrival;
+      if (!decision.ok()) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (first_error.ok()) {
+          first_error = absl::Status(decision.status().code(),
+                                     absl::StrCat(phase.name, " step ", it, " rank ", rank, ": ",
+                                                  decision.status().message()));
+        }
+        failed = true;
+      } else {
+        phase.algorithm[it][rank] = decision->algorithm;
+        if (std::memcmp(outputs[rank].data(), expected.data(), expected.size()) != 0) {
+          wrong = true;
         }
       }
-      step_barrier.arrive_and_wait();
-      if (rank != 0 || failed) continue;
-      double first = phase.arrival_s[it][0], last = 0;
-      for (int r = 0; r < n; ++r) {
-        first = std::min(first, phase.arrival_s[it][r]);
-        last = std::max(last, phase.arrival_s[it][r] + phase.duration_s[it][r]);
-      }
-      phase.latency_s[it] = last - first;
-      const bool epoch_end = (it + 1) % options.epoch_calls == 0 || it + 1 == options.iterations;
-      if (!epoch_end) continue;
-      const RuntimeCore& core = (*comm)->core(0);
+    }
+    step_barrier.arrive_and_wait();
+    if (rank != 0 || failed) return;
+    double first = phase.arrival_s[it][0], last = 0;
+    for (int r = 0; r < n; ++r) {
+      first = std::min(first, phase.arrival_s[it][r]);
+      last = std::max(last, phase.arrival_s[it][r] + phase.duration_s[it][r]);
+    }
+    phase.latency_s[it] = last - first;
+  };
+
+  auto report_epoch = [&](int it) {
+    const int epochs = (options.iterations + options.epoch_calls - 1) / options.epoch_calls;
+    for (int index = 0; index < 2; ++index) {
+      const Phase& phase = *phases[index];
+      const RuntimeCore& core = comms[index]->core(0);
       const std::optional<int> straggler = core.detector().straggler();
       std::string line = absl::StrFormat(
-          "%-9s epoch %d/%d  steps %4d  straggler %-16s  %-28s  mean %s", phase.name,
-          (it + options.epoch_calls) / options.epoch_calls,
-          (options.iterations + options.epoch_calls - 1) / options.epoch_calls, it + 1,
+          "%-9s epoch %d/%d  steps %4d  straggler %-10s  %-26s  mean %s", phase.name,
+          (it + options.epoch_calls) / options.epoch_calls, epochs, it + 1,
           straggler.has_value() ? absl::StrFormat("%d (%.0f%%)", *straggler,
                                                   100 * core.detector().persistence(*straggler))
                                 : "-",
           DescribeMix(phase, it + 1), FormatSeconds(Mean(phase.latency_s, it + 1)));
-      if (baseline != nullptr) {
+      if (index == 1) {
         absl::StrAppendFormat(&line, "  speedup %.2fx",
-                              Mean(baseline->latency_s, it + 1) / Mean(phase.latency_s, it + 1));
+                              Mean(baseline.latency_s, it + 1) / Mean(phase.latency_s, it + 1));
       }
       progress << line << std::endl;
+    }
+  };
+
+  auto run_rank = [&](int rank) {
+    for (int it = 0; it < options.iterations; ++it) {
+      run_collective(0, it, rank);
+      run_collective(1, it, rank);
+      const bool epoch_end = (it + 1) % options.epoch_calls == 0 || it + 1 == options.iterations;
+      if (rank == 0 && !failed && epoch_end) report_epoch(it);
     }
   };
   std::vector<std::thread> threads;
@@ -254,25 +275,29 @@ absl::Status RunPhase(const RunOptions& options, const LinkModel& link,
   for (std::thread& thread : threads) thread.join();
   if (!first_error.ok()) return first_error;
 
-  for (int it = 0; it < options.iterations; ++it) {
-    for (int rank = 1; rank < n; ++rank) {
-      if (phase.algorithm[it][rank] != phase.algorithm[it][0]) {
-        return absl::InternalError(absl::StrCat(
-            "step ", it, ": rank ", rank, " ran ", AlgorithmName(phase.algorithm[it][rank]),
-            " but rank 0 ran ", AlgorithmName(phase.algorithm[it][0])));
+  for (int index = 0; index < 2; ++index) {
+    Phase& phase = *phases[index];
+    for (int it = 0; it < options.iterations; ++it) {
+      for (int rank = 1; rank < n; ++rank) {
+        if (phase.algorithm[it][rank] != phase.algorithm[it][0]) {
+          return absl::InternalError(absl::StrCat(phase.name, " step ", it, ": rank ", rank,
+                                                  " ran ", AlgorithmName(phase.algorithm[it][rank]),
+                                                  " but rank 0 ran ",
+                                                  AlgorithmName(phase.algorithm[it][0])));
+        }
       }
     }
-  }
-  phase.correct = !wrong;
-  const RuntimeCore& core = (*comm)->core(0);
-  phase.detected = core.detector().straggler();
-  if (phase.detected.has_value()) phase.persistence = core.detector().persistence(*phase.detected);
-  // The first step whose decision could use the detection: the call after the epoch in which it
-  // was declared. Recover it from the algorithm mix for the adaptive phase.
-  for (int it = 0; it < options.iterations; ++it) {
-    if (phase.algorithm[it][0] == Algorithm::kStragglar) {
-      phase.detected_at_call = it;
-      break;
+    phase.correct = !wrong;
+    const RuntimeCore& core = comms[index]->core(0);
+    phase.detected = core.detector().straggler();
+    if (phase.detected.has_value()) {
+      phase.persistence = core.detector().persistence(*phase.detected);
+    }
+    for (int it = 0; it < options.iterations; ++it) {
+      if (phase.algorithm[it][0] == Algorithm::kStragglar) {
+        phase.detected_at_call = it;
+        break;
+      }
     }
   }
   return absl::OkStatus();
@@ -336,14 +361,9 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
   const std::vector<std::vector<double>> compute_s = DrawComputeTimes(options);
 
   Phase baseline{.name = "baseline", .mode = RuntimeMode::kObserve};
-  if (absl::Status status =
-          RunPhase(options, *link, compute_s, inputs, expected, nullptr, baseline, progress);
-      !status.ok()) {
-    return status;
-  }
   Phase adaptive{.name = "adaptive", .mode = RuntimeMode::kAdapt};
   if (absl::Status status =
-          RunPhase(options, *link, compute_s, inputs, expected, &baseline, adaptive, progress);
+          RunPhases(options, *link, compute_s, inputs, expected, baseline, adaptive, progress);
       !status.ok()) {
     return status;
   }
