@@ -1,7 +1,7 @@
 // `stragglar run`: the embedded-default main job. Ranks are threads running a training-like loop
-// (compute, then an AllReduce of the gradients); one rank is persistently late. The job runs the
-// baseline (Ring only, the runtime observing) and the adaptive runtime on the same data and the
-// same delays, checks every result against the exact reference, and reports what it measured.
+// (compute, then an AllReduce of the gradients); one rank is persistently late. Each step runs the
+// baseline (Ring only, the runtime observing) and then the adaptive runtime, on the same data and
+// the same delays, checks every result against the exact reference, and reports what it measured.
 #pragma once
 
 #include <cstdint>
