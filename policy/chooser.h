@@ -36,9 +36,11 @@ class Chooser {
 
   const std::vector<Algorithm>& candidates() const { return candidates_; }
 
- private:
+  // The plan the chooser simulated for (algorithm, straggler), built once and kept: executors
+  // run exactly the plan that was priced.
   absl::StatusOr<const Plan*> PlanFor(Algorithm algorithm, std::optional<int> straggler);
 
+ private:
   int num_ranks_;
   std::vector<Algorithm> candidates_;
   double min_gain_;

@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/reduce.h"
-#include "kernels/synthesizers.h"
 
 namespace stragglar {
 namespace {
@@ -96,14 +95,6 @@ double HostCommunicator::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
 }
 
-absl::StatusOr<const Plan*> HostCommunicator::PlanFor(Rank& rank, const CallDecision& decision) {
-  const std::pair<Algorithm, int> key = {decision.algorithm, decision.straggler.value_or(-1)};
-  if (auto it = rank.plans.find(key); it != rank.plans.end()) return &it->second;
-  absl::StatusOr<Plan> plan = SynthesizePlan(decision.algorithm, num_ranks(), decision.straggler);
-  if (!plan.ok()) return plan.status();
-  return &rank.plans.emplace(key, *std::move(plan)).first->second;
-}
-
 absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAllReduceArgs& args) {
   if (rank < 0 || rank >= num_ranks()) {
     return absl::InvalidArgumentError(
@@ -114,7 +105,7 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   const int64_t bytes = args.count * DataTypeSize(args.type);
   absl::StatusOr<CallDecision> decision = self.core.Decide(bytes);
   if (!decision.ok()) return decision.status();
-  absl::StatusOr<const Plan*> plan = PlanFor(self, *decision);
+  absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision);
   if (!plan.ok()) return plan.status();
   if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
     return status;

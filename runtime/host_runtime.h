@@ -3,7 +3,6 @@
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -42,12 +41,10 @@ class HostCommunicator {
   struct Rank {
     explicit Rank(RuntimeCore core) : core(std::move(core)) {}
     RuntimeCore core;
-    std::map<std::pair<Algorithm, int>, Plan> plans;
   };
 
   HostCommunicator(std::unique_ptr<HostTransport> transport,
                    std::vector<std::unique_ptr<Rank>> ranks);
-  absl::StatusOr<const Plan*> PlanFor(Rank& rank, const CallDecision& decision);
   absl::Status ExchangeEpoch(int rank);
 
   std::unique_ptr<HostTransport> transport_;

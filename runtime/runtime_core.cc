@@ -73,16 +73,13 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
         "epoch exchange: expected ", 2 * calls * num_ranks_, " values (", calls, " calls x ",
         num_ranks_, " ranks), got ", all_payloads.size(), "; ranks disagree on the call count"));
   }
-  last_epoch_lags_.clear();
   std::vector<CallTiming> per_rank(num_ranks_);
   for (size_t call = 0; call < calls; ++call) {
     for (int r = 0; r < num_ranks_; ++r) {
       const size_t offset = (r * calls + call) * 2;
       per_rank[r] = {all_payloads[offset], all_payloads[offset + 1]};
     }
-    std::vector<double> lags = LagsFromTimings(per_rank, config_.lag_source);
-    detector_.Observe(lags);
-    last_epoch_lags_.push_back(std::move(lags));
+    detector_.Observe(LagsFromTimings(per_rank, config_.lag_source));
   }
   for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);
   decisions_by_bytes_.clear();

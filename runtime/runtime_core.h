@@ -59,6 +59,10 @@ class RuntimeCore {
 
   // The algorithm for the next call of `bytes` bytes.
   absl::StatusOr<CallDecision> Decide(int64_t bytes);
+  // The plan to execute for `decision` (shared with the chooser's cache).
+  absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision) {
+    return chooser_.PlanFor(decision.algorithm, decision.straggler);
+  }
   // This rank's timing of the call Decide() last returned.
   void Record(const CallTiming& timing);
 
@@ -77,8 +81,6 @@ class RuntimeCore {
   const RuntimeConfig& config() const { return config_; }
   const LinkModel& link() const { return link_; }
   const StragglerDetector& detector() const { return detector_; }
-  // Lags of every rank for each call of the last absorbed epoch (call-major).
-  const std::vector<std::vector<double>>& last_epoch_lags() const { return last_epoch_lags_; }
 
  private:
   RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkModel link);
@@ -94,7 +96,6 @@ class RuntimeCore {
   std::vector<CallTiming> epoch_;
   std::vector<double> predicted_arrival_s_;
   absl::flat_hash_map<int64_t, CallDecision> decisions_by_bytes_;  // reset every epoch
-  std::vector<std::vector<double>> last_epoch_lags_;
 };
 
 }  // namespace stragglar

@@ -12,7 +12,7 @@ for sanitizer in address thread; do
     -DSTRAGGLAR_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target plan_test stragglar_schedule_test reduce_test \
     host_executor_test policy_test runtime_test
-  # TSan's shadow memory needs a fixed layout; halt on the first report so CI fails loudly.
+  # Stop at the first report so CI fails loudly and the report is the last thing printed.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
     ctest --test-dir "$dir" -R "^(${suites})\\." --output-on-failure -j "$(nproc)"

@@ -220,6 +220,14 @@ TEST(CliTest, RunWithoutAStragglerFlagsNobody) {
   EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
 }
 
+// 64 ranks of int8: the sums leave int8's range and must wrap exactly as the reference does.
+TEST(CliTest, RunWrapsNarrowIntegersLikeTheReference) {
+  CliResult result = RunCli(
+      "run --ranks 64 --dtype int8 --bytes 640B --iterations 4 --epoch-calls 4 --straggler none");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
+}
+
 TEST(CliTest, RunRejectsBadOptions) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"run --ranks 1", "--ranks must be in [2, 64]"},
@@ -229,6 +237,9 @@ TEST(CliTest, RunRejectsBadOptions) {
       {"run --iterations 0", "--iterations must be at least 1"},
       {"run --dtype float128", "unknown data type \"float128\""},
       {"run --delay -1ms", "--delay must not be negative"},
+      // Checked before the run starts, not after it.
+      {"run --summary-json /nonexistent-dir/summary.json", "cannot write the summary file"},
+      {"run --trace /nonexistent-dir/trace.csv", "cannot write the trace file"},
   };
   for (const auto& [args, message] : cases) {
     CliResult result = RunCli(args);

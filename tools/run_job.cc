@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -29,34 +30,31 @@ namespace {
 double Pattern(int64_t i) { return static_cast<double>(i % 5) - 2; }
 double Offset(int rank) { return static_cast<double>(rank % 3) - 1; }
 
-template <typename T>
-T Encode(double value) {
-  return static_cast<T>(value);
-}
-
 // Writes `count` elements of `value_of(i)` converted to `type` into `out`.
 template <typename ValueOf>
 void Fill(DataType type, int64_t count, ValueOf value_of, void* out) {
   auto fill = [&](auto* data, auto encode) {
     for (int64_t i = 0; i < count; ++i) data[i] = encode(value_of(i));
   };
+  // Integers go through int64_t: converting a double outside the target's range is undefined,
+  // while int64_t -> narrower integer wraps modulo 2^bits (C++20), exactly as the sums do.
+  auto integer = [&](auto* data) {
+    using Element = std::remove_pointer_t<decltype(data)>;
+    fill(data, [](double v) { return static_cast<Element>(static_cast<int64_t>(v)); });
+  };
   switch (type) {
     case DataType::kInt8:
-      return fill(static_cast<int8_t*>(out), [](double v) { return Encode<int8_t>(v); });
+      return integer(static_cast<int8_t*>(out));
     case DataType::kUint8:
-      // Negative values wrap modulo 2^8, exactly as the unsigned sum does.
-      return fill(static_cast<uint8_t*>(out),
-                  [](double v) { return static_cast<uint8_t>(static_cast<int64_t>(v)); });
+      return integer(static_cast<uint8_t*>(out));
     case DataType::kInt32:
-      return fill(static_cast<int32_t*>(out), [](double v) { return Encode<int32_t>(v); });
+      return integer(static_cast<int32_t*>(out));
     case DataType::kUint32:
-      return fill(static_cast<uint32_t*>(out),
-                  [](double v) { return static_cast<uint32_t>(static_cast<int64_t>(v)); });
+      return integer(static_cast<uint32_t*>(out));
     case DataType::kInt64:
-      return fill(static_cast<int64_t*>(out), [](double v) { return Encode<int64_t>(v); });
+      return integer(static_cast<int64_t*>(out));
     case DataType::kUint64:
-      return fill(static_cast<uint64_t*>(out),
-                  [](double v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); });
+      return integer(static_cast<uint64_t*>(out));
     case DataType::kFloat16:
       return fill(static_cast<uint16_t*>(out),
                   [](double v) { return FloatToHalf(static_cast<float>(v)); });
@@ -64,7 +62,7 @@ void Fill(DataType type, int64_t count, ValueOf value_of, void* out) {
       return fill(static_cast<uint16_t*>(out),
                   [](double v) { return FloatToBfloat16(static_cast<float>(v)); });
     case DataType::kFloat32:
-      return fill(static_cast<float*>(out), [](double v) { return Encode<float>(v); });
+      return fill(static_cast<float*>(out), [](double v) { return static_cast<float>(v); });
     case DataType::kFloat64:
       return fill(static_cast<double*>(out), [](double v) { return v; });
   }
@@ -93,7 +91,7 @@ struct Phase {
   std::vector<std::vector<Algorithm>> algorithm;
   std::vector<double> latency_s;  // last completion - first arrival
   std::optional<int> detected;
-  int64_t detected_at_call = -1;
+  int64_t first_stragglar_call = -1;
   double persistence = 0;
   bool correct = true;
 };
@@ -194,7 +192,7 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
   }
   std::vector<std::vector<std::byte>> outputs(n, std::vector<std::byte>(options.bytes));
   std::atomic<bool> failed = false;
-  std::atomic<bool> wrong = false;
+  std::atomic<bool> wrong[2] = {false, false};  // per phase
   std::mutex error_mutex;
   absl::Status first_error;
   std::barrier step_barrier(n);
@@ -227,7 +225,7 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
       } else {
         phase.algorithm[it][rank] = decision->algorithm;
         if (std::memcmp(outputs[rank].data(), expected.data(), expected.size()) != 0) {
-          wrong = true;
+          wrong[index] = true;
         }
       }
     }
@@ -287,7 +285,7 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
         }
       }
     }
-    phase.correct = !wrong;
+    phase.correct = !wrong[index];
     const RuntimeCore& core = comms[index]->core(0);
     phase.detected = core.detector().straggler();
     if (phase.detected.has_value()) {
@@ -295,7 +293,7 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
     }
     for (int it = 0; it < options.iterations; ++it) {
       if (phase.algorithm[it][0] == Algorithm::kStragglar) {
-        phase.detected_at_call = it;
+        phase.first_stragglar_call = it;
         break;
       }
     }
@@ -303,9 +301,24 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
   return absl::OkStatus();
 }
 
-absl::Status WriteTrace(const std::string& path, const Phase& phase, int64_t bytes) {
-  std::ofstream file(path);
-  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot write trace file ", path));
+// Opens an output file before the run, so a bad path costs a second, not the whole job.
+absl::Status OpenOutput(const std::string& path, absl::string_view what, std::ofstream& file) {
+  if (path.empty()) return absl::OkStatus();
+  file.open(path);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write the ", what, " file ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Finish(std::ofstream& file, const std::string& path, absl::string_view what) {
+  file.close();
+  if (!file) return absl::DataLossError(absl::StrCat("failed writing the ", what, " file ", path));
+  return absl::OkStatus();
+}
+
+void WriteTrace(const Phase& phase, int64_t bytes, std::ofstream& file) {
   file << "call,rank,arrival_s,duration_s,bytes,algorithm\n";
   for (size_t it = 0; it < phase.arrival_s.size(); ++it) {
     for (size_t rank = 0; rank < phase.arrival_s[it].size(); ++rank) {
@@ -314,9 +327,6 @@ absl::Status WriteTrace(const std::string& path, const Phase& phase, int64_t byt
                               AlgorithmName(phase.algorithm[it][rank]));
     }
   }
-  file.close();
-  if (!file) return absl::DataLossError(absl::StrCat("failed writing trace file ", path));
-  return absl::OkStatus();
 }
 
 nlohmann::json Timings(const std::vector<double>& latency_s) {
@@ -329,6 +339,14 @@ nlohmann::json Timings(const std::vector<double>& latency_s) {
 
 absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& progress) {
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  std::ofstream trace_file, summary_file;
+  if (absl::Status status = OpenOutput(options.trace_path, "trace", trace_file); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = OpenOutput(options.summary_json_path, "summary", summary_file);
+      !status.ok()) {
+    return status;
+  }
   const int n = options.ranks;
   const int64_t count = options.bytes / DataTypeSize(options.type);
   progress << absl::StrFormat(
@@ -367,9 +385,9 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       !status.ok()) {
     return status;
   }
-  if (!options.trace_path.empty()) {
-    if (absl::Status status = WriteTrace(options.trace_path, adaptive, options.bytes);
-        !status.ok()) {
+  if (trace_file.is_open()) {
+    WriteTrace(adaptive, options.bytes, trace_file);
+    if (absl::Status status = Finish(trace_file, options.trace_path, "trace"); !status.ok()) {
       return status;
     }
   }
@@ -390,7 +408,7 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       {"adaptive", Timings(adaptive.latency_s)},
       {"baseline", Timings(baseline.latency_s)},
       {"speedup", speedup},
-      {"first_stragglar_call", adaptive.detected_at_call},
+      {"first_stragglar_call", adaptive.first_stragglar_call},
       {"persistence", adaptive.persistence},
       {"delay_s", options.delay_s},
       {"seed", options.seed},
@@ -413,6 +431,13 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       summary["correct"].get<bool>() ? "correct on every rank and step" : "WRONG",
       adaptive.detected.has_value() ? absl::StrCat("rank ", *adaptive.detected) : "none",
       DescribeMix(adaptive, options.iterations));
+  if (summary_file.is_open()) {
+    summary_file << summary.dump(2) << "\n";
+    if (absl::Status status = Finish(summary_file, options.summary_json_path, "summary");
+        !status.ok()) {
+      return status;
+    }
+  }
   return summary;
 }
 

@@ -28,8 +28,9 @@ struct RunOptions {
   uint64_t seed = 1;
   // Shorter than the preload library's default (64) so the demo adapts within its first seconds.
   int epoch_calls = 32;
-  std::string summary_json_path;  // empty: no file
-  std::string trace_path;         // empty: no trace
+  // Output files, opened before the run (a bad path fails at once); empty: none.
+  std::string summary_json_path;
+  std::string trace_path;
 };
 
 // Runs both phases, printing progress to `progress`; returns the summary JSON (the contract's

@@ -393,15 +393,6 @@ absl::Status RunRun() {
   options.trace_path = absl::GetFlag(FLAGS_trace);
   absl::StatusOr<nlohmann::json> summary = RunJob(options, std::cout);
   if (!summary.ok()) return summary.status();
-  if (!options.summary_json_path.empty()) {
-    std::ofstream file(options.summary_json_path);
-    file << summary->dump(2) << "\n";
-    file.close();
-    if (!file) {
-      return absl::DataLossError(
-          absl::StrCat("cannot write summary to ", options.summary_json_path));
-    }
-  }
   if (!(*summary)["correct"].get<bool>()) {
     return absl::InternalError("an AllReduce result differed from the reference");
   }
