@@ -1,5 +1,6 @@
 #include "kernels/host_executor.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -143,12 +144,61 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
   return absl::OkStatus();
 }
 
+// Checks a borrowed message against what this rank expects before anything is applied.
+absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const Transfer& transfer,
+                          int round, int rank, const HostAllReduceArgs& args,
+                          const std::vector<int64_t>& offsets) {
+  if (message.header.size() != sizeof(MessageHeader)) {
+    return absl::InternalError(absl::StrCat("rank ", rank, " got a message with a ",
+                                            message.header.size(), "-byte header from rank ",
+                                            transfer.src));
+  }
+  MessageHeader header;
+  std::memcpy(&header, message.header.data(), sizeof(header));
+  if (absl::Status status = CheckHeader(header, round, transfer.src, rank, args); !status.ok()) {
+    return status;
+  }
+  int64_t expected_bytes = 0, got_bytes = 0;
+  for (int32_t chunk : transfer.chunks) expected_bytes += offsets[chunk + 1] - offsets[chunk];
+  for (absl::Span<const std::byte> piece : message.pieces) got_bytes += piece.size();
+  bool same_layout = message.pieces.size() == transfer.chunks.size();
+  for (size_t i = 0; same_layout && i < transfer.chunks.size(); ++i) {
+    const int32_t chunk = transfer.chunks[i];
+    same_layout =
+        static_cast<int64_t>(message.pieces[i].size()) == offsets[chunk + 1] - offsets[chunk];
+  }
+  if (!same_layout) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mismatched plans across ranks: rank ", rank, " expected ", expected_bytes,
+                     " bytes in ", transfer.chunks.size(), " chunks from rank ", transfer.src,
+                     " in round ", round, ", got ", got_bytes, " in ", message.pieces.size()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 HostTransport::HostTransport(int num_ranks) : num_ranks_(num_ranks < 0 ? 0 : num_ranks) {
   channels_.reserve(static_cast<size_t>(num_ranks_) * num_ranks_);
   for (int i = 0; i < num_ranks_ * num_ranks_; ++i)
     channels_.push_back(std::make_unique<Channel>());
+}
+
+int64_t HostTransport::Queue(int src, int dst, Message message) {
+  Channel& target = channel(src, dst);
+  int64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(target.mutex);
+    ticket = target.queued++;
+    // Nobody reads an aborted channel again; dropping the message frees its memory early.
+    if (target.aborted) return ticket;
+    target.messages.push_back(std::move(message));
+    Message& queued = target.messages.back();
+    // Views into the moved vector's heap buffer stay valid; set them once it is in place anyway.
+    if (!queued.owned.empty()) queued.pieces.assign({absl::MakeConstSpan(queued.owned)});
+  }
+  target.arrived.notify_one();
+  return ticket;
 }
 
 void HostTransport::Send(int src, int dst, absl::Span<const std::byte> payload) {
@@ -161,46 +211,107 @@ void HostTransport::SendGather(int src, int dst,
   // Build the message outside the lock; reserve + insert avoids zero-filling it first.
   size_t total = 0;
   for (absl::Span<const std::byte> piece : pieces) total += piece.size();
-  std::vector<std::byte> message;
-  message.reserve(total);
+  Message message;
+  message.owned.reserve(total);
   for (absl::Span<const std::byte> piece : pieces) {
-    message.insert(message.end(), piece.begin(), piece.end());
+    message.owned.insert(message.owned.end(), piece.begin(), piece.end());
   }
-  Channel& target = channel(src, dst);
-  {
-    std::lock_guard<std::mutex> lock(target.mutex);
-    // Nobody reads an aborted channel again; dropping the message frees its memory early.
-    if (target.aborted) return;
-    target.messages.push_back(std::move(message));
-  }
-  target.arrived.notify_one();
+  Queue(src, dst, std::move(message));
 }
 
-absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
-                                                              absl::Duration timeout) {
+int64_t HostTransport::Lend(int src, int dst, absl::Span<const std::byte> header,
+                            absl::Span<const absl::Span<const std::byte>> pieces) {
+  CheckRanks(src, dst, num_ranks_);
+  Message message;
+  message.header.assign(header.begin(), header.end());
+  message.pieces.assign(pieces.begin(), pieces.end());
+  return Queue(src, dst, std::move(message));
+}
+
+absl::StatusOr<HostTransport::BorrowedMessage> HostTransport::Borrow(int src, int dst,
+                                                                     absl::Duration timeout) {
   CheckRanks(src, dst, num_ranks_);
   Channel& source = channel(src, dst);
   bool aborted = false;
   {
     std::unique_lock<std::mutex> lock(source.mutex);
+    if (source.borrowed) {
+      std::fprintf(stderr, "HostTransport: channel %d->%d borrowed twice\n", src, dst);
+      std::abort();
+    }
     const bool ready = source.arrived.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&source] {
       return source.aborted || !source.messages.empty();
     });
     aborted = source.aborted;
     if (ready && !aborted) {
-      std::vector<std::byte> message = std::move(source.messages.front());
-      source.messages.pop_front();
-      return message;
+      source.borrowed = true;
+      const Message& front = source.messages.front();
+      return BorrowedMessage{.header = front.header, .pieces = front.pieces};
     }
   }
   if (!aborted) {
     return absl::DeadlineExceededError(absl::StrCat(
         "rank ", dst, " waited ", absl::FormatDuration(timeout), " for a message from rank ", src));
   }
-  // Abort() stores the reason before it flags any channel, so it is set by now. Read it outside the
-  // channel lock: Abort() takes abort_mutex_ first and the channel locks after it.
+  return AbortedStatus(src, dst);
+}
+
+void HostTransport::Return(int src, int dst) {
+  CheckRanks(src, dst, num_ranks_);
+  Channel& source = channel(src, dst);
+  {
+    std::lock_guard<std::mutex> lock(source.mutex);
+    if (!source.borrowed) {
+      std::fprintf(stderr, "HostTransport: channel %d->%d returned without a borrow\n", src, dst);
+      std::abort();
+    }
+    source.borrowed = false;
+    source.messages.pop_front();
+    ++source.returned_count;
+  }
+  source.returned.notify_all();
+}
+
+absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
+                                                              absl::Duration timeout) {
+  absl::StatusOr<BorrowedMessage> borrowed = Borrow(src, dst, timeout);
+  if (!borrowed.ok()) return borrowed.status();
+  size_t total = borrowed->header.size();
+  for (absl::Span<const std::byte> piece : borrowed->pieces) total += piece.size();
+  std::vector<std::byte> message;
+  message.reserve(total);
+  message.insert(message.end(), borrowed->header.begin(), borrowed->header.end());
+  for (absl::Span<const std::byte> piece : borrowed->pieces) {
+    message.insert(message.end(), piece.begin(), piece.end());
+  }
+  Return(src, dst);
+  return message;
+}
+
+absl::Status HostTransport::WaitReturned(int src, int dst, int64_t ticket, absl::Duration timeout) {
+  CheckRanks(src, dst, num_ranks_);
+  Channel& target = channel(src, dst);
+  {
+    std::unique_lock<std::mutex> lock(target.mutex);
+    // After an abort the loan is over once nobody is reading it: queued messages were dropped.
+    auto done = [&target, ticket] {
+      return target.returned_count > ticket || (target.aborted && !target.borrowed);
+    };
+    if (!target.returned.wait_for(lock, absl::ToChronoNanoseconds(timeout), done)) {
+      return absl::DeadlineExceededError(absl::StrCat("rank ", src, " waited ",
+                                                      absl::FormatDuration(timeout), " for rank ",
+                                                      dst, " to read its data"));
+    }
+    if (target.returned_count > ticket) return absl::OkStatus();
+  }
+  return AbortedStatus(dst, src);
+}
+
+absl::Status HostTransport::AbortedStatus(int peer, int rank) {
+  // Abort() stores the reason before it flags any channel, so it is set by now. Read it outside
+  // the channel lock: Abort() takes abort_mutex_ first and the channel locks after it.
   std::lock_guard<std::mutex> lock(abort_mutex_);
-  return absl::AbortedError(absl::StrCat("rank ", dst, " stopped waiting for rank ", src,
+  return absl::AbortedError(absl::StrCat("rank ", rank, " stopped waiting for rank ", peer,
                                          ": collective aborted: ", abort_reason_.ToString()));
 }
 
@@ -215,17 +326,32 @@ void HostTransport::Abort(absl::Status reason) {
     {
       std::lock_guard<std::mutex> lock(each->mutex);
       each->aborted = true;
-      each->messages.clear();
+      // A borrowed message is being read; its receiver returns it, which wakes its sender.
+      each->messages.erase(each->messages.begin() + (each->borrowed ? 1 : 0), each->messages.end());
     }
     each->arrived.notify_all();
+    each->returned.notify_all();
   }
 }
 
 absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
                                HostTransport& transport) {
-  // Any failure aborts the transport so that the peers waiting on this rank return too.
-  auto fail = [&transport](absl::Status status) {
+  // The ticket of the last message lent to each peer; channels are FIFO, so once it is returned
+  // every earlier one is too.
+  std::vector<int64_t> last_loan(std::max(plan.num_ranks, 0), -1);
+  auto wait_for_loans = [&]() {
+    absl::Status result;
+    for (int peer = 0; peer < static_cast<int>(last_loan.size()); ++peer) {
+      if (last_loan[peer] < 0) continue;
+      result.Update(transport.WaitReturned(rank, peer, last_loan[peer], args.timeout));
+    }
+    return result;
+  };
+  // Any failure aborts the transport so that the peers waiting on this rank return too, and then
+  // waits until no peer is still reading this rank's buffers (the caller may free them).
+  auto fail = [&](absl::Status status) {
     transport.Abort(status);
+    (void)wait_for_loans();
     return status;
   };
   if (absl::Status status = ValidateArgs(plan, rank, args, transport); !status.ok()) {
@@ -241,11 +367,43 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
     offsets[chunk] = ChunkElements(args.count, plan.num_chunks, chunk).begin * element_size;
   }
   offsets[plan.num_chunks] = args.count * element_size;
+  auto chunk_bytes = [&offsets](int32_t chunk) { return offsets[chunk + 1] - offsets[chunk]; };
 
-  std::byte* data = static_cast<std::byte*>(args.recv);
-  if (args.count > 0 && args.send != args.recv) {
-    std::memcpy(data, args.send, args.count * element_size);
-  }
+  const std::byte* input = static_cast<const std::byte*>(args.send);
+  std::byte* result = static_cast<std::byte*>(args.recv);
+  // Out of place, a chunk is read from `send` until this rank first writes it into `recv`.
+  std::vector<bool> written(plan.num_chunks, input == result);
+  auto current = [&](int32_t chunk) -> const std::byte* {
+    return (written[chunk] ? result : input) + offsets[chunk];
+  };
+  // Messages lent out of `recv`, per chunk: before changing the chunk this rank must wait until
+  // those peers have read it. (Chunks lent out of `send` are never changed.)
+  struct Loan {
+    int peer;
+    int64_t ticket;
+  };
+  std::vector<absl::InlinedVector<Loan, 2>> result_loans(plan.num_chunks);
+  // Whether a peer may still be reading `chunk` of the result; forgets loans already returned.
+  auto still_lent = [&](int32_t chunk) {
+    absl::InlinedVector<Loan, 2>& loans = result_loans[chunk];
+    loans.erase(std::remove_if(loans.begin(), loans.end(),
+                               [&](const Loan& loan) {
+                                 return transport
+                                     .WaitReturned(rank, loan.peer, loan.ticket,
+                                                   absl::ZeroDuration())
+                                     .ok();
+                               }),
+                loans.end());
+    return !loans.empty();
+  };
+  // Where results wait while their chunk is still being read (a two-way exchange of one chunk).
+  // Per thread, so a rank reuses it across calls instead of allocating each time.
+  thread_local std::vector<std::byte> scratch;
+  struct Deferred {
+    int32_t chunk;
+    int64_t scratch_offset;
+  };
+  absl::InlinedVector<Deferred, 4> deferred;
 
   const MessageHeader own_header{.count = args.count,
                                  .round = 0,
@@ -255,58 +413,81 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
   absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
   for (const RankStep& step : *steps) {
     if (step.send != nullptr) {
-      // Sending first snapshots the chunks as of the start of the round, which is what the plan
+      // Lending first hands out the chunks as of the start of the round, which is what the plan
       // contract requires even when this rank also receives one of them in this round. Every
       // transfer is a message, even with empty chunks, so FIFO order and header checks hold for
       // any count.
       MessageHeader header = own_header;
       header.round = step.round;
       pieces.clear();
-      pieces.push_back({reinterpret_cast<const std::byte*>(&header), sizeof(header)});
       for (int32_t chunk : step.send->chunks) {
-        pieces.push_back(
-            {data + offsets[chunk], static_cast<size_t>(offsets[chunk + 1] - offsets[chunk])});
+        pieces.push_back({current(chunk), static_cast<size_t>(chunk_bytes(chunk))});
       }
-      transport.SendGather(rank, step.send->dst, pieces);
+      const int dst = step.send->dst;
+      last_loan[dst] = transport.Lend(
+          rank, dst, {reinterpret_cast<const std::byte*>(&header), sizeof(header)}, pieces);
+      for (int32_t chunk : step.send->chunks) {
+        if (written[chunk]) result_loans[chunk].push_back({dst, last_loan[dst]});
+      }
     }
-    if (step.receive != nullptr) {
-      const Transfer& transfer = *step.receive;
-      absl::StatusOr<std::vector<std::byte>> message =
-          transport.Receive(transfer.src, rank, args.timeout);
-      if (!message.ok()) return fail(message.status());
-      if (message->size() < sizeof(MessageHeader)) {
-        return fail(absl::InternalError(absl::StrCat("rank ", rank, " got a ", message->size(),
-                                                     "-byte message from rank ", transfer.src)));
+    if (step.receive == nullptr) continue;
+    const Transfer& transfer = *step.receive;
+    absl::StatusOr<HostTransport::BorrowedMessage> message =
+        transport.Borrow(transfer.src, rank, args.timeout);
+    if (!message.ok()) return fail(message.status());
+    if (absl::Status status = CheckMessage(*message, transfer, step.round, rank, args, offsets);
+        !status.ok()) {
+      transport.Return(transfer.src, rank);
+      return fail(std::move(status));
+    }
+    deferred.clear();
+    int64_t scratch_bytes = 0;
+    for (size_t i = 0; i < transfer.chunks.size(); ++i) {
+      const int32_t chunk = transfer.chunks[i];
+      const int64_t bytes = chunk_bytes(chunk);
+      if (bytes == 0) continue;  // empty chunk (count < num_chunks); the buffers may be null
+      std::byte* target = result + offsets[chunk];
+      if (still_lent(chunk)) {
+        deferred.push_back({chunk, scratch_bytes});
+        scratch_bytes += bytes;
+        if (scratch.size() < static_cast<size_t>(scratch_bytes)) scratch.resize(scratch_bytes);
+        target = scratch.data() + deferred.back().scratch_offset;
       }
-      MessageHeader header;
-      std::memcpy(&header, message->data(), sizeof(header));
-      if (absl::Status status = CheckHeader(header, step.round, transfer.src, rank, args);
-          !status.ok()) {
-        return fail(std::move(status));
+      const std::byte* incoming = message->pieces[i].data();
+      if (transfer.op == TransferOp::kCopy) {
+        std::memcpy(target, incoming, bytes);
+      } else if (target == current(chunk)) {
+        ReduceInto(args.type, args.op, target, incoming, bytes / element_size);
+      } else {
+        Reduce(args.type, args.op, target, current(chunk), incoming, bytes / element_size);
       }
-      int64_t expected_bytes = sizeof(MessageHeader);
-      for (int32_t chunk : transfer.chunks) expected_bytes += offsets[chunk + 1] - offsets[chunk];
-      if (static_cast<int64_t>(message->size()) != expected_bytes) {
-        return fail(absl::InvalidArgumentError(
-            absl::StrCat("mismatched plans across ranks: rank ", rank, " expected ", expected_bytes,
-                         " bytes from rank ", transfer.src, " in round ", step.round, ", got ",
-                         message->size())));
-      }
-      const std::byte* incoming = message->data() + sizeof(MessageHeader);
-      for (int32_t chunk : transfer.chunks) {
-        const int64_t bytes = offsets[chunk + 1] - offsets[chunk];
-        if (bytes == 0) continue;  // empty chunk (count < num_chunks); `data` may be null
-        if (transfer.op == TransferOp::kReduce) {
-          ReduceInto(args.type, args.op, data + offsets[chunk], incoming, bytes / element_size);
-        } else {
-          std::memcpy(data + offsets[chunk], incoming, bytes);
+    }
+    // The sender may change its chunks as soon as they are returned; nothing reads them after.
+    transport.Return(transfer.src, rank);
+    for (int32_t chunk : transfer.chunks) written[chunk] = true;
+    for (const Deferred& each : deferred) {
+      for (const Loan& loan : result_loans[each.chunk]) {
+        if (absl::Status status =
+                transport.WaitReturned(rank, loan.peer, loan.ticket, args.timeout);
+            !status.ok()) {
+          return fail(std::move(status));
         }
-        incoming += bytes;
       }
+      result_loans[each.chunk].clear();
+      std::memcpy(result + offsets[each.chunk], scratch.data() + each.scratch_offset,
+                  chunk_bytes(each.chunk));
+    }
+  }
+  // Peers may read this rank's buffers until they return the last loans; only then may the result
+  // change (kAvg) or the caller reuse the buffers.
+  if (absl::Status status = wait_for_loans(); !status.ok()) return fail(std::move(status));
+  for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {
+    if (!written[chunk] && chunk_bytes(chunk) > 0) {
+      std::memcpy(result + offsets[chunk], input + offsets[chunk], chunk_bytes(chunk));
     }
   }
   if (args.op == ReduceOp::kAvg && args.count > 0) {
-    FinalizeReduction(args.type, args.op, data, args.count, plan.num_ranks);
+    FinalizeReduction(args.type, args.op, result, args.count, plan.num_ranks);
   }
   return absl::OkStatus();
 }

@@ -221,22 +221,27 @@ struct MinOp {
 template <typename Storage>
 constexpr int64_t kBlockElements = 64 / sizeof(Storage);
 
-// The buffers must not overlap. `__restrict` on the parameters (GCC ignores it on local
-// variables) lets the vectorizer skip run-time alias checks, which -O2 will not emit.
-template <typename Codec, typename Op>
-void ReduceLoop(typename Codec::Storage* __restrict accumulator,
-                const typename Codec::Storage* __restrict incoming, int64_t count) {
-  constexpr int64_t kBlock = kBlockElements<typename Codec::Storage>;
+// out[i] = first[i] (op) second[i]. In place (`kInPlace`), `first` is unused and `out` is both
+// the first operand and the result; otherwise the three buffers must not overlap. Keeping the two
+// cases apart lets every parameter be `__restrict` (GCC ignores it on local variables), so the
+// vectorizer skips run-time alias checks, which -O2 will not emit.
+template <typename Codec, typename Op, bool kInPlace>
+void ReduceLoop(typename Codec::Storage* __restrict out,
+                const typename Codec::Storage* __restrict first,
+                const typename Codec::Storage* __restrict second, int64_t count) {
+  using Storage = typename Codec::Storage;
+  constexpr int64_t kBlock = kBlockElements<Storage>;
   int64_t i = 0;
   for (; i + kBlock <= count; i += kBlock) {
     for (int64_t j = 0; j < kBlock; ++j) {
-      accumulator[i + j] = static_cast<typename Codec::Storage>(
-          Codec::Store(Op::Apply(Codec::Load(accumulator[i + j]), Codec::Load(incoming[i + j]))));
+      const Storage a = kInPlace ? out[i + j] : first[i + j];
+      out[i + j] =
+          static_cast<Storage>(Codec::Store(Op::Apply(Codec::Load(a), Codec::Load(second[i + j]))));
     }
   }
   for (; i < count; ++i) {
-    accumulator[i] = static_cast<typename Codec::Storage>(
-        Codec::Store(Op::Apply(Codec::Load(accumulator[i]), Codec::Load(incoming[i]))));
+    const Storage a = kInPlace ? out[i] : first[i];
+    out[i] = static_cast<Storage>(Codec::Store(Op::Apply(Codec::Load(a), Codec::Load(second[i]))));
   }
 }
 
@@ -244,44 +249,53 @@ void ReduceLoop(typename Codec::Storage* __restrict accumulator,
 // stays in 32-bit lanes: widening 16-bit lanes and packing them back costs SSE2 more shuffles
 // than the arithmetic. Both halves get the same treatment, so byte order does not matter.
 template <typename Codec, typename Op>
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t ReducePair(uint32_t accumulated, uint32_t incoming) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t ReducePair(uint32_t first, uint32_t second) {
   const uint32_t low =
-      Codec::Store(Op::Apply(Codec::Load(accumulated & 0xffffu), Codec::Load(incoming & 0xffffu)));
+      Codec::Store(Op::Apply(Codec::Load(first & 0xffffu), Codec::Load(second & 0xffffu)));
   const uint32_t high =
-      Codec::Store(Op::Apply(Codec::Load(accumulated >> 16), Codec::Load(incoming >> 16)));
+      Codec::Store(Op::Apply(Codec::Load(first >> 16), Codec::Load(second >> 16)));
   return low | (high << 16);
 }
 
-template <typename Codec, typename Op>
-void ReducePairsLoop(uint16_t* __restrict accumulator, const uint16_t* __restrict incoming,
-                     int64_t count) {
+template <typename Codec, typename Op, bool kInPlace>
+void ReducePairsLoop(uint16_t* __restrict out, const uint16_t* __restrict first,
+                     const uint16_t* __restrict second, int64_t count) {
   constexpr int64_t kBlockPairs = 64 / sizeof(uint32_t);
   int64_t i = 0;
   for (; i + 2 * kBlockPairs <= count; i += 2 * kBlockPairs) {
     for (int64_t j = 0; j < kBlockPairs; ++j) {
       // memcpy, not a cast, reads the pair without breaking aliasing rules; it compiles to a
       // plain load.
-      uint32_t accumulated_pair, incoming_pair;
-      std::memcpy(&accumulated_pair, accumulator + i + 2 * j, sizeof(uint32_t));
-      std::memcpy(&incoming_pair, incoming + i + 2 * j, sizeof(uint32_t));
-      const uint32_t result = ReducePair<Codec, Op>(accumulated_pair, incoming_pair);
-      std::memcpy(accumulator + i + 2 * j, &result, sizeof(uint32_t));
+      uint32_t first_pair, second_pair;
+      std::memcpy(&first_pair, (kInPlace ? out : first) + i + 2 * j, sizeof(uint32_t));
+      std::memcpy(&second_pair, second + i + 2 * j, sizeof(uint32_t));
+      const uint32_t result = ReducePair<Codec, Op>(first_pair, second_pair);
+      std::memcpy(out + i + 2 * j, &result, sizeof(uint32_t));
     }
   }
-  ReduceLoop<Codec, Op>(accumulator + i, incoming + i, count - i);
+  ReduceLoop<Codec, Op, kInPlace>(out + i, kInPlace ? nullptr : first + i, second + i, count - i);
 }
 
+// `first` == nullptr: reduce in place into `out`.
 template <typename Codec>
-void ReduceWithCodec(ReduceOp op, void* accumulator_bytes, const void* incoming_bytes,
-                     int64_t count) {
+void ReduceWithCodec(ReduceOp op, void* out_bytes, const void* first_bytes,
+                     const void* second_bytes, int64_t count) {
   using Storage = typename Codec::Storage;
-  Storage* accumulator = static_cast<Storage*>(accumulator_bytes);
-  const Storage* incoming = static_cast<const Storage*>(incoming_bytes);
-  auto reduce = [&]<typename Op>() {
+  Storage* out = static_cast<Storage*>(out_bytes);
+  const Storage* first = static_cast<const Storage*>(first_bytes);
+  const Storage* second = static_cast<const Storage*>(second_bytes);
+  auto run = [&]<typename Op, bool kInPlace>() {
     if constexpr (kIsSixteenBitFloat<Codec>) {
-      ReducePairsLoop<Codec, Op>(accumulator, incoming, count);
+      ReducePairsLoop<Codec, Op, kInPlace>(out, first, second, count);
     } else {
-      ReduceLoop<Codec, Op>(accumulator, incoming, count);
+      ReduceLoop<Codec, Op, kInPlace>(out, first, second, count);
+    }
+  };
+  auto reduce = [&]<typename Op>() {
+    if (first == nullptr) {
+      run.template operator()<Op, true>();
+    } else {
+      run.template operator()<Op, false>();
     }
   };
   switch (op) {
@@ -398,8 +412,16 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
 void ReduceInto(DataType type, ReduceOp op, void* accumulator, const void* incoming,
                 int64_t count) {
   if (count <= 0) return;
-  DispatchOnType(
-      type, [&]<typename Codec>() { ReduceWithCodec<Codec>(op, accumulator, incoming, count); });
+  DispatchOnType(type, [&]<typename Codec>() {
+    ReduceWithCodec<Codec>(op, accumulator, nullptr, incoming, count);
+  });
+}
+
+void Reduce(DataType type, ReduceOp op, void* out, const void* first, const void* second,
+            int64_t count) {
+  if (count <= 0) return;
+  DispatchOnType(type,
+                 [&]<typename Codec>() { ReduceWithCodec<Codec>(op, out, first, second, count); });
 }
 
 void FinalizeReduction(DataType type, ReduceOp op, void* data, int64_t count, int num_ranks) {

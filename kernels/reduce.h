@@ -54,6 +54,11 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 // and products wrap around (two's complement) like NCCL's. The buffers may not overlap.
 // Vectorized by the compiler for the baseline ISA (no CPU-specific instructions required).
 void ReduceInto(DataType type, ReduceOp op, void* accumulator, const void* incoming, int64_t count);
+// out[i] = first[i] (op) second[i], with the same rules: one pass instead of a copy and a
+// ReduceInto (the host executor's first reduction into an out-of-place result). `out` must not
+// overlap either input.
+void Reduce(DataType type, ReduceOp op, void* out, const void* first, const void* second,
+            int64_t count);
 
 // After the last reduction: for kAvg divides every element by num_ranks (integer division for
 // integer types, as NCCL); no-op for the other operators.

@@ -1,13 +1,17 @@
 // Runs the real `stragglar` binary: contract output formats and one-line errors for bad input.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/plan.h"
@@ -204,9 +208,31 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
       summary["speedup"].get<double>(),
       summary["baseline"]["mean_s"].get<double>() / summary["adaptive"]["mean_s"].get<double>(),
       1e-9);
+  // Latency counts from the last arrival; the span, from the first, is never shorter.
+  EXPECT_EQ(summary["latency"], "last completion - last arrival");
+  const nlohmann::json& span = summary["span"];
+  EXPECT_GE(span["baseline_mean_s"].get<double>(), summary["baseline"]["mean_s"].get<double>());
+  EXPECT_GE(span["adaptive_mean_s"].get<double>(), summary["adaptive"]["mean_s"].get<double>());
+  EXPECT_NEAR(span["speedup"].get<double>(),
+              span["baseline_mean_s"].get<double>() / span["adaptive_mean_s"].get<double>(), 1e-9);
   const std::string trace = ReadFile(dir / "trace.csv");
   EXPECT_THAT(trace, StartsWith("call,rank,arrival_s,duration_s,bytes,algorithm\n"));
   EXPECT_EQ(std::count(trace.begin(), trace.end(), '\n'), 1 + 48 * 4);
+  // The trace is the adaptive phase's: its per-call latencies average to the summary's mean.
+  std::vector<double> last_arrival(48, 0), last_completion(48, 0);
+  for (absl::string_view line : absl::StrSplit(trace, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> fields = absl::StrSplit(line, ',');
+    int call;
+    double arrival, duration;
+    if (!absl::SimpleAtoi(fields[0], &call)) continue;  // the header
+    ASSERT_TRUE(absl::SimpleAtod(fields[2], &arrival) && absl::SimpleAtod(fields[3], &duration));
+    last_arrival[call] = std::max(last_arrival[call], arrival);
+    last_completion[call] = std::max(last_completion[call], arrival + duration);
+  }
+  double total = 0;
+  for (int call = 0; call < 48; ++call) total += last_completion[call] - last_arrival[call];
+  // The trace prints 9 decimals, so the recomputed mean agrees to about 1e-9 s.
+  EXPECT_NEAR(total / 48, summary["adaptive"]["mean_s"].get<double>(), 1e-8);
 }
 
 TEST(CliTest, RunWithoutAStragglerFlagsNobody) {

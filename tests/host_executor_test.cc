@@ -798,5 +798,117 @@ TEST(HostExecutorTest, AbortWakesARankWaitingInTheExecutor) {
   EXPECT_THAT(status.message(), HasSubstr("operator gave up"));
 }
 
+TEST(HostTransportTest, LentMemoryIsReadInPlaceAndReturnedInOrder) {
+  HostTransport transport(2);
+  Bytes first = BytesOf({1, 2}), second = BytesOf({3});
+  const Bytes header = BytesOf({42});
+  const int64_t ticket0 =
+      transport.Lend(0, 1, header, {absl::Span<const std::byte>(first), second});
+  const int64_t ticket1 = transport.Lend(0, 1, {}, {absl::Span<const std::byte>(second)});
+  EXPECT_EQ(ticket1, ticket0 + 1);
+  // Nothing has been read yet: the sender must not reuse its memory.
+  EXPECT_EQ(transport.WaitReturned(0, 1, ticket0, absl::ZeroDuration()).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  absl::StatusOr<HostTransport::BorrowedMessage> borrowed =
+      transport.Borrow(0, 1, absl::Seconds(1));
+  ASSERT_TRUE(borrowed.ok()) << borrowed.status();
+  EXPECT_EQ(Bytes(borrowed->header.begin(), borrowed->header.end()), header);
+  ASSERT_EQ(borrowed->pieces.size(), 2u);
+  // The pieces are the sender's memory, not a copy.
+  EXPECT_EQ(borrowed->pieces[0].data(), first.data());
+  EXPECT_EQ(borrowed->pieces[1].data(), second.data());
+  transport.Return(0, 1);
+  EXPECT_TRUE(transport.WaitReturned(0, 1, ticket0, absl::ZeroDuration()).ok());
+  EXPECT_EQ(transport.WaitReturned(0, 1, ticket1, absl::Milliseconds(1)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // Receive copies a lent message and returns it at once.
+  second[0] = std::byte{8};
+  EXPECT_EQ(*transport.Receive(0, 1, absl::Seconds(1)), BytesOf({8}));
+  EXPECT_TRUE(transport.WaitReturned(0, 1, ticket1, absl::ZeroDuration()).ok());
+}
+
+TEST(HostTransportTest, WaitReturnedTimeoutNamesBothRanks) {
+  HostTransport transport(4);
+  const Bytes data = BytesOf({1});
+  const int64_t ticket = transport.Lend(3, 1, {}, {absl::Span<const std::byte>(data)});
+  const absl::Status status = transport.WaitReturned(3, 1, ticket, absl::Milliseconds(10));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("rank 3 waited 10ms for rank 1 to read its data"));
+}
+
+// After an abort a lender may free its memory once nobody reads it: at once for messages never
+// borrowed, only after the Return for one being read.
+TEST(HostTransportTest, AbortEndsLoansButWaitsForAReaderToFinish) {
+  HostTransport transport(3);
+  const Bytes data = BytesOf({5});
+  const int64_t unread = transport.Lend(0, 2, {}, {absl::Span<const std::byte>(data)});
+  const int64_t being_read = transport.Lend(0, 1, {}, {absl::Span<const std::byte>(data)});
+  ASSERT_TRUE(transport.Borrow(0, 1, absl::Seconds(1)).ok());
+  transport.Abort(absl::InternalError("rank 2 crashed"));
+  const absl::Status dropped = transport.WaitReturned(0, 2, unread, absl::Seconds(30));
+  EXPECT_EQ(dropped.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(dropped.message(), HasSubstr("rank 2 crashed"));
+  EXPECT_EQ(transport.WaitReturned(0, 1, being_read, absl::Milliseconds(10)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::atomic<bool> returned = false;
+  std::thread reader([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    returned = true;
+    transport.Return(0, 1);
+  });
+  EXPECT_TRUE(transport.WaitReturned(0, 1, being_read, absl::Seconds(30)).ok());
+  EXPECT_TRUE(returned);
+  reader.join();
+}
+
+// ExecutePlanOnHost returns only when no peer reads its buffers any more: a rank that finishes
+// early and at once scribbles over (or frees) its buffers must not change anybody's result.
+// Without that wait this fails, and AddressSanitizer reports the use after free.
+TEST(HostExecutorTest, BuffersAreFreeToReuseOnReturn) {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kStragglar}) {
+    for (bool in_place : {true, false}) {
+      const int num_ranks = 6;
+      const int64_t count = 6 * 4096 + 5;
+      const Plan plan = MakePlan(algorithm, num_ranks, 4);
+      std::vector<Bytes> inputs;
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        inputs.push_back(MakeInput(DataType::kInt32, ReduceOp::kSum, rank, count, 7));
+      }
+      const Bytes expected = Reference(DataType::kInt32, ReduceOp::kSum, inputs, count);
+      std::vector<std::unique_ptr<Bytes>> sends, results;
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        sends.push_back(std::make_unique<Bytes>(inputs[rank]));
+        results.push_back(in_place ? nullptr : std::make_unique<Bytes>(inputs[rank].size()));
+      }
+      HostTransport transport(num_ranks);
+      std::vector<absl::Status> statuses(num_ranks);
+      std::vector<int> correct(num_ranks);  // not vector<bool>: ranks write their own element
+      std::vector<std::thread> threads;
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        threads.emplace_back([&, rank] {
+          Bytes* result = in_place ? sends[rank].get() : results[rank].get();
+          statuses[rank] = ExecutePlanOnHost(plan, rank,
+                                             {.send = sends[rank]->data(),
+                                              .recv = result->data(),
+                                              .count = count,
+                                              .type = DataType::kInt32},
+                                             transport);
+          correct[rank] = *result == expected;
+          std::fill(sends[rank]->begin(), sends[rank]->end(), std::byte{0xee});
+          std::fill(result->begin(), result->end(), std::byte{0xee});
+          sends[rank].reset();
+          if (!in_place) results[rank].reset();
+        });
+      }
+      for (std::thread& thread : threads) thread.join();
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        EXPECT_TRUE(statuses[rank].ok()) << statuses[rank];
+        EXPECT_TRUE(correct[rank]) << AlgorithmName(algorithm) << (in_place ? " in" : " out of")
+                                   << " place, rank " << rank;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stragglar

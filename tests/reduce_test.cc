@@ -400,6 +400,26 @@ TEST_P(ReduceIntoTest, CountZeroTouchesNothing) {
   EXPECT_EQ(accumulator, std::vector<uint8_t>(16, 0xab));
 }
 
+// Reduce(out, first, second) is ReduceInto on a copy of `first`, bit for bit (any bit pattern,
+// NaNs included), for counts around the vector block sizes, and leaves its inputs alone.
+TEST_P(ReduceIntoTest, ThreeOperandFormMatchesInPlaceForm) {
+  const auto [type, op] = GetParam();
+  const int element_size = DataTypeSize(type);
+  std::mt19937_64 random(static_cast<uint64_t>(type) * 16 + static_cast<uint64_t>(op));
+  for (int64_t count : {1, 7, 31, 32, 33, 64, 1000, 4099}) {
+    std::vector<uint8_t> first(count * element_size), second(count * element_size);
+    for (uint8_t& byte : first) byte = static_cast<uint8_t>(random());
+    for (uint8_t& byte : second) byte = static_cast<uint8_t>(random());
+    const std::vector<uint8_t> first_before = first, second_before = second;
+    std::vector<uint8_t> out(count * element_size, 0xcd), in_place = first;
+    Reduce(type, op, out.data(), first.data(), second.data(), count);
+    ReduceInto(type, op, in_place.data(), second.data(), count);
+    EXPECT_EQ(out, in_place) << "count " << count;
+    EXPECT_EQ(first, first_before);
+    EXPECT_EQ(second, second_before);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceIntoTest,
                          ::testing::Combine(::testing::ValuesIn(kAllDataTypes),
                                             ::testing::ValuesIn(kAllReduceOps)),
