@@ -107,7 +107,8 @@ double HostCommunicator::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
 }
 
-absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAllReduceArgs& args) {
+absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAllReduceArgs& args,
+                                                         CallTiming* timing) {
   if (rank < 0 || rank >= num_ranks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
@@ -122,7 +123,9 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
     return status;
   }
-  self.core.Record({.arrival_s = arrival, .duration_s = Now() - arrival});
+  const CallTiming recorded{.arrival_s = arrival, .duration_s = Now() - arrival};
+  self.core.Record(recorded);
+  if (timing != nullptr) *timing = recorded;
   if (self.core.ExchangeDue()) {
     if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return status;
   }

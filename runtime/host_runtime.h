@@ -29,8 +29,10 @@ class HostCommunicator {
   // Called by rank `rank`'s thread; every rank makes the same sequence of calls. Returns the
   // decision that was executed. Arrival is taken on entry, on a clock all ranks share. A failed
   // call aborts the shared transport (so no rank hangs) and, as with an NCCL communicator after an
-  // error, every later call fails too: create a new communicator to continue.
-  absl::StatusOr<CallDecision> AllReduce(int rank, const HostAllReduceArgs& args);
+  // error, every later call fails too: create a new communicator to continue. `timing`, when
+  // given, receives what the runtime recorded for this call (what a trace should show).
+  absl::StatusOr<CallDecision> AllReduce(int rank, const HostAllReduceArgs& args,
+                                         CallTiming* timing = nullptr);
 
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
   const RuntimeCore& core(int rank) const { return ranks_[rank]->core; }

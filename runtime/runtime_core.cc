@@ -73,6 +73,7 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
         "epoch exchange: expected ", 2 * calls * num_ranks_, " values (", calls, " calls x ",
         num_ranks_, " ranks), got ", all_payloads.size(), "; ranks disagree on the call count"));
   }
+  const std::optional<int> before = detector_.straggler();
   std::vector<CallTiming> per_rank(num_ranks_);
   for (size_t call = 0; call < calls; ++call) {
     for (int r = 0; r < num_ranks_; ++r) {
@@ -82,6 +83,13 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
     detector_.Observe(LagsFromTimings(per_rank, config_.lag_source));
   }
   for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);
+  if (detector_.straggler() != before) {
+    const int rank = detector_.straggler().value_or(before.value_or(0));
+    detections_.push_back({.call = next_call_ - 1,
+                           .straggler = detector_.straggler(),
+                           .persistence = detector_.persistence(rank),
+                           .mean_lag_s = detector_.mean_lag(rank)});
+  }
   decisions_by_bytes_.clear();
   epoch_.clear();
   ++epochs_;

@@ -50,6 +50,14 @@ struct CallDecision {
   double default_predicted_s = 0;  // model: completion of the default algorithm
 };
 
+// A change of the detector's verdict, taken at an epoch exchange.
+struct DetectionEvent {
+  int64_t call = 0;              // the last call of the epoch whose data led to it
+  std::optional<int> straggler;  // the newly named rank; nullopt when it was cleared
+  double persistence = 0;        // of the named (or cleared) rank, at that moment
+  double mean_lag_s = 0;         // likewise
+};
+
 class RuntimeCore {
  public:
   // InvalidArgument for num_ranks < 2, rank outside [0, num_ranks), epoch_calls < 1, or no
@@ -81,6 +89,8 @@ class RuntimeCore {
   const RuntimeConfig& config() const { return config_; }
   const LinkModel& link() const { return link_; }
   const StragglerDetector& detector() const { return detector_; }
+  // Every change of the detector's verdict so far, in order.
+  const std::vector<DetectionEvent>& detections() const { return detections_; }
 
  private:
   RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkModel link);
@@ -96,6 +106,7 @@ class RuntimeCore {
   std::vector<CallTiming> epoch_;
   std::vector<double> predicted_arrival_s_;
   absl::flat_hash_map<int64_t, CallDecision> decisions_by_bytes_;  // reset every epoch
+  std::vector<DetectionEvent> detections_;
 };
 
 }  // namespace stragglar

@@ -233,6 +233,46 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
   for (int call = 0; call < 48; ++call) total += last_completion[call] - last_arrival[call];
   // The trace prints 9 decimals, so the recomputed mean agrees to about 1e-9 s.
   EXPECT_NEAR(total / 48, summary["adaptive"]["mean_s"].get<double>(), 1e-8);
+
+  // Replaying the trace through the same runtime core names the same straggler at the same call.
+  result = RunCli(
+      absl::StrCat("replay --trace ", (dir / "trace.csv").string(), " --epoch-calls 16 --json"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json replay = nlohmann::json::parse(result.out);
+  EXPECT_EQ(replay["ranks"], 4);
+  EXPECT_EQ(replay["calls"], 48);
+  const nlohmann::json& online = summary["stragglers"];
+  ASSERT_EQ(online.size(), 1u) << summary.dump(2);
+  ASSERT_EQ(replay["stragglers"].size(), 1u) << replay.dump(2);
+  EXPECT_EQ(online[0]["rank"], 2);
+  EXPECT_EQ(replay["stragglers"][0]["rank"], online[0]["rank"]);
+  EXPECT_EQ(replay["stragglers"][0]["detected_at_call"], online[0]["detected_at_call"]);
+  EXPECT_EQ(replay["stragglers"][0]["persistence"], online[0]["persistence"]);
+  EXPECT_NEAR(replay["stragglers"][0]["mean_lag_s"].get<double>(),
+              online[0]["mean_lag_s"].get<double>(), 1e-8);
+  // And the same algorithm mix as the online run.
+  EXPECT_EQ(replay["decisions"][std::to_string(256 * 1024)]["mix"]["stragglar"],
+            summary["algorithm_counts"]["stragglar"]);
+}
+
+TEST(CliTest, ReplayRejectsBadTracesWithTheLineNumber) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "replay";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path bad = dir / "bad.csv";
+  std::ofstream(bad) << "call,rank,arrival_s\n0,0,0.5\n0,1,0.6\nnot,a,row\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"replay", "--trace is required"},
+      {absl::StrCat("replay --trace ", bad.string()),
+       absl::StrCat(bad.string(), ":4: call must be a non-negative integer, got \"not\"")},
+      {absl::StrCat("replay --trace ", (dir / "missing.csv").string()), "cannot read the trace"},
+      {"replay --trace x.csv --bytes 1MiB", "--bytes does not apply to 'stragglar replay'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliResult result = RunCli(args);
+    EXPECT_NE(result.exit_code, 0) << args;
+    EXPECT_THAT(result.err, HasSubstr(message)) << args;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << args << result.err;
+  }
 }
 
 TEST(CliTest, RunWithoutAStragglerFlagsNobody) {

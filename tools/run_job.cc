@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/host_executor.h"
 #include "runtime/host_runtime.h"
+#include "runtime/replay.h"
 #include "runtime/units.h"
 
 namespace stragglar {
@@ -94,6 +95,7 @@ struct Phase {
   std::vector<double> latency_s;
   std::vector<double> span_s;  // last completion - first arrival: includes waiting for the last
   std::optional<int> detected;
+  std::vector<DetectionEvent> detections;
   int64_t first_stragglar_call = -1;
   double persistence = 0;
   bool correct = true;
@@ -214,10 +216,11 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
                              .count = count,
                              .type = options.type,
                              .op = ReduceOp::kSum};
-      const double arrival = comm.Now();
-      absl::StatusOr<CallDecision> decision = comm.AllReduce(rank, args);
-      phase.arrival_s[it][rank] = arrival;
-      phase.duration_s[it][rank] = comm.Now() - arrival;
+      // The timing the runtime itself recorded, so the trace shows exactly what the detector saw.
+      CallTiming timing;
+      absl::StatusOr<CallDecision> decision = comm.AllReduce(rank, args, &timing);
+      phase.arrival_s[it][rank] = timing.arrival_s;
+      phase.duration_s[it][rank] = timing.duration_s;
       if (!decision.ok()) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (first_error.ok()) {
@@ -294,6 +297,7 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
     phase.correct = !wrong[index];
     const RuntimeCore& core = comms[index]->core(0);
     phase.detected = core.detector().straggler();
+    phase.detections = core.detections();
     if (phase.detected.has_value()) {
       phase.persistence = core.detector().persistence(*phase.detected);
     }
@@ -425,6 +429,7 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
         {"adaptive_mean_s", Mean(adaptive.span_s, options.iterations)},
         {"speedup", span_speedup}}},
       {"first_stragglar_call", adaptive.first_stragglar_call},
+      {"stragglers", StragglersJson(adaptive.detections)},
       {"persistence", adaptive.persistence},
       {"delay_s", options.delay_s},
       {"seed", options.seed},

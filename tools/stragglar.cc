@@ -2,8 +2,10 @@
 // subcommands; each subcommand rejects the flags that do not apply to it, so a typo never passes
 // silently. Every error is one line on stderr and a non-zero exit.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -29,6 +31,7 @@
 #include "kernels/verifier.h"
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
+#include "runtime/replay.h"
 #include "runtime/units.h"
 #include "tools/run_job.h"
 
@@ -50,10 +53,13 @@ ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
 ABSL_FLAG(bool, verify, false, "rounds: also verify every synthesized plan symbolically");
 ABSL_FLAG(std::optional<int>, iterations, std::nullopt, "run: training steps per phase (256)");
 ABSL_FLAG(std::string, summary_json, "", "run: write the summary JSON to this file");
-ABSL_FLAG(std::string, trace, "", "run: write the arrival trace CSV to this file");
+ABSL_FLAG(std::string, trace, "",
+          "run: write the arrival trace CSV to this file; replay: the trace to read ('-': stdin)");
 ABSL_FLAG(std::string, dtype, "float32", "run: element type (float32, bfloat16, int32, ...)");
 ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
-ABSL_FLAG(int, epoch_calls, 32, "run: calls between epoch exchanges (policy updates)");
+ABSL_FLAG(int, epoch_calls, 32,
+          "run, replay: calls between epoch exchanges (policy updates); replay a trace with the "
+          "value of the run that wrote it");
 
 namespace stragglar {
 namespace {
@@ -69,6 +75,7 @@ usage:
   stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
                 [--dtype float32] [--seed 1] [--epoch-calls 32] [--summary-json FILE]
                 [--trace FILE]
+  stragglar replay --trace FILE|- [--epoch-calls 32] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
 
 Sizes accept B, KiB, MiB, GiB (and KB, MB, GB); times accept ns, us, ms, s.
 )";
@@ -171,6 +178,16 @@ struct SimRow {
   SimulationResult result;
 };
 
+// --alpha and --bandwidth (the bandwidth parser already refuses non-positive values).
+absl::StatusOr<LinkModel> LinkFromFlags() {
+  const double alpha_s = absl::GetFlag(FLAGS_alpha).value;
+  if (alpha_s < 0) {
+    return Usage(absl::StrCat("--alpha must not be negative, got ", FormatSeconds(alpha_s)));
+  }
+  return LinkModel{.alpha_s = alpha_s,
+                   .bandwidth_bytes_per_s = absl::GetFlag(FLAGS_bandwidth).bytes_per_s};
+}
+
 absl::Status RunSim() {
   absl::StatusOr<int> ranks = RequiredRanks();
   if (!ranks.ok()) return ranks.status();
@@ -183,12 +200,9 @@ absl::Status RunSim() {
   if (delay_s < 0) {
     return Usage(absl::StrCat("--delay must not be negative, got ", FormatSeconds(delay_s)));
   }
-  const double alpha_s = absl::GetFlag(FLAGS_alpha).value;
-  if (alpha_s < 0) {
-    return Usage(absl::StrCat("--alpha must not be negative, got ", FormatSeconds(alpha_s)));
-  }
-  const LinkModel link{.alpha_s = alpha_s,
-                       .bandwidth_bytes_per_s = absl::GetFlag(FLAGS_bandwidth).bytes_per_s};
+  absl::StatusOr<LinkModel> link_flags = LinkFromFlags();
+  if (!link_flags.ok()) return link_flags.status();
+  const LinkModel link = *link_flags;
   absl::StatusOr<std::vector<Algorithm>> algorithms =
       ParseAlgorithmList(absl::GetFlag(FLAGS_algorithms));
   if (!algorithms.ok()) return algorithms.status();
@@ -399,6 +413,82 @@ absl::Status RunRun() {
   return absl::OkStatus();
 }
 
+absl::Status RunReplay() {
+  const std::string path = absl::GetFlag(FLAGS_trace);
+  if (path.empty()) return Usage("--trace is required");
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot read the trace ", path, ": ", std::strerror(errno)));
+    }
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  absl::StatusOr<Trace> trace = ParseTrace(in, path == "-" ? "<stdin>" : path);
+  if (!trace.ok()) return trace.status();
+  absl::StatusOr<LinkModel> link = LinkFromFlags();
+  if (!link.ok()) return link.status();
+  ReplayOptions options{.link = *link};
+  options.config.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
+  if (options.config.epoch_calls < 1) {
+    return Usage(
+        absl::StrCat("--epoch-calls must be at least 1, got ", options.config.epoch_calls));
+  }
+  absl::StatusOr<nlohmann::json> report = ReplayTrace(*trace, options);
+  if (!report.ok()) return report.status();
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJson(*report);
+    return absl::OkStatus();
+  }
+  const nlohmann::json& r = *report;
+  std::cout << absl::StrFormat(
+      "trace %s: %d ranks, %d calls replayed (%d rows, %d duplicates ignored), epochs of %d "
+      "calls\n",
+      path, r["ranks"].get<int>(), r["calls"].get<int64_t>(), r["rows"].get<int64_t>(),
+      r["duplicate_rows"].get<int64_t>(), r["epoch_calls"].get<int>());
+  if (r["incomplete_calls_total"].get<int64_t>() > 0) {
+    std::cout << absl::StrFormat(
+        "%d calls where some rank never arrived (left out; a hang looks like this):\n",
+        r["incomplete_calls_total"].get<int64_t>());
+    for (const nlohmann::json& call : r["incomplete_calls"]) {
+      std::cout << absl::StrFormat(
+          "  call %d: missing ranks %s\n", call["call"].get<int64_t>(),
+          absl::StrJoin(call["missing_ranks"].get<std::vector<int>>(), ", "));
+    }
+  }
+  if (r["stragglers"].empty()) std::cout << "persistent stragglers: none\n";
+  for (const nlohmann::json& each : r["stragglers"]) {
+    std::cout << absl::StrFormat(
+        "persistent straggler: rank %d, named at call %d (persistence %.0f%%, mean lag %s)%s\n",
+        each["rank"].get<int>(), each["detected_at_call"].get<int64_t>(),
+        100 * each["persistence"].get<double>(), FormatSeconds(each["mean_lag_s"].get<double>()),
+        each.contains("cleared_at_call")
+            ? absl::StrCat(", cleared at call ", each["cleared_at_call"].get<int64_t>())
+            : "");
+  }
+  std::cout << absl::StrFormat(
+      "\npredicted with alpha %s, bandwidth %s (--alpha, --bandwidth):\n%-10s %-14s %6s %12s "
+      "%12s %12s %12s %12s\n",
+      FormatSeconds(link->alpha_s), FormatBandwidth(link->bandwidth_bytes_per_s), "size",
+      "decision", "calls", "policy", "always ring", "saved", "always h-d", "saved");
+  for (const auto& [bytes, entry] : r["decisions"].items()) {
+    std::string decision(entry["algorithm"].get<std::string>());
+    if (!entry["straggler"].is_null()) {
+      absl::StrAppend(&decision, " (", entry["straggler"].get<int>(), ")");
+    }
+    const nlohmann::json& predicted = entry["predicted_s"];
+    std::cout << absl::StrFormat(
+        "%-10s %-14s %6d %12s %12s %12s %12s %12s\n", FormatBytes(std::stoll(bytes)), decision,
+        entry["calls"].get<int64_t>(), FormatSeconds(predicted["policy"].get<double>()),
+        FormatSeconds(predicted["ring"].get<double>()),
+        FormatSeconds(entry["saved_vs_ring_s"].get<double>()),
+        FormatSeconds(predicted["halving_doubling"].get<double>()),
+        FormatSeconds(entry["saved_vs_halving_doubling_s"].get<double>()));
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
       {"plan", {"algorithm", "ranks", "straggler", "json"}, RunPlan},
@@ -411,6 +501,7 @@ const std::vector<Command>& Commands() {
        {"ranks", "straggler", "delay", "bytes", "iterations", "summary_json", "trace", "dtype",
         "seed", "epoch_calls"},
        RunRun},
+      {"replay", {"trace", "json", "epoch_calls", "alpha", "bandwidth"}, RunReplay},
   };
   return commands;
 }

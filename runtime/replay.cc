@@ -1,0 +1,322 @@
+#include "runtime/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <istream>
+#include <map>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace stragglar {
+namespace {
+
+// Rank indices above this are typos, not machines; refusing them bounds the memory a bad line
+// can ask for.
+constexpr int kMaxRanks = 1 << 16;
+// Incomplete calls listed one by one in the report; the rest are counted.
+constexpr size_t kMaxListedIncompleteCalls = 100;
+
+struct Columns {
+  int call = -1, rank = -1, arrival = -1, duration = -1, bytes = -1;
+  size_t required_fields = 0;  // 1 + the largest index among the columns used
+};
+
+absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view source) {
+  Columns columns;
+  int index = 0;
+  for (absl::string_view name : absl::StrSplit(line, ',')) {
+    name = absl::StripAsciiWhitespace(name);
+    int* slot = name == "call"         ? &columns.call
+                : name == "rank"       ? &columns.rank
+                : name == "arrival_s"  ? &columns.arrival
+                : name == "duration_s" ? &columns.duration
+                : name == "bytes"      ? &columns.bytes
+                                       : nullptr;
+    if (slot != nullptr) {
+      if (*slot >= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ":1: column \"", name, "\" appears twice in the header"));
+      }
+      *slot = index;
+      columns.required_fields = std::max(columns.required_fields, static_cast<size_t>(index) + 1);
+    }
+    ++index;
+  }
+  std::vector<absl::string_view> missing;
+  if (columns.call < 0) missing.push_back("call");
+  if (columns.rank < 0) missing.push_back("rank");
+  if (columns.arrival < 0) missing.push_back("arrival_s");
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":1: the header must name the columns call, rank and arrival_s; missing ",
+        absl::StrJoin(missing, ", "), " in \"", line, "\""));
+  }
+  return columns;
+}
+
+struct ParsedRow {
+  int64_t call = 0;
+  int rank = 0;
+  CallTiming timing;
+  std::optional<int64_t> bytes;
+};
+
+absl::StatusOr<ParsedRow> ParseRow(const std::vector<absl::string_view>& fields,
+                                   const Columns& columns, absl::string_view where) {
+  if (fields.size() < columns.required_fields) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": expected at least ", columns.required_fields, " fields, got ", fields.size()));
+  }
+  auto field = [&](int index) { return absl::StripAsciiWhitespace(fields[index]); };
+  ParsedRow row;
+  if (!absl::SimpleAtoi(field(columns.call), &row.call) || row.call < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": call must be a non-negative integer, got \"", field(columns.call), "\""));
+  }
+  if (!absl::SimpleAtoi(field(columns.rank), &row.rank) || row.rank < 0 || row.rank >= kMaxRanks) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": rank must be an integer in [0, ",
+                                                   kMaxRanks, "), got \"", field(columns.rank),
+                                                   "\""));
+  }
+  if (!absl::SimpleAtod(field(columns.arrival), &row.timing.arrival_s) ||
+      !std::isfinite(row.timing.arrival_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": arrival_s must be a finite number, got \"", field(columns.arrival), "\""));
+  }
+  if (columns.duration >= 0 && !field(columns.duration).empty() &&
+      (!absl::SimpleAtod(field(columns.duration), &row.timing.duration_s) ||
+       !std::isfinite(row.timing.duration_s) || row.timing.duration_s < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": duration_s must be a non-negative number, got \"",
+                     field(columns.duration), "\""));
+  }
+  if (columns.bytes >= 0 && !field(columns.bytes).empty()) {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(field(columns.bytes), &bytes) || bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": bytes must be a non-negative integer, got \"", field(columns.bytes), "\""));
+    }
+    row.bytes = bytes;
+  }
+  return row;
+}
+
+}  // namespace
+
+nlohmann::json StragglersJson(absl::Span<const DetectionEvent> detections) {
+  nlohmann::json stragglers = nlohmann::json::array();
+  for (const DetectionEvent& event : detections) {
+    if (event.straggler.has_value()) {
+      stragglers.push_back({{"rank", *event.straggler},
+                            {"detected_at_call", event.call},
+                            {"persistence", event.persistence},
+                            {"mean_lag_s", event.mean_lag_s}});
+    } else if (!stragglers.empty()) {
+      stragglers.back()["cleared_at_call"] = event.call;
+    }
+  }
+  return stragglers;
+}
+
+absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
+  std::string line;
+  int64_t line_number = 0;
+  std::optional<Columns> columns;
+  Trace trace;
+  // Where each call's entry lives, and the line each (call, rank) and each call's size came from.
+  absl::flat_hash_map<int64_t, size_t> call_index;
+  absl::flat_hash_map<std::pair<int64_t, int>, int64_t> row_line;
+  std::vector<int64_t> bytes_line;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty()) continue;
+    if (!columns.has_value()) {
+      absl::StatusOr<Columns> header = ParseHeader(text, source);
+      if (!header.ok()) return header.status();
+      columns = *header;
+      continue;
+    }
+    const std::string where = absl::StrCat(source, ":", line_number);
+    absl::StatusOr<ParsedRow> row = ParseRow(absl::StrSplit(text, ','), *columns, where);
+    if (!row.ok()) return row.status();
+    ++trace.rows;
+    auto [it, inserted] = call_index.try_emplace(row->call, trace.calls.size());
+    if (inserted) {
+      trace.calls.push_back({.call = row->call});
+      bytes_line.push_back(0);
+    }
+    Trace::Call& call = trace.calls[it->second];
+    if (static_cast<int>(call.rank.size()) <= row->rank) call.rank.resize(row->rank + 1);
+    std::optional<CallTiming>& slot = call.rank[row->rank];
+    if (slot.has_value()) {
+      const int64_t first_line = row_line[{row->call, row->rank}];
+      if (slot->arrival_s != row->timing.arrival_s || slot->duration_s != row->timing.duration_s) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": call ", row->call, " rank ", row->rank,
+                         " appears again with different values (first on line ", first_line, ")"));
+      }
+      ++trace.duplicate_rows;
+    } else {
+      slot = row->timing;
+      row_line[{row->call, row->rank}] = line_number;
+    }
+    if (row->bytes.has_value()) {
+      if (bytes_line[it->second] == 0) {
+        call.bytes = *row->bytes;
+        bytes_line[it->second] = line_number;
+      } else if (call.bytes != *row->bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": call ", row->call, " has ",
+                                                       *row->bytes, " bytes here but ", call.bytes,
+                                                       " on line ", bytes_line[it->second]));
+      }
+    }
+    trace.num_ranks = std::max(trace.num_ranks, row->rank + 1);
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read error"));
+  if (!columns.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": empty trace (no header line)"));
+  }
+  std::sort(trace.calls.begin(), trace.calls.end(),
+            [](const Trace::Call& a, const Trace::Call& b) { return a.call < b.call; });
+  for (Trace::Call& call : trace.calls) call.rank.resize(trace.num_ranks);
+  return trace;
+}
+
+absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptions& options) {
+  const int n = trace.num_ranks;
+  if (n < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trace has ", n, " rank(s); replay needs at least 2"));
+  }
+  RuntimeConfig config = options.config;
+  config.mode = RuntimeMode::kAdapt;
+  absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, /*rank=*/0, n, options.link);
+  if (!core.ok()) return core.status();
+
+  nlohmann::json incomplete = nlohmann::json::array();
+  int64_t incomplete_total = 0;
+  // Per message size: how often each algorithm was chosen and the modelled time of the policy's
+  // choice, of always-Ring and of always-Halving-Doubling on each call's real arrivals.
+  struct SizeTotals {
+    int64_t calls = 0;
+    std::map<std::string, int64_t> mix;
+    double policy_s = 0, ring_s = 0, halving_doubling_s = 0;
+  };
+  std::map<int64_t, SizeTotals> sizes;
+  std::vector<const Trace::Call*> epoch;  // the calls since the last exchange
+  std::vector<double> payloads;
+  int64_t replayed = 0;
+
+  for (const Trace::Call& call : trace.calls) {
+    std::vector<int> missing;
+    for (int rank = 0; rank < n; ++rank) {
+      if (!call.rank[rank].has_value()) missing.push_back(rank);
+    }
+    if (!missing.empty()) {
+      if (incomplete.size() < kMaxListedIncompleteCalls) {
+        incomplete.push_back({{"call", call.call}, {"missing_ranks", missing}});
+      }
+      ++incomplete_total;
+      continue;
+    }
+    ++replayed;
+    absl::StatusOr<CallDecision> decision = core->Decide(call.bytes);
+    if (!decision.ok()) return decision.status();
+    core->Record(*call.rank[0]);
+    epoch.push_back(&call);
+
+    std::vector<CallTiming> timing;
+    for (const std::optional<CallTiming>& each : call.rank) timing.push_back(*each);
+    const std::vector<double> arrival = LagsFromTimings(timing, LagSource::kArrivalClock);
+    auto price = [&](const CallDecision& what) -> absl::StatusOr<double> {
+      absl::StatusOr<const Plan*> plan = core->PlanFor(what);
+      if (!plan.ok()) return plan.status();
+      absl::StatusOr<SimulationResult> result =
+          SimulatePlan(**plan, static_cast<double>(call.bytes), options.link, arrival);
+      if (!result.ok()) return result.status();
+      return result->after_last_arrival_s;
+    };
+    absl::StatusOr<double> policy_s = price(*decision);
+    absl::StatusOr<double> ring_s = price({.algorithm = Algorithm::kRing});
+    absl::StatusOr<double> hd_s = price({.algorithm = Algorithm::kHalvingDoubling});
+    for (const auto* each : {&policy_s, &ring_s, &hd_s}) {
+      if (!each->ok()) return each->status();
+    }
+    SizeTotals& totals = sizes[call.bytes];
+    ++totals.calls;
+    ++totals.mix[std::string(AlgorithmName(decision->algorithm))];
+    totals.policy_s += *policy_s;
+    totals.ring_s += *ring_s;
+    totals.halving_doubling_s += *hd_s;
+
+    if (core->ExchangeDue()) {
+      // Exactly what the online backends hand to AbsorbEpoch: every rank's [arrival, duration]
+      // per call of the epoch, rank after rank.
+      payloads.clear();
+      for (int rank = 0; rank < n; ++rank) {
+        for (const Trace::Call* each : epoch) {
+          payloads.push_back(each->rank[rank]->arrival_s);
+          payloads.push_back(each->rank[rank]->duration_s);
+        }
+      }
+      if (absl::Status status = core->AbsorbEpoch(payloads); !status.ok()) return status;
+      epoch.clear();
+    }
+  }
+
+  nlohmann::json decisions = nlohmann::json::object();
+  double policy_total = 0, ring_total = 0, hd_total = 0;
+  for (const auto& [bytes, totals] : sizes) {
+    // What the policy decides for this size now that it has seen the whole trace.
+    absl::StatusOr<CallDecision> final_decision = core->Decide(bytes);
+    if (!final_decision.ok()) return final_decision.status();
+    nlohmann::json entry = {
+        {"algorithm", AlgorithmName(final_decision->algorithm)},
+        {"straggler", final_decision->straggler.has_value()
+                          ? nlohmann::json(*final_decision->straggler)
+                          : nlohmann::json(nullptr)},
+        {"calls", totals.calls},
+        {"mix", totals.mix},
+        {"predicted_s",
+         {{"policy", totals.policy_s},
+          {"ring", totals.ring_s},
+          {"halving_doubling", totals.halving_doubling_s}}},
+        {"saved_vs_ring_s", totals.ring_s - totals.policy_s},
+        {"saved_vs_halving_doubling_s", totals.halving_doubling_s - totals.policy_s},
+    };
+    decisions[std::to_string(bytes)] = entry;
+    policy_total += totals.policy_s;
+    ring_total += totals.ring_s;
+    hd_total += totals.halving_doubling_s;
+  }
+  return nlohmann::json{
+      {"ranks", n},
+      {"calls", replayed},
+      {"rows", trace.rows},
+      {"duplicate_rows", trace.duplicate_rows},
+      {"incomplete_calls", incomplete},
+      {"incomplete_calls_total", incomplete_total},
+      {"epoch_calls", config.epoch_calls},
+      {"stragglers", StragglersJson(core->detections())},
+      {"decisions", decisions},
+      {"predicted",
+       {{"link",
+         {{"alpha_s", options.link.alpha_s},
+          {"bandwidth_Bps", options.link.bandwidth_bytes_per_s}}},
+        {"policy_s", policy_total},
+        {"ring_s", ring_total},
+        {"halving_doubling_s", hd_total},
+        {"saved_vs_ring_s", ring_total - policy_total},
+        {"saved_vs_halving_doubling_s", hd_total - policy_total}}},
+  };
+}
+
+}  // namespace stragglar
