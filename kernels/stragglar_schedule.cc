@@ -13,13 +13,16 @@
 //
 // Other n <= 64 (except 63) use the same pipeline with a general timetable stored below (ages
 // up to K+3, found offline) and a per-round matching for the last K-1 rounds; see
-// BuildFromTimetable. Remaining n use a deadline-aware greedy (valid, but above L(n)): each round,
+// BuildFromTimetable. n = 63 has no known timetable; its schedule (L(63) = 67 rounds) is stored
+// as one receive row per rank, found offline by an integer-flow model (BuildFromReceiveRows,
+// tools/synth/). Remaining n use a deadline-aware greedy (valid, but above L(n)): each round,
 // chunks are served in order of least slack (rounds left minus the doublings they still need), each
 // from the senders with the fewest other useful chunks to the receivers with the least receive
 // slack.
 #include "kernels/stragglar_schedule.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <string_view>
 #include <utility>
@@ -489,6 +492,185 @@ bool BuildStored(int n, PostArrivalSchedule& rounds) {
   return false;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Stored receive rows. n = 63 (m = 2^K - 2) has no cyclic timetable that the search could find, so
+// its schedule is stored per rank: row r has one character per round t, the age of the chunk rank
+// r receives in round t ('1'..'9', 'a' = 10, ...; the chunk is t - age) or '.' for nothing (and for
+// its exchange round). The rows were found offline as an integer flow over per-rank states
+// (tools/synth/stragglar_flow_ilp.py, see docs/stragglar-synthesis.md). Senders are not stored:
+// each round pairs the receivers with holders of their chunks by bipartite matching, and every
+// move is re-checked, so corrupt rows can only make the lookup fail (then the greedy runs).
+struct StoredReceiveRows {
+  int num_ranks;
+  const char* const* rows;  // num_ranks - 1 rows of StragglarRoundLowerBound(num_ranks) characters.
+};
+constexpr const char* kReceiveRows63[] = {
+    // BEGIN STORED RECEIVE ROWS 63
+    "......5464646555555266646526661666626664636616666166661666616666555",
+    "......6464646555555552666526665461666616666266626662666166661666655",
+    ".....554255155535442554442551555155544415551555155515552554255.5555",
+    "......6664646555555552666546266626661666636626661666616666166665555",
+    "......6666546555555555546546266626663664636626662666166661666655555",
+    "......6666646555555555546546526662666166661666626662666266626665555",
+    ".....5.666665555555555555555555555546266654646465366366366366366465",
+    ".....46.66666555555555555555555546464636646536636636636626662666555",
+    ".....366.6666655555555546555536646463664646366366266626662666266655",
+    ".....2666.666665555555546552666546463664646366166663662666266655555",
+    ".....16666.66666555555546552666546166664646266636616666366266655555",
+    ".....366366.6666655555554655536646464626664636636626663663662666555",
+    ".....3662666.666665555554655536646464626664636636626662666366366555",
+    ".....36616666.66666555554655536646463664646366366366266616666266655",
+    ".....266616666.6666655546555526662666266646366366266626662666166665",
+    ".....4626662666.666665555555555555464636646546366366366366366366555",
+    ".....53662666366.66666555555555555546465465555465464646464636655465",
+    ".....461666616666.6666655555555546464636646536646366266626663665555",
+    ".....4636626662666.666665555555555536655166663663663664636636655465",
+    ".....46366166662666.66666555555555536636654646463663663663663665546",
+    ".....462666266616666.6666655555555526664654646462666366366366366546",
+    ".....5266636626662666.666665555555546465464653665464646463664655465",
+    ".....51666636626662666.66666555555546366266646465464636636636655465",
+    ".....463663661666616666.6666655555536655266646463664636636636655465",
+    ".....4636626661666616666.666665555536654654646463663663663663665546",
+    ".....53663662666266616666.66666555546465465555546464646464646464646",
+    ".....536626663661666616666.6666655546465465555546464646464646464646",
+    ".....5266636626661666616666.666665546465464646465464636646463665465",
+    ".....54636636636626663662666.66666554655465555546536646464646464646",
+    ".....536636626662666266616666.6666646465465555546464646464646464646",
+    ".....5464646366366266636616666.666664655555555555555554646464653665",
+    ".....54636636636636626662666366.66666465465555546555366464646464646",
+    ".....546464636636636636636616666.6666655555555555555555546464653665",
+    "....3.646464636636646366366366366.666665555555555555555555554652666",
+    ".....54646463662666366266636616666.66666555555555555546546464654646",
+    ".....546463663663663662666166662666.6666655555546555546464646464646",
+    ".....5463663663663663661666636616666.666665555546555464646464654646",
+    "....3.6463664646366366366366366366366.66666555555555555555554652666",
+    "....1.66636636636636636636636626662666.6666655555555555554646463665",
+    "...2..655555546464646465536646463665555.666665555555555555555536646",
+    "....2.6646464636636636626663662666266646.66666555555555555546463665",
+    "....4.54646546464636646366366463663663665.6666655555555555555546366",
+    "....4.555555546464646465464646463665554655.666665555555555555536646",
+    "....2.6646464646366366366266646266616666366.66666555555555554652666",
+    "....4.55555554646464646546464636646555465366.6666655555555555546366",
+    "....3.646464646463663662666366366366266636646.666665555555555546465",
+    "....4.5546464646464636636646366463662666516666.66666555555555546366",
+    "...3..55555555464646464654646464646555526664646.6666655555555526665",
+    "....4.555546464646464646366464646366554652666366.666665555555546366",
+    "....4.4646464646463664636636646366366366366462666.66666555555546366",
+    "....3.64646464646464646366366463663663663664616666.6666655555546366",
+    "....4.555465464646464636636646366366554652666266646.666665555546366",
+    "...2..6555555464646465465366464654655552666463664646.66666555526665",
+    "....4.55555554646464646546464646366555465526662666366.6666655536646",
+    "...1..665555546464646465464646463665554655266626663665.666665536646",
+    ".1....5555555555555555555465465465555555555464654646465.66666516666",
+    "...3..55555555554646464654646464646555536636646546464646.6666616666",
+    "...3..555555555546464646546464646465555366366465464646366.666662666",
+    "..1...6555555555555546465464654654655553663664654646464646.66666366",
+    "...3..55555555555546464654646546546555536636646546464646366.6666646",
+    "..2...555555555555554655546465465465555555546465464646464646.666665",
+    "..2...5555555555555555555464655465555555555464654646464646465.66666",
+    // END STORED RECEIVE ROWS 63
+};
+static_assert(std::size(kReceiveRows63) == 62, "one row per non-straggler rank");
+constexpr StoredReceiveRows kStoredReceiveRows[] = {{63, kReceiveRows63}};
+
+bool BuildFromReceiveRows(int n, const char* const* rows, PostArrivalSchedule& rounds) {
+  const int m = n - 1, sigma = n - 1, num_rounds = StragglarRoundLowerBound(n);
+  // copies[t]: (receiver, chunk) of every copy in round t.
+  std::vector<std::vector<std::pair<int, int>>> copies(num_rounds);
+  for (int r = 0; r < m; ++r) {
+    const std::string_view row(rows[r]);
+    if (row.size() != static_cast<size_t>(num_rounds)) return false;
+    for (int t = 0; t < num_rounds; ++t) {
+      const char ch = row[t];
+      if (ch == '.') continue;
+      const int age =
+          ch >= '1' && ch <= '9' ? ch - '0' : (ch >= 'a' && ch <= 'z' ? ch - 'a' + 10 : 0);
+      const int chunk = t - age;
+      if (age == 0 || chunk < 0 || chunk >= m || chunk == r || t == r) return false;
+      copies[t].push_back({r, chunk});
+    }
+  }
+  // holds[r][c]: rank r holds final chunk c at the start of the current round.
+  std::vector<std::vector<char>> holds(n, std::vector<char>(m, 0));
+  std::vector<int> senders, sender_of, receiver_of, useful;
+  std::vector<char> visited, wanted;
+  rounds.assign(num_rounds, {});
+  for (int t = 0; t < num_rounds; ++t) {
+    // Youngest chunks first: they have the fewest holders.
+    std::vector<std::pair<int, int>>& rx = copies[t];
+    std::sort(rx.begin(), rx.end(), [](const std::pair<int, int>& a, const std::pair<int, int>& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    senders.clear();
+    for (int s = 0; s < n; ++s) {
+      if (t >= m || (s != t && s != sigma)) senders.push_back(s);
+    }
+    // useful[j]: how many of this round's wanted chunks sender j holds.
+    wanted.assign(m, 0);
+    for (const auto& [receiver, chunk] : rx) wanted[chunk] = 1;
+    useful.assign(senders.size(), 0);
+    for (size_t j = 0; j < senders.size(); ++j) {
+      for (int c = 0; c < m; ++c) useful[j] += wanted[c] && holds[senders[j]][c];
+    }
+    sender_of.assign(rx.size(), -1);
+    receiver_of.assign(senders.size(), -1);
+    // Greedy start (the least useful free holder), then Kuhn's augmenting paths: every receiver
+    // needs a distinct sender holding its chunk.
+    for (size_t i = 0; i < rx.size(); ++i) {
+      int best = -1;
+      for (size_t j = 0; j < senders.size(); ++j) {
+        if (receiver_of[j] >= 0 || !holds[senders[j]][rx[i].second]) continue;
+        if (best < 0 || useful[j] < useful[best]) best = static_cast<int>(j);
+      }
+      if (best >= 0) {
+        receiver_of[best] = static_cast<int>(i);
+        sender_of[i] = best;
+      }
+    }
+    auto augment = [&](auto&& self, int i) -> bool {
+      for (size_t j = 0; j < senders.size(); ++j) {
+        if (visited[j] || !holds[senders[j]][rx[i].second]) continue;
+        visited[j] = 1;
+        if (receiver_of[j] < 0 || self(self, receiver_of[j])) {
+          receiver_of[j] = i;
+          sender_of[i] = static_cast<int>(j);
+          return true;
+        }
+      }
+      return false;
+    };
+    for (size_t i = 0; i < rx.size(); ++i) {
+      if (sender_of[i] >= 0) continue;
+      visited.assign(senders.size(), 0);
+      if (!augment(augment, static_cast<int>(i))) return false;
+    }
+    std::vector<ScheduleMove>& moves = rounds[t];
+    if (t < m) {
+      moves.push_back({t, sigma, t});
+      moves.push_back({sigma, t, t});
+    }
+    for (size_t i = 0; i < rx.size(); ++i) {
+      const auto [receiver, chunk] = rx[i];
+      if (holds[receiver][chunk]) return false;  // A chunk may arrive only once.
+      moves.push_back({senders[sender_of[i]], receiver, chunk});
+    }
+    for (const ScheduleMove& move : moves) holds[move.dst][move.chunk] = 1;
+  }
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < m; ++c) {
+      if (!holds[r][c]) return false;
+    }
+  }
+  return true;
+}
+
+bool BuildStoredReceiveRows(int n, PostArrivalSchedule& rounds) {
+  for (const StoredReceiveRows& stored : kStoredReceiveRows) {
+    if (stored.num_ranks == n) return BuildFromReceiveRows(n, stored.rows, rounds);
+  }
+  return false;
+}
+
 }  // namespace
 
 int StragglarRoundLowerBound(int num_ranks) { return num_ranks - 2 + CeilLog2(num_ranks); }
@@ -503,6 +685,7 @@ absl::StatusOr<PostArrivalSchedule> SynthesizeStragglarPostArrival(int num_ranks
     return rounds;
   }
   if (num_ranks >= 4 && BuildStored(num_ranks, rounds)) return rounds;
+  if (BuildStoredReceiveRows(num_ranks, rounds)) return rounds;
   return BuildGreedy(num_ranks);
 }
 
