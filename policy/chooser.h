@@ -3,8 +3,11 @@
 // choice on every rank. The first candidate is the default: another one is chosen only when it is
 // predicted to save more than `min_gain` times the default's time after the last arrival, because
 // a smaller predicted gain is within the model's error and switching for it can lose (seen on hosts
-// where Halving-Doubling's larger messages run slower than the alpha-beta model says). Among the
-// others, ties keep the earlier.
+// where Halving-Doubling's larger messages run slower than the alpha-beta model says). Once the
+// calibration has measured both the default and the candidate on this message size, the model's
+// error is known to be small and the bar drops to `calibrated_min_gain`. Among the others, ties
+// keep the earlier. StragglAR is tried around the named straggler and around the rank predicted
+// to arrive last (with several late ranks, the one that pays most wins).
 #pragma once
 
 #include <map>
@@ -14,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
+#include "policy/calibration.h"
 #include "policy/simulator.h"
 
 namespace stragglar {
@@ -21,18 +25,22 @@ namespace stragglar {
 struct Choice {
   Algorithm algorithm = Algorithm::kRing;
   std::optional<int> straggler;     // set when algorithm == kStragglar
-  double predicted_s = 0;           // completion from the first arrival
+  double predicted_s = 0;           // completion from the first arrival (calibrated)
   double baseline_predicted_s = 0;  // the first candidate's prediction (what choosing saves)
+  double predicted_after_last_arrival_s = 0;  // the model's raw time after the last arrival
 };
 
 class Chooser {
  public:
   // `candidates` in tie-break order, the default first; StragglAR is considered only when a
   // straggler is given.
-  Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain = 0.05);
+  Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain = 0.05,
+          double calibrated_min_gain = 0.01);
 
+  // `calibration` (optional) corrects each candidate's predicted time after the last arrival.
   absl::StatusOr<Choice> Choose(double bytes, absl::Span<const double> predicted_arrival_s,
-                                std::optional<int> straggler, const LinkModel& link);
+                                std::optional<int> straggler, const LinkModel& link,
+                                const Calibration* calibration = nullptr);
 
   const std::vector<Algorithm>& candidates() const { return candidates_; }
 
@@ -44,6 +52,7 @@ class Chooser {
   int num_ranks_;
   std::vector<Algorithm> candidates_;
   double min_gain_;
+  double calibrated_min_gain_;
   // (algorithm, straggler or -1) -> plan; plans are immutable once built.
   std::map<std::pair<Algorithm, int>, Plan> plans_;
 };

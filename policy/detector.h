@@ -1,14 +1,18 @@
 // Detector v1: names a *persistent* straggler from per-call arrival lags that every rank shares
 // (after the epoch exchange), so every rank reaches the same verdict at the same call.
 //
-// Per call, the last rank to arrive "lags" when its lag exceeds the median rank's lag by more than
-// max(min_lag_s, noise_multiplier * median lag). The median rank's lag measures how far punctual
-// ranks scatter, but on oversubscribed hosts that scatter can be as large as the straggler's delay
-// while the straggler is still last almost every time, so the multiplier is off by default: being
-// last, by a clear absolute margin, in most calls is the signal. Over a sliding window of calls, a
-// rank's persistence is the share of calls in which it lagged. A rank is declared at persistence >=
-// enter_ratio (with at least min_calls seen) and kept until it falls below exit_ratio: the gap is
-// the hysteresis that stops one-off stalls and noise from flipping decisions.
+// Per call, the last rank to arrive "lags" when its lag exceeds the other ranks' median by more
+// than max(min_lag_s, noise_multiplier * spread), where spread is a robust standard deviation of
+// the other ranks' lags in that call (1.4826 x their median absolute deviation). So the threshold
+// follows the noise: a lag of twice the noise is caught, a jitter of the punctual ranks is not.
+// Over a sliding window of calls, a rank's persistence is the share of calls in which it lagged.
+// Noise makes a random rank last each time (persistence about 1/n per rank), one-off stalls
+// count once: neither gets near the bar. A rank is declared at persistence >= enter_ratio (with
+// at least min_calls seen) and kept until it falls below exit_ratio, unless another rank lags
+// more often and clears the bar itself (the straggler moved). The gap between the ratios is the
+// hysteresis that stops one-off stalls and noise from flipping decisions. With a window of 64
+// calls and enter_ratio 0.5, a new straggler is named at most 32 calls + one epoch after it
+// appears: within 2 epochs of 32 calls.
 #pragma once
 
 #include <deque>
@@ -20,12 +24,12 @@
 namespace stragglar {
 
 struct DetectorConfig {
-  int window_calls = 128;
+  int window_calls = 64;
   int min_calls = 32;
-  double enter_ratio = 0.6;
-  double exit_ratio = 0.3;
-  double min_lag_s = 500e-6;
-  double noise_multiplier = 0.0;
+  double enter_ratio = 0.5;
+  double exit_ratio = 0.25;
+  double min_lag_s = 20e-6;  // below this a lag is timer noise whatever the spread
+  double noise_multiplier = 1.0;
 };
 
 class StragglerDetector {
@@ -34,6 +38,9 @@ class StragglerDetector {
 
   // One call's lags: lag_s[r] = arrival of rank r minus the earliest arrival (>= 0).
   void Observe(absl::Span<const double> lag_s);
+  // Starts with `rank` named (a restarted job's saved verdict): kept until a window of min_calls
+  // calls shows it below exit_ratio, like any verdict.
+  void Seed(int rank) { straggler_ = rank; }
 
   std::optional<int> straggler() const { return straggler_; }
   // Share of the window's calls in which `rank` lagged.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -11,6 +12,9 @@
 
 namespace stragglar {
 namespace {
+
+// The state file's machine id names the backend too: host threads and GPUs learn different costs.
+constexpr absl::string_view kHostBackend = "host-threads";
 
 // Seconds per ring round of `bytes`-byte messages with every rank sending and reducing at once,
 // moved the way the executor moves chunks (lent, then reduced by the receiver straight from the
@@ -93,8 +97,23 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
     if (!core.ok()) return core.status();
     ranks.push_back(std::make_unique<Rank>(*std::move(core)));
   }
-  return std::unique_ptr<HostCommunicator>(
+  if (!config.state_file.empty()) {
+    // Loaded once and given to every rank, so that all of them start from the same state.
+    absl::StatusOr<LearnedState> state =
+        LoadState(config.state_file, num_ranks, MachineId(kHostBackend));
+    if (state.ok()) {
+      for (std::unique_ptr<Rank>& rank : ranks) {
+        if (absl::Status status = rank->core.ImportState(*state); !status.ok()) return status;
+      }
+    } else {
+      std::fprintf(stderr, "stragglar: %s; starting fresh\n",
+                   std::string(state.status().message()).c_str());
+    }
+  }
+  auto comm = std::unique_ptr<HostCommunicator>(
       new HostCommunicator(std::make_unique<HostTransport>(num_ranks), std::move(ranks)));
+  comm->state_file_ = config.state_file;
+  return comm;
 }
 
 HostCommunicator::HostCommunicator(std::unique_ptr<HostTransport> transport,
@@ -102,6 +121,23 @@ HostCommunicator::HostCommunicator(std::unique_ptr<HostTransport> transport,
     : transport_(std::move(transport)),
       ranks_(std::move(ranks)),
       origin_(std::chrono::steady_clock::now()) {}
+
+HostCommunicator::~HostCommunicator() { SaveState(/*force=*/true); }
+
+void HostCommunicator::SaveState(bool force) {
+  if (state_file_.empty() || ranks_.empty()) return;
+  const absl::Time now = absl::Now();
+  if (!force && now - last_save_ < kStateSaveInterval) return;
+  last_save_ = now;
+  LearnedState state = ranks_[0]->core.ExportState();
+  state.machine = MachineId(kHostBackend);
+  if (absl::Status status = stragglar::SaveState(state_file_, state);
+      !status.ok() && !save_failed_) {
+    save_failed_ = true;
+    std::fprintf(stderr, "stragglar: %s; not saving the learned state\n",
+                 std::string(status.message()).c_str());
+  }
+}
 
 double HostCommunicator::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
@@ -156,7 +192,10 @@ absl::Status HostCommunicator::ExchangeEpoch(int rank) {
     }
     std::memcpy(all.data() + peer * mine.size(), message->data(), message->size());
   }
-  return core.AbsorbEpoch(all);
+  if (absl::Status status = core.AbsorbEpoch(all); !status.ok()) return status;
+  // Rank 0's thread owns the saving (its core, its clock), so no lock is needed.
+  if (rank == 0) SaveState(/*force=*/false);
+  return absl::OkStatus();
 }
 
 }  // namespace stragglar

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "kernels/host_executor.h"
 #include "kernels/plan.h"
 #include "runtime/runtime_core.h"
@@ -25,6 +26,9 @@ class HostCommunicator {
   static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(int num_ranks,
                                                                   const RuntimeConfig& config,
                                                                   const LinkModel& link);
+
+  // Saves the learned state (config.state_file) one last time.
+  ~HostCommunicator();
 
   // Called by rank `rank`'s thread; every rank makes the same sequence of calls. Returns the
   // decision that was executed. Arrival is taken on entry, on a clock all ranks share. A failed
@@ -48,10 +52,17 @@ class HostCommunicator {
   HostCommunicator(std::unique_ptr<HostTransport> transport,
                    std::vector<std::unique_ptr<Rank>> ranks);
   absl::Status ExchangeEpoch(int rank);
+  // Rank 0 writes the state file after an exchange, at most every kStateSaveInterval.
+  void SaveState(bool force);
+
+  static constexpr absl::Duration kStateSaveInterval = absl::Seconds(10);
 
   std::unique_ptr<HostTransport> transport_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::chrono::steady_clock::time_point origin_;
+  std::string state_file_;
+  absl::Time last_save_ = absl::InfinitePast();
+  bool save_failed_ = false;  // logged once
 };
 
 }  // namespace stragglar

@@ -24,7 +24,7 @@ constexpr int kMaxRanks = 1 << 16;
 constexpr size_t kMaxListedIncompleteCalls = 100;
 
 struct Columns {
-  int call = -1, rank = -1, arrival = -1, duration = -1, bytes = -1;
+  int call = -1, rank = -1, arrival = -1, duration = -1, bytes = -1, algorithm = -1;
   size_t required_fields = 0;  // 1 + the largest index among the columns used
 };
 
@@ -38,6 +38,7 @@ absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view so
                 : name == "arrival_s"  ? &columns.arrival
                 : name == "duration_s" ? &columns.duration
                 : name == "bytes"      ? &columns.bytes
+                : name == "algorithm"  ? &columns.algorithm
                                        : nullptr;
     if (slot != nullptr) {
       if (*slot >= 0) {
@@ -66,6 +67,7 @@ struct ParsedRow {
   int rank = 0;
   CallTiming timing;
   std::optional<int64_t> bytes;
+  std::string algorithm;  // empty: not given
 };
 
 absl::StatusOr<ParsedRow> ParseRow(const std::vector<absl::string_view>& fields,
@@ -105,6 +107,7 @@ absl::StatusOr<ParsedRow> ParseRow(const std::vector<absl::string_view>& fields,
     }
     row.bytes = bytes;
   }
+  if (columns.algorithm >= 0) row.algorithm = std::string(field(columns.algorithm));
   return row;
 }
 
@@ -134,6 +137,7 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
   absl::flat_hash_map<int64_t, size_t> call_index;
   absl::flat_hash_map<std::pair<int64_t, int>, int64_t> row_line;
   std::vector<int64_t> bytes_line;
+  std::vector<std::pair<std::string, int64_t>> algorithm_line;  // per call: name, first line
   while (std::getline(in, line)) {
     ++line_number;
     const absl::string_view text = absl::StripAsciiWhitespace(line);
@@ -152,6 +156,7 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
     if (inserted) {
       trace.calls.push_back({.call = row->call});
       bytes_line.push_back(0);
+      algorithm_line.push_back({"", 0});
     }
     Trace::Call& call = trace.calls[it->second];
     if (static_cast<int>(call.rank.size()) <= row->rank) call.rank.resize(row->rank + 1);
@@ -178,6 +183,19 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
                                                        " on line ", bytes_line[it->second]));
       }
     }
+    if (!row->algorithm.empty()) {
+      auto& [name, first_line] = algorithm_line[it->second];
+      if (first_line == 0) {
+        name = row->algorithm;
+        first_line = line_number;
+        absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
+        if (algorithm.ok()) call.algorithm = *algorithm;
+      } else if (name != row->algorithm) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": call ", row->call, " ran ",
+                                                       row->algorithm, " here but ", name,
+                                                       " on line ", first_line));
+      }
+    }
     trace.num_ranks = std::max(trace.num_ranks, row->rank + 1);
   }
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read error"));
@@ -190,16 +208,51 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
   return trace;
 }
 
+absl::StatusOr<PolicyReplayer> PolicyReplayer::Create(RuntimeConfig config, int num_ranks,
+                                                      LinkModel link) {
+  config.mode = RuntimeMode::kAdapt;
+  absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, /*rank=*/0, num_ranks, link);
+  if (!core.ok()) return core.status();
+  return PolicyReplayer(*std::move(core));
+}
+
+absl::Status PolicyReplayer::Complete(absl::Span<const CallTiming> timing, bool ran_decision) {
+  if (static_cast<int>(timing.size()) != core_.num_ranks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replay: ", timing.size(), " timings for ", core_.num_ranks(), " ranks"));
+  }
+  core_.Record(timing[0], ran_decision);
+  epoch_.emplace_back(timing.begin(), timing.end());
+  if (!core_.ExchangeDue()) return absl::OkStatus();
+  // Exactly what the online backends hand to AbsorbEpoch: every rank's [arrival, duration] per
+  // call of the epoch, rank after rank.
+  std::vector<double> payloads;
+  payloads.reserve(2 * epoch_.size() * core_.num_ranks());
+  for (int rank = 0; rank < core_.num_ranks(); ++rank) {
+    for (const std::vector<CallTiming>& call : epoch_) {
+      payloads.push_back(call[rank].arrival_s);
+      payloads.push_back(call[rank].duration_s);
+    }
+  }
+  epoch_.clear();
+  return core_.AbsorbEpoch(payloads);
+}
+
+absl::StatusOr<SimulationResult> PolicyReplayer::Price(const CallDecision& decision, int64_t bytes,
+                                                       absl::Span<const double> arrival_s) {
+  absl::StatusOr<const Plan*> plan = core_.PlanFor(decision);
+  if (!plan.ok()) return plan.status();
+  return SimulatePlan(**plan, static_cast<double>(bytes), core_.link(), arrival_s);
+}
+
 absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptions& options) {
   const int n = trace.num_ranks;
   if (n < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("the trace has ", n, " rank(s); replay needs at least 2"));
   }
-  RuntimeConfig config = options.config;
-  config.mode = RuntimeMode::kAdapt;
-  absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, /*rank=*/0, n, options.link);
-  if (!core.ok()) return core.status();
+  absl::StatusOr<PolicyReplayer> replayer = PolicyReplayer::Create(options.config, n, options.link);
+  if (!replayer.ok()) return replayer.status();
 
   nlohmann::json incomplete = nlohmann::json::array();
   int64_t incomplete_total = 0;
@@ -207,13 +260,13 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
   // choice, of always-Ring and of always-Halving-Doubling on each call's real arrivals.
   struct SizeTotals {
     int64_t calls = 0;
+    int64_t explored = 0;  // calls that ran an exploration candidate (included in `mix`)
     std::map<std::string, int64_t> mix;
     double policy_s = 0, ring_s = 0, halving_doubling_s = 0;
   };
   std::map<int64_t, SizeTotals> sizes;
-  std::vector<const Trace::Call*> epoch;  // the calls since the last exchange
-  std::vector<double> payloads;
   int64_t replayed = 0;
+  std::vector<CallTiming> timing(n);
 
   for (const Trace::Call& call : trace.calls) {
     std::vector<int> missing;
@@ -228,49 +281,34 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       continue;
     }
     ++replayed;
-    absl::StatusOr<CallDecision> decision = core->Decide(call.bytes);
+    for (int rank = 0; rank < n; ++rank) timing[rank] = *call.rank[rank];
+    absl::StatusOr<CallDecision> decision = replayer->Decide(call.bytes);
     if (!decision.ok()) return decision.status();
-    core->Record(*call.rank[0]);
-    epoch.push_back(&call);
+    // The trace's durations measure what ran online; the calibration may credit them to this
+    // replay's choice only when that is what ran (not another policy's choice, or native NCCL).
+    const bool ran_decision = call.algorithm.has_value() && *call.algorithm == decision->algorithm;
+    if (absl::Status status = replayer->Complete(timing, ran_decision); !status.ok()) {
+      return status;
+    }
 
-    std::vector<CallTiming> timing;
-    for (const std::optional<CallTiming>& each : call.rank) timing.push_back(*each);
     const std::vector<double> arrival = LagsFromTimings(timing, LagSource::kArrivalClock);
-    auto price = [&](const CallDecision& what) -> absl::StatusOr<double> {
-      absl::StatusOr<const Plan*> plan = core->PlanFor(what);
-      if (!plan.ok()) return plan.status();
-      absl::StatusOr<SimulationResult> result =
-          SimulatePlan(**plan, static_cast<double>(call.bytes), options.link, arrival);
+    double seconds[3];
+    const CallDecision priced[3] = {
+        *decision, {.algorithm = Algorithm::kRing}, {.algorithm = Algorithm::kHalvingDoubling}};
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<SimulationResult> result = replayer->Price(priced[i], call.bytes, arrival);
       if (!result.ok()) return result.status();
-      return result->after_last_arrival_s;
-    };
-    absl::StatusOr<double> policy_s = price(*decision);
-    absl::StatusOr<double> ring_s = price({.algorithm = Algorithm::kRing});
-    absl::StatusOr<double> hd_s = price({.algorithm = Algorithm::kHalvingDoubling});
-    for (const auto* each : {&policy_s, &ring_s, &hd_s}) {
-      if (!each->ok()) return each->status();
+      seconds[i] = result->after_last_arrival_s;
     }
     SizeTotals& totals = sizes[call.bytes];
     ++totals.calls;
     ++totals.mix[std::string(AlgorithmName(decision->algorithm))];
-    totals.policy_s += *policy_s;
-    totals.ring_s += *ring_s;
-    totals.halving_doubling_s += *hd_s;
-
-    if (core->ExchangeDue()) {
-      // Exactly what the online backends hand to AbsorbEpoch: every rank's [arrival, duration]
-      // per call of the epoch, rank after rank.
-      payloads.clear();
-      for (int rank = 0; rank < n; ++rank) {
-        for (const Trace::Call* each : epoch) {
-          payloads.push_back(each->rank[rank]->arrival_s);
-          payloads.push_back(each->rank[rank]->duration_s);
-        }
-      }
-      if (absl::Status status = core->AbsorbEpoch(payloads); !status.ok()) return status;
-      epoch.clear();
-    }
+    if (decision->explored) ++totals.explored;
+    totals.policy_s += seconds[0];
+    totals.ring_s += seconds[1];
+    totals.halving_doubling_s += seconds[2];
   }
+  RuntimeCore* core = &replayer->core();
 
   nlohmann::json decisions = nlohmann::json::object();
   double policy_total = 0, ring_total = 0, hd_total = 0;
@@ -285,6 +323,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
                           : nlohmann::json(nullptr)},
         {"calls", totals.calls},
         {"mix", totals.mix},
+        {"explored", totals.explored},
         {"predicted_s",
          {{"policy", totals.policy_s},
           {"ring", totals.ring_s},
@@ -304,8 +343,9 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       {"duplicate_rows", trace.duplicate_rows},
       {"incomplete_calls", incomplete},
       {"incomplete_calls_total", incomplete_total},
-      {"epoch_calls", config.epoch_calls},
+      {"epoch_calls", options.config.epoch_calls},
       {"stragglers", StragglersJson(core->detections())},
+      {"calibration", core->calibration().ToJson()},
       {"decisions", decisions},
       {"predicted",
        {{"link",

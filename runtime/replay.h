@@ -22,7 +22,8 @@ namespace stragglar {
 struct Trace {
   struct Call {
     int64_t call = 0;
-    int64_t bytes = 0;                            // 0 when the trace has no bytes column
+    int64_t bytes = 0;                   // 0 when the trace has no bytes column
+    std::optional<Algorithm> algorithm;  // what ran, when the trace says so and it is one of ours
     std::vector<std::optional<CallTiming>> rank;  // [rank]; nullopt: the rank has no row
   };
   int num_ranks = 0;  // the largest rank index + 1
@@ -34,14 +35,42 @@ struct Trace {
 // Reads the CSV: a header line naming at least call, rank and arrival_s (optional duration_s,
 // bytes, algorithm; other columns are ignored), then one row per (call, rank) in any order.
 // Errors name the line: a malformed number, a missing field, a negative call or rank, the same
-// (call, rank) twice with different values, or two sizes for one call. `source` names the input
-// in messages.
+// (call, rank) twice with different values, or two sizes or algorithms for one call. An algorithm
+// name this library does not know (e.g. "nccl") is kept as "unknown". `source` names the input in
+// messages.
 absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source);
 
 // The contract's "stragglers" list from detection events: one entry per rank named, with
 // "cleared_at_call" when the verdict was later withdrawn. `stragglar run` reports its online
 // detections in the same form, so the two can be compared.
 nlohmann::json StragglersJson(absl::Span<const DetectionEvent> detections);
+
+// Drives a RuntimeCore from every rank's timings of each call (a trace, or a generated scenario)
+// exactly as the online backends do: Decide before the call, Record after it, and the epoch
+// exchange (every rank's payload, rank after rank) when it is due.
+class PolicyReplayer {
+ public:
+  // config.mode is forced to kAdapt: a replay asks what the policy would do.
+  static absl::StatusOr<PolicyReplayer> Create(RuntimeConfig config, int num_ranks, LinkModel link);
+
+  // One call of `bytes`: the decision the policy takes for it (from earlier epochs only). Each
+  // Decide is followed by Complete with that call's timings (indexed by rank).
+  absl::StatusOr<CallDecision> Decide(int64_t bytes) { return core_.Decide(bytes); }
+  // `ran_decision`: whether the timings are of the decision's plan (see RuntimeCore::Record).
+  absl::Status Complete(absl::Span<const CallTiming> timing, bool ran_decision = true);
+  // Prices `decision`'s plan on `arrival_s` (per rank) with the replay's link.
+  absl::StatusOr<SimulationResult> Price(const CallDecision& decision, int64_t bytes,
+                                         absl::Span<const double> arrival_s);
+
+  RuntimeCore& core() { return core_; }
+  const RuntimeCore& core() const { return core_; }
+
+ private:
+  explicit PolicyReplayer(RuntimeCore core) : core_(std::move(core)) {}
+
+  RuntimeCore core_;
+  std::vector<std::vector<CallTiming>> epoch_;  // [call of the epoch][rank]
+};
 
 struct ReplayOptions {
   RuntimeConfig config;  // mode is forced to kAdapt: replay asks what the policy would do

@@ -1,5 +1,8 @@
 #include "runtime/runtime_core.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -27,43 +30,129 @@ RuntimeCore::RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkMode
       num_ranks_(num_ranks),
       link_(link),
       detector_(num_ranks, config_.detector),
-      chooser_(num_ranks, config_.candidates, config_.min_predicted_gain),
+      chooser_(num_ranks, config_.candidates, config_.min_predicted_gain,
+               config_.calibrated_min_predicted_gain),
       predicted_arrival_s_(num_ranks, 0.0) {
   epoch_.reserve(config_.epoch_calls);
 }
 
 absl::StatusOr<CallDecision> RuntimeCore::Decide(int64_t bytes) {
-  CallDecision decision{.call = next_call_++, .algorithm = config_.default_algorithm};
-  // Until the first exchange nothing is known, so there is nothing to adapt to.
-  if (config_.mode != RuntimeMode::kAdapt || bytes < config_.min_bytes || epochs_ == 0) {
-    return decision;
-  }
-  if (auto it = decisions_by_bytes_.find(bytes); it != decisions_by_bytes_.end()) {
-    CallDecision cached = it->second;
-    cached.call = decision.call;
-    return cached;
-  }
-  absl::StatusOr<Choice> choice = chooser_.Choose(static_cast<double>(bytes), predicted_arrival_s_,
-                                                  detector_.straggler(), link_);
-  if (!choice.ok()) return choice.status();
-  decision.algorithm = choice->algorithm;
-  decision.straggler = choice->straggler;
-  decision.predicted_s = choice->predicted_s;
-  decision.default_predicted_s = choice->baseline_predicted_s;
-  decisions_by_bytes_[bytes] = decision;
+  absl::StatusOr<CallDecision> decision = Choose(bytes);
+  if (decision.ok()) pending_ = {*decision, bytes};
   return decision;
 }
 
-void RuntimeCore::Record(const CallTiming& timing) { epoch_.push_back(timing); }
+absl::StatusOr<CallDecision> RuntimeCore::Choose(int64_t bytes) {
+  CallDecision decision{.call = next_call_++, .algorithm = config_.default_algorithm};
+  // Until the first exchange nothing is known, so there is nothing to adapt to.
+  if (config_.mode != RuntimeMode::kAdapt || bytes < config_.min_bytes ||
+      (epochs_ == 0 && !warm_)) {
+    return decision;
+  }
+  auto it = decisions_by_bytes_.find(bytes);
+  if (it == decisions_by_bytes_.end()) {
+    absl::StatusOr<Choice> choice =
+        chooser_.Choose(static_cast<double>(bytes), predicted_arrival_s_, detector_.straggler(),
+                        link_, &calibration_);
+    if (!choice.ok()) return choice.status();
+    CallDecision chosen = decision;
+    chosen.algorithm = choice->algorithm;
+    chosen.straggler = choice->straggler;
+    chosen.predicted_s = choice->predicted_s;
+    chosen.default_predicted_s = choice->baseline_predicted_s;
+    it = decisions_by_bytes_.emplace(bytes, chosen).first;
+  }
+  CallDecision chosen = it->second;
+  chosen.call = decision.call;
+  if (config_.explore_every > 0 &&
+      decision.call % config_.explore_every == config_.explore_every / 2) {
+    return Explore(chosen, bytes);
+  }
+  return chosen;
+}
+
+// The candidate other than `chosen` with the fewest calibration samples on this size (the first in
+// candidate order on ties); StragglAR around the named straggler, or else the rank predicted last.
+CallDecision RuntimeCore::Explore(const CallDecision& chosen, int64_t bytes) const {
+  CallDecision explored = chosen;
+  int fewest = std::numeric_limits<int>::max();
+  for (Algorithm algorithm : config_.candidates) {
+    if (algorithm == chosen.algorithm) continue;
+    const int samples = calibration_.Samples(algorithm, bytes);
+    if (samples >= fewest) continue;
+    fewest = samples;
+    explored.algorithm = algorithm;
+    explored.straggler = std::nullopt;
+    if (algorithm == Algorithm::kStragglar) {
+      explored.straggler = detector_.straggler().value_or(static_cast<int>(
+          std::max_element(predicted_arrival_s_.begin(), predicted_arrival_s_.end()) -
+          predicted_arrival_s_.begin()));
+    }
+    explored.explored = true;
+  }
+  return explored;
+}
+
+LearnedState RuntimeCore::ExportState() const {
+  return {.num_ranks = num_ranks_,
+          .calibration = calibration_,
+          .predicted_lag_s = predicted_arrival_s_,
+          .straggler = detector_.straggler()};
+}
+
+absl::Status RuntimeCore::ImportState(const LearnedState& state) {
+  if (state.num_ranks != num_ranks_ ||
+      state.predicted_lag_s.size() != static_cast<size_t>(num_ranks_) ||
+      (state.straggler.has_value() && (*state.straggler < 0 || *state.straggler >= num_ranks_))) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state is for ", state.num_ranks,
+                                                   " ranks; this communicator has ", num_ranks_));
+  }
+  calibration_ = state.calibration;
+  predicted_arrival_s_ = state.predicted_lag_s;
+  if (state.straggler.has_value()) detector_.Seed(*state.straggler);
+  decisions_by_bytes_.clear();
+  warm_ = true;
+  return absl::OkStatus();
+}
+
+void RuntimeCore::Record(const CallTiming& timing, bool ran_decision) {
+  EpochCall call{.timing = timing};
+  if (pending_.has_value()) {
+    call.decision = pending_->first;
+    call.bytes = pending_->second;
+    call.measured = ran_decision;
+    pending_.reset();
+  }
+  epoch_.push_back(call);
+}
 
 std::vector<double> RuntimeCore::EpochPayload() const {
   std::vector<double> payload;
   payload.reserve(2 * epoch_.size());
-  for (const CallTiming& timing : epoch_) {
-    payload.push_back(timing.arrival_s);
-    payload.push_back(timing.duration_s);
+  for (const EpochCall& call : epoch_) {
+    payload.push_back(call.timing.arrival_s);
+    payload.push_back(call.timing.duration_s);
   }
   return payload;
+}
+
+// The measured time after the last arrival is the shortest duration: the last rank to arrive
+// waits least, and its duration is the collective's own time (no shared clock needed). The model
+// prices the same plan on the same call's lags.
+absl::Status RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
+                                    absl::Span<const double> lag_s) {
+  if (call.bytes <= 0 || !call.measured) return absl::OkStatus();
+  double measured_s = std::numeric_limits<double>::infinity();
+  for (const CallTiming& each : timing) measured_s = std::min(measured_s, each.duration_s);
+  if (!(measured_s > 0)) return absl::OkStatus();  // no durations (e.g. a trace without them)
+  absl::StatusOr<const Plan*> plan = PlanFor(call.decision);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<SimulationResult> predicted =
+      SimulatePlan(**plan, static_cast<double>(call.bytes), link_, lag_s);
+  if (!predicted.ok()) return predicted.status();
+  calibration_.Add(call.decision.algorithm, call.bytes, predicted->after_last_arrival_s,
+                   measured_s);
+  return absl::OkStatus();
 }
 
 absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
@@ -75,12 +164,24 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   }
   const std::optional<int> before = detector_.straggler();
   std::vector<CallTiming> per_rank(num_ranks_);
+  const size_t calibration_stride =
+      std::max<size_t>(1, calls / std::max(1, config_.calibration_calls_per_epoch));
   for (size_t call = 0; call < calls; ++call) {
     for (int r = 0; r < num_ranks_; ++r) {
       const size_t offset = (r * calls + call) * 2;
       per_rank[r] = {all_payloads[offset], all_payloads[offset + 1]};
     }
-    detector_.Observe(LagsFromTimings(per_rank, config_.lag_source));
+    const std::vector<double> lags = LagsFromTimings(per_rank, config_.lag_source);
+    detector_.Observe(lags);
+    // Exploration calls always count: they are what measures the other candidates.
+    const bool calibrate =
+        config_.calibration_calls_per_epoch > 0 &&
+        (epoch_[call].decision.explored || call % calibration_stride == calibration_stride / 2);
+    if (calibrate) {
+      if (absl::Status status = Calibrate(epoch_[call], per_rank, lags); !status.ok()) {
+        return status;
+      }
+    }
   }
   for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);
   if (detector_.straggler() != before) {

@@ -10,16 +10,19 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
+#include "policy/calibration.h"
 #include "policy/chooser.h"
 #include "policy/detector.h"
 #include "policy/simulator.h"
 #include "profiler/arrival.h"
+#include "runtime/state_file.h"
 
 namespace stragglar {
 
@@ -36,10 +39,22 @@ struct RuntimeConfig {
   Algorithm default_algorithm = Algorithm::kRing;
   std::vector<Algorithm> candidates = {Algorithm::kRing, Algorithm::kHalvingDoubling,
                                        Algorithm::kStragglar};
-  // Leave the default algorithm only when the model predicts at least this fraction faster.
+  // Leave the default algorithm only when the model predicts at least this fraction faster...
   double min_predicted_gain = 0.05;
+  // ...or this fraction, once the calibration has measured both on this message size.
+  double calibrated_min_predicted_gain = 0.01;
+  // Exploration: one call in this many (the same call index on every rank, from the second epoch
+  // on) runs the candidate the calibration has measured least on that size, so a mis-calibrated
+  // model corrects itself. 0: never.
+  int explore_every = 64;
+  // Calls per epoch whose measured time feeds the calibration (spread over the epoch), which
+  // bounds the simulations an exchange costs. 0: no calibration (the raw model decides).
+  int calibration_calls_per_epoch = 8;
   DetectorConfig detector;
   LagSource lag_source = LagSource::kArrivalClock;
+  // STRAGGLAR_STATE_FILE: where the backend keeps what the policy learned across restarts (see
+  // runtime/state_file.h); empty: nowhere.
+  std::string state_file;
 };
 
 struct CallDecision {
@@ -48,6 +63,7 @@ struct CallDecision {
   std::optional<int> straggler;    // StragglAR's straggler
   double predicted_s = 0;          // model: completion of the chosen plan (0 when not modelled)
   double default_predicted_s = 0;  // model: completion of the default algorithm
+  bool explored = false;           // an exploration call, not the policy's best guess
 };
 
 // A change of the detector's verdict, taken at an epoch exchange.
@@ -72,7 +88,9 @@ class RuntimeCore {
     return chooser_.PlanFor(decision.algorithm, decision.straggler);
   }
   // This rank's timing of the call Decide() last returned.
-  void Record(const CallTiming& timing);
+  // `ran_decision` false: the timing is not of the decision's plan (a replayed trace in which
+  // something else ran), so the calibration does not credit it to the decision's algorithm.
+  void Record(const CallTiming& timing, bool ran_decision = true);
 
   // True when the epoch is full: the backend must exchange payloads before the next Decide().
   bool ExchangeDue() const { return static_cast<int>(epoch_.size()) == config_.epoch_calls; }
@@ -91,9 +109,22 @@ class RuntimeCore {
   const StragglerDetector& detector() const { return detector_; }
   // Every change of the detector's verdict so far, in order.
   const std::vector<DetectionEvent>& detections() const { return detections_; }
+  const Calibration& calibration() const { return calibration_; }
+
+  // What this core has learned, for the state file (machine left empty for the caller).
+  LearnedState ExportState() const;
+  // Starts from a saved state (the same on every rank): calibration, predicted lags and the
+  // named straggler, and adapts from the first call. InvalidArgument, changing nothing, when the
+  // state is for another world size.
+  absl::Status ImportState(const LearnedState& state);
 
  private:
   RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkModel link);
+  struct EpochCall;
+  absl::StatusOr<CallDecision> Choose(int64_t bytes);
+  CallDecision Explore(const CallDecision& chosen, int64_t bytes) const;
+  absl::Status Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
+                         absl::Span<const double> lag_s);
 
   RuntimeConfig config_;
   int rank_;
@@ -103,7 +134,16 @@ class RuntimeCore {
   Chooser chooser_;
   int64_t next_call_ = 0;
   int64_t epochs_ = 0;
-  std::vector<CallTiming> epoch_;
+  bool warm_ = false;  // started from a saved state: adapt before the first exchange
+  struct EpochCall {
+    CallTiming timing;
+    CallDecision decision;
+    int64_t bytes = 0;
+    bool measured = true;  // the timing belongs to the decision's plan
+  };
+  std::vector<EpochCall> epoch_;
+  std::optional<std::pair<CallDecision, int64_t>> pending_;  // Decide() awaiting its Record()
+  Calibration calibration_;
   std::vector<double> predicted_arrival_s_;
   absl::flat_hash_map<int64_t, CallDecision> decisions_by_bytes_;  // reset every epoch
   std::vector<DetectionEvent> detections_;

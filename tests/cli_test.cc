@@ -320,5 +320,20 @@ TEST(CliTest, HelpPrintsUsageAndSucceeds) {
   EXPECT_THAT(result.out, HasSubstr("stragglar sim --ranks N --bytes SIZE"));
 }
 
+// The short form of the command that produces docs/policy.md's table: every target met.
+TEST(CliTest, ScenarioSuiteShortFormMeetsTheTargets) {
+  const CliResult result = RunCli("scenarios --calls 3000 --noise-calls 10000 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  const nlohmann::json report = nlohmann::json::parse(result.out);
+  EXPECT_EQ(report["targets_met"], true) << report["failures"];
+  EXPECT_EQ(report["scenarios"].size(), 13u);
+  EXPECT_LE(report["mean_regret"].get<double>(), 0.02);
+  // A blind policy would fail, and the command says so with a non-zero exit.
+  const CliResult blind = RunCli("scenarios --calls 500 --noise-calls 500 --epoch-calls 400");
+  EXPECT_NE(blind.exit_code, 0);
+  EXPECT_THAT(blind.out, HasSubstr("targets NOT met"));
+  EXPECT_THAT(blind.err, HasSubstr("the policy missed some of its targets"));
+}
+
 }  // namespace
 }  // namespace stragglar

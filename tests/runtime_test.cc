@@ -1,9 +1,16 @@
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/host_runtime.h"
 #include "runtime/runtime_core.h"
+#include "runtime/state_file.h"
 
 namespace stragglar {
 namespace {
@@ -44,7 +51,8 @@ absl::Status RunEpoch(std::vector<RuntimeCore>& cores, int64_t bytes, int late_r
       EXPECT_EQ(decision->algorithm, decisions->back().algorithm) << "call " << decision->call;
       EXPECT_EQ(decision->straggler, decisions->back().straggler);
       const double arrival = 1.0 * decision->call + (rank == late_rank ? delay_s : 1e-5 * rank);
-      cores[rank].Record({.arrival_s = arrival, .duration_s = 0.1});
+      // No durations: the calibration has nothing to measure and leaves the model as it is.
+      cores[rank].Record({.arrival_s = arrival, .duration_s = 0});
     }
   }
   std::vector<double> all;
@@ -67,12 +75,21 @@ TEST(RuntimeCoreTest, AdaptsAtEpochBoundariesIdenticallyOnEveryRank) {
   for (int epoch = 0; epoch < 3; ++epoch) {
     ASSERT_TRUE(RunEpoch(cores, 1 << 30, 5, 20e-3, &decisions).ok());
   }
-  // Epoch 0 knows nothing: ring. Afterwards rank 5 is declared and StragglAR chosen.
+  // Epoch 0 knows nothing: ring. Afterwards rank 5 is declared and StragglAR chosen, except for
+  // the exploration call (one in explore_every, at the same index on every rank), which runs the
+  // candidate the calibration has measured least (none has samples here, so the first other in
+  // candidate order: Ring).
   for (int call = 0; call < 32; ++call) EXPECT_EQ(decisions[call].algorithm, Algorithm::kRing);
   for (int call = 32; call < 96; ++call) {
+    EXPECT_EQ(decisions[call].call, call);
+    const bool explore = call % config.explore_every == config.explore_every / 2;
+    EXPECT_EQ(decisions[call].explored, explore) << call;
+    if (explore) {
+      EXPECT_EQ(decisions[call].algorithm, Algorithm::kRing) << call;
+      continue;
+    }
     EXPECT_EQ(decisions[call].algorithm, Algorithm::kStragglar) << call;
     EXPECT_EQ(decisions[call].straggler, 5);
-    EXPECT_EQ(decisions[call].call, call);
   }
   EXPECT_EQ(cores[3].detector().straggler(), 5);
   EXPECT_EQ(cores[0].epochs(), 3);
@@ -117,14 +134,18 @@ TEST(RuntimeCoreTest, MismatchedEpochSizesAreRejected) {
 // straggler moves from rank 1 to rank 3 halfway through.
 TEST(HostRuntimeTest, StragglerThatMovesCostsNoCorrectnessAndNoHang) {
   constexpr int kRanks = 4;
-  constexpr int kCalls = 96;
+  constexpr int kCalls = 128;
   constexpr int64_t kCount = 1000;
   RuntimeConfig config;
   config.epoch_calls = 16;
   config.detector.window_calls = 32;
   config.detector.min_calls = 16;
-  // A fast model so that StragglAR pays off for millisecond delays on tiny buffers.
+  // A model under which StragglAR pays off for millisecond delays on tiny buffers, and no
+  // calibration or exploration to overrule it with what these tiny calls really cost: the point
+  // is to run StragglAR plans while the straggler moves.
   const LinkModel link{.alpha_s = 1e-6, .bandwidth_bytes_per_s = 1e6};
+  config.calibration_calls_per_epoch = 0;
+  config.explore_every = 0;
   absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
       HostCommunicator::Create(kRanks, config, link);
   ASSERT_TRUE(comm.ok());
@@ -175,6 +196,145 @@ TEST(HostRuntimeTest, MeasuredLinkIsPlausible) {
   EXPECT_GT(link->bandwidth_bytes_per_s, 1e6);
   EXPECT_GE(link->shared_lanes, 1);
   EXPECT_FALSE(MeasureHostLink(1).ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state file (STRAGGLAR_STATE_FILE).
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) / name).string();
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+LearnedState SomeState() {
+  LearnedState state{.num_ranks = 4, .machine = "node1/host-threads"};
+  for (double ratio : {1.5, 1.6, 1.7, 1.8}) {
+    state.calibration.Add(Algorithm::kRing, 1 << 20, 1e-3, ratio * 1e-3);
+  }
+  state.predicted_lag_s = {0, 1e-5, 3e-3, 2e-5};
+  state.straggler = 2;
+  return state;
+}
+
+TEST(StateFileTest, RoundTrip) {
+  const std::string path = TempPath("state-roundtrip.json");
+  ASSERT_TRUE(SaveState(path, SomeState()).ok());
+  absl::StatusOr<LearnedState> loaded = LoadState(path, 4, "node1/host-threads");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->predicted_lag_s, SomeState().predicted_lag_s);
+  EXPECT_EQ(loaded->straggler, 2);
+  EXPECT_EQ(loaded->calibration.ToJson(), SomeState().calibration.ToJson());
+  EXPECT_DOUBLE_EQ(loaded->calibration.Factor(Algorithm::kRing, 1 << 20), 1.7);
+}
+
+// Missing, stale and corrupt files are refused with a reason and never crash.
+TEST(StateFileTest, MissingStaleAndCorruptFilesAreRefused) {
+  const std::string path = TempPath("state-bad.json");
+  ASSERT_TRUE(SaveState(path, SomeState()).ok());
+  EXPECT_EQ(LoadState(TempPath("no-such-state.json"), 4, "node1/host-threads").status().code(),
+            absl::StatusCode::kNotFound);
+  absl::Status status = LoadState(path, 8, "node1/host-threads").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("is for world size 4, this job has 8"));
+  status = LoadState(path, 4, "node2/host-threads").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("was learned on node1/host-threads, this is node2"));
+  const std::string good = [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const std::vector<std::pair<std::string, std::string>> corrupt = {
+      {"", "not valid JSON"},
+      {good.substr(0, good.size() / 2), "not valid JSON"},
+      {"\x01\xff garbage", "not valid JSON"},
+      {"[1, 2, 3]", "not a JSON object"},
+      {R"({"ranks": 4})", "no \"version\""},
+      {R"({"version": 1, "ranks": 4, "machine": "node1/host-threads",
+           "predicted_lag_s": [0, 0, 0], "calibration": {}})",
+       "\"predicted_lag_s\" must list 4 lags"},
+      {R"({"version": 1, "ranks": 4, "machine": "node1/host-threads", "straggler": 9,
+           "predicted_lag_s": [0, 0, 0, 0], "calibration": {}})",
+       "\"straggler\" is not a rank of this job"},
+      {R"({"version": 1, "ranks": 4, "machine": "node1/host-threads",
+           "predicted_lag_s": [0, 0, 0, 0], "calibration": {"ring": {"20": {"ratios": ["x"]}}}})",
+       "ratios must be positive"},
+  };
+  for (const auto& [text, message] : corrupt) {
+    WriteFile(path, text);
+    status = LoadState(path, 4, "node1/host-threads").status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << text;
+    EXPECT_THAT(status.message(), HasSubstr(message)) << text;
+  }
+  WriteFile(path, R"({"version": 7})");
+  EXPECT_THAT(LoadState(path, 4, "node1/host-threads").status().message(),
+              HasSubstr("format version 7"));
+}
+
+// Runs `calls` calls on 4 ranks with rank 2 late by 3 ms; returns rank 0's decisions.
+std::vector<CallDecision> RunLate(HostCommunicator& comm, int calls) {
+  std::vector<CallDecision> decisions(calls);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 4; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::vector<int32_t> send(64, rank), recv(64);
+      for (int call = 0; call < calls; ++call) {
+        if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        absl::StatusOr<CallDecision> decision = comm.AllReduce(
+            rank,
+            {.send = send.data(), .recv = recv.data(), .count = 64, .type = DataType::kInt32});
+        ASSERT_TRUE(decision.ok()) << decision.status();
+        EXPECT_EQ(recv[0], 0 + 1 + 2 + 3);
+        if (rank == 0) decisions[call] = *decision;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return decisions;
+}
+
+// A restarted job that finds the state file adapts from its first call; one with a corrupt file
+// logs one line and starts fresh (Ring until its first exchange).
+TEST(StateFileTest, RestartedJobStartsTuned) {
+  const std::string path = TempPath("state-restart.json");
+  std::remove(path.c_str());
+  RuntimeConfig config;
+  config.epoch_calls = 16;
+  config.detector.window_calls = 32;
+  config.detector.min_calls = 16;
+  config.calibration_calls_per_epoch = 0;
+  config.explore_every = 0;
+  config.state_file = path;
+  const LinkModel link{.alpha_s = 1e-6, .bandwidth_bytes_per_s = 1e6};
+  {
+    ::testing::internal::CaptureStderr();
+    absl::StatusOr<std::unique_ptr<HostCommunicator>> first =
+        HostCommunicator::Create(4, config, link);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(first.ok());
+    EXPECT_THAT(log, HasSubstr("cannot be read"));  // the first run has no file yet: one line
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    const std::vector<CallDecision> decisions = RunLate(**first, 48);
+    EXPECT_EQ(decisions[0].algorithm, Algorithm::kRing);
+    EXPECT_EQ(decisions[47].algorithm, Algorithm::kStragglar);
+  }  // saved on destruction
+  absl::StatusOr<std::unique_ptr<HostCommunicator>> second =
+      HostCommunicator::Create(4, config, link);
+  ASSERT_TRUE(second.ok());
+  std::vector<CallDecision> decisions = RunLate(**second, 4);
+  EXPECT_EQ(decisions[0].algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(decisions[0].straggler, 2);
+  second->reset();
+
+  WriteFile(path, "{ truncated");
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::unique_ptr<HostCommunicator>> third =
+      HostCommunicator::Create(4, config, link);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(third.ok());
+  EXPECT_THAT(log, HasSubstr("is corrupt: not valid JSON; starting fresh"));
+  decisions = RunLate(**third, 4);
+  EXPECT_EQ(decisions[0].algorithm, Algorithm::kRing);
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ struct Phase {
   std::vector<double> span_s;  // last completion - first arrival: includes waiting for the last
   std::optional<int> detected;
   std::vector<DetectionEvent> detections;
+  nlohmann::json calibration;
   int64_t first_stragglar_call = -1;
   double persistence = 0;
   bool correct = true;
@@ -186,6 +187,8 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
     RuntimeConfig config;
     config.mode = phase->mode;
     config.epoch_calls = options.epoch_calls;
+    // Only the adaptive runtime learns across runs; the baseline always starts cold.
+    if (phase->mode == RuntimeMode::kAdapt) config.state_file = options.state_file;
     absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
         HostCommunicator::Create(n, config, link);
     if (!comm.ok()) return comm.status();
@@ -298,6 +301,7 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
     const RuntimeCore& core = comms[index]->core(0);
     phase.detected = core.detector().straggler();
     phase.detections = core.detections();
+    phase.calibration = core.calibration().ToJson();
     if (phase.detected.has_value()) {
       phase.persistence = core.detector().persistence(*phase.detected);
     }
@@ -430,6 +434,8 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
         {"speedup", span_speedup}}},
       {"first_stragglar_call", adaptive.first_stragglar_call},
       {"stragglers", StragglersJson(adaptive.detections)},
+      // measured / modelled time after the last arrival, per algorithm and size bucket
+      {"calibration", adaptive.calibration},
       {"persistence", adaptive.persistence},
       {"delay_s", options.delay_s},
       {"seed", options.seed},

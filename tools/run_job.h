@@ -31,6 +31,9 @@ struct RunOptions {
   // Output files, opened before the run (a bad path fails at once); empty: none.
   std::string summary_json_path;
   std::string trace_path;
+  // Where the adaptive runtime keeps what it learned across runs (STRAGGLAR_STATE_FILE); empty:
+  // nowhere.
+  std::string state_file;
 };
 
 // Runs both phases, printing progress to `progress`; returns the summary JSON (the contract's

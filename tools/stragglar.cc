@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,7 @@
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
 #include "runtime/replay.h"
+#include "runtime/scenarios.h"
 #include "runtime/units.h"
 #include "tools/run_job.h"
 
@@ -52,6 +54,8 @@ ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
 ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
 ABSL_FLAG(bool, verify, false, "rounds: also verify every synthesized plan symbolically");
 ABSL_FLAG(std::optional<int>, iterations, std::nullopt, "run: training steps per phase (256)");
+ABSL_FLAG(int64_t, calls, 20000, "scenarios: calls per scenario");
+ABSL_FLAG(int64_t, noise_calls, 100000, "scenarios: calls of the noise-only scenarios");
 ABSL_FLAG(std::string, summary_json, "", "run: write the summary JSON to this file");
 ABSL_FLAG(std::string, trace, "",
           "run: write the arrival trace CSV to this file; replay: the trace to read ('-': stdin)");
@@ -76,6 +80,8 @@ usage:
                 [--dtype float32] [--seed 1] [--epoch-calls 32] [--summary-json FILE]
                 [--trace FILE]
   stragglar replay --trace FILE|- [--epoch-calls 32] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
+  stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
+                      [--ranks 8] [--bytes 256MiB] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
 
 Sizes accept B, KiB, MiB, GiB (and KB, MB, GB); times accept ns, us, ms, s.
 )";
@@ -405,6 +411,9 @@ absl::Status RunRun() {
   options.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
   options.summary_json_path = absl::GetFlag(FLAGS_summary_json);
   options.trace_path = absl::GetFlag(FLAGS_trace);
+  if (const char* state_file = std::getenv("STRAGGLAR_STATE_FILE"); state_file != nullptr) {
+    options.state_file = state_file;
+  }
   absl::StatusOr<nlohmann::json> summary = RunJob(options, std::cout);
   if (!summary.ok()) return summary.status();
   if (!(*summary)["correct"].get<bool>()) {
@@ -489,6 +498,89 @@ absl::Status RunReplay() {
   return absl::OkStatus();
 }
 
+absl::Status RunScenarios() {
+  SuiteConfig config;
+  config.calls = absl::GetFlag(FLAGS_calls);
+  config.noise_calls = absl::GetFlag(FLAGS_noise_calls);
+  config.seed = absl::GetFlag(FLAGS_seed);
+  config.runtime.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
+  if (config.calls < 1 || config.noise_calls < 1) {
+    return Usage("--calls and --noise-calls must be at least 1");
+  }
+  if (config.runtime.epoch_calls < 1) {
+    return Usage(
+        absl::StrCat("--epoch-calls must be at least 1, got ", config.runtime.epoch_calls));
+  }
+  if (std::optional<ByteSize> bytes = absl::GetFlag(FLAGS_bytes); bytes.has_value()) {
+    config.bytes = bytes->bytes;
+  }
+  if (std::optional<int> ranks = absl::GetFlag(FLAGS_ranks); ranks.has_value()) {
+    if (*ranks < 2 || *ranks > 64) {
+      return Usage(absl::StrCat("--ranks must be in [2, 64] for the suite, got ", *ranks));
+    }
+    config.num_ranks = *ranks;
+  }
+  absl::StatusOr<LinkModel> link = LinkFromFlags();
+  if (!link.ok()) return link.status();
+  config.link = *link;
+  const bool json = absl::GetFlag(FLAGS_json);
+  std::vector<ScenarioResult> results;
+  for (const Scenario& scenario : ScenarioSuite()) {
+    if (!json) std::cerr << "scenario " << scenario.name << "...\n";
+    absl::StatusOr<ScenarioResult> result = RunScenario(scenario, config);
+    if (!result.ok()) return result.status();
+    results.push_back(*std::move(result));
+  }
+  const nlohmann::json report = ScenarioResultsJson(results, config);
+  if (json) {
+    PrintJson(report);
+  } else {
+    std::cout << absl::StrFormat(
+        "%d ranks, %s per call, alpha %s, bandwidth %s, T_RS %s, noise sd %s, epochs of %d "
+        "calls, seed %d\n\n%-24s %7s %-22s %8s %8s %8s  %-14s %8s\n",
+        config.num_ranks, FormatBytes(config.bytes), FormatSeconds(config.link.alpha_s),
+        FormatBandwidth(config.link.bandwidth_bytes_per_s),
+        FormatSeconds(report["t_rs_s"].get<double>()), FormatSeconds(config.noise_s),
+        config.runtime.epoch_calls, config.seed, "scenario", "calls", "named (rank@call)",
+        "latency", "FP/100k", "regret", "best fixed", "vs fixed");
+    for (const nlohmann::json& each : report["scenarios"]) {
+      std::string named, latency;
+      for (const nlohmann::json& detection : each["detections"]) {
+        absl::StrAppend(&named, named.empty() ? "" : " ", detection["rank"].get<int>(), "@",
+                        detection["detected_at_call"].get<int64_t>());
+      }
+      int64_t worst = 0;
+      bool missed = false;
+      for (const nlohmann::json& value : each["detection_latency_calls"]) {
+        if (value.is_null()) {
+          missed = true;
+        } else {
+          worst = std::max(worst, value.get<int64_t>());
+        }
+      }
+      latency = missed                                    ? "missed"
+                : each["detection_latency_calls"].empty() ? "-"
+                                                          : absl::StrCat(worst);
+      if (named.size() > 22) named = named.substr(0, 19) + "...";
+      std::cout << absl::StrFormat(
+          "%-24s %7d %-22s %8s %8.1f %7.2f%%  %-14s %7.2f%%\n", each["name"].get<std::string>(),
+          each["calls"].get<int64_t>(), named.empty() ? "-" : named, latency,
+          each["false_positives_per_100k"].get<double>(), 100 * each["regret"].get<double>(),
+          each["best_fixed"].get<std::string>(), 100 * each["vs_best_fixed"].get<double>());
+    }
+    std::cout << absl::StrFormat("\nmean regret %.2f%%; targets %s\n",
+                                 100 * report["mean_regret"].get<double>(),
+                                 report["targets_met"].get<bool>() ? "met" : "NOT met:");
+    for (const nlohmann::json& failure : report["failures"]) {
+      std::cout << "  " << failure.get<std::string>() << "\n";
+    }
+  }
+  if (!report["targets_met"].get<bool>()) {
+    return absl::FailedPreconditionError("the policy missed some of its targets (listed above)");
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
       {"plan", {"algorithm", "ranks", "straggler", "json"}, RunPlan},
@@ -502,6 +594,10 @@ const std::vector<Command>& Commands() {
         "seed", "epoch_calls"},
        RunRun},
       {"replay", {"trace", "json", "epoch_calls", "alpha", "bandwidth"}, RunReplay},
+      {"scenarios",
+       {"calls", "noise_calls", "seed", "epoch_calls", "ranks", "bytes", "alpha", "bandwidth",
+        "json"},
+       RunScenarios},
   };
   return commands;
 }

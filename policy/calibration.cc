@@ -1,0 +1,115 @@
+#include "policy/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+namespace {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + middle, values.end());
+  return values[middle];
+}
+
+}  // namespace
+
+int Calibration::Bucket(int64_t bytes) {
+  int bucket = 0;
+  while (bytes > 1) {
+    bytes >>= 1;
+    ++bucket;
+  }
+  return bucket;
+}
+
+void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s) {
+  if (!(predicted_s > 0) || !(measured_s > 0) || !std::isfinite(predicted_s) ||
+      !std::isfinite(measured_s)) {
+    return;
+  }
+  std::deque<double>& ratios = ratios_[{algorithm, Bucket(bytes)}];
+  ratios.push_back(measured_s / predicted_s);
+  if (static_cast<int>(ratios.size()) > kSamplesKept) ratios.pop_front();
+}
+
+double Calibration::Factor(Algorithm algorithm, int64_t bytes) const {
+  const int bucket = Bucket(bytes);
+  auto it = ratios_.find({algorithm, bucket});
+  if (it != ratios_.end() && static_cast<int>(it->second.size()) >= kOwnSamples) {
+    return Median(std::vector<double>(it->second.begin(), it->second.end()));
+  }
+  // Too few of its own: the ratio pooled over every algorithm on this size. The model's error is
+  // mostly shared (the link is slower or faster than assumed), so an algorithm not measured yet
+  // is compared at the same scale as the measured ones rather than in the raw model's units.
+  std::vector<double> pooled;
+  for (const auto& [key, ratios] : ratios_) {
+    if (key.second == bucket) pooled.insert(pooled.end(), ratios.begin(), ratios.end());
+  }
+  return pooled.empty() ? 1 : Median(std::move(pooled));
+}
+
+int Calibration::Samples(Algorithm algorithm, int64_t bytes) const {
+  auto it = ratios_.find({algorithm, Bucket(bytes)});
+  return it == ratios_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+nlohmann::json Calibration::ToJson() const {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [key, ratios] : ratios_) {
+    const std::vector<double> values(ratios.begin(), ratios.end());
+    const double factor = Median(values);
+    std::vector<double> deviations;
+    for (double value : values) deviations.push_back(std::abs(value - factor));
+    json[std::string(AlgorithmName(key.first))][std::to_string(key.second)] = {
+        {"factor", factor},
+        {"error", factor > 0 ? Median(deviations) / factor : 0.0},
+        {"samples", values.size()},
+        {"ratios", values}};
+  }
+  return json;
+}
+
+absl::Status Calibration::FromJson(const nlohmann::json& json) {
+  if (!json.is_object()) return absl::InvalidArgumentError("calibration: expected an object");
+  std::map<std::pair<Algorithm, int>, std::deque<double>> parsed;
+  for (const auto& [name, buckets] : json.items()) {
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
+    if (!algorithm.ok()) return algorithm.status();
+    if (!buckets.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("calibration: ", name, ": expected an object"));
+    }
+    for (const auto& [bucket_text, entry] : buckets.items()) {
+      int bucket = 0;
+      if (!absl::SimpleAtoi(bucket_text, &bucket) || bucket < 0 || bucket > 62) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("calibration: ", name, ": bad size bucket \"", bucket_text, "\""));
+      }
+      if (!entry.is_object() || !entry.contains("ratios") || !entry["ratios"].is_array()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("calibration: ", name, "/", bucket, ": missing \"ratios\""));
+      }
+      std::deque<double>& ratios = parsed[{*algorithm, bucket}];
+      for (const nlohmann::json& ratio : entry["ratios"]) {
+        if (!ratio.is_number() || !(ratio.get<double>() > 0) ||
+            !std::isfinite(ratio.get<double>())) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("calibration: ", name, "/", bucket, ": ratios must be positive"));
+        }
+        ratios.push_back(ratio.get<double>());
+      }
+      while (static_cast<int>(ratios.size()) > kSamplesKept) ratios.pop_front();
+    }
+  }
+  ratios_ = std::move(parsed);
+  return absl::OkStatus();
+}
+
+}  // namespace stragglar

@@ -1,0 +1,38 @@
+// What a job learned, kept across restarts (STRAGGLAR_STATE_FILE): the cost model's calibration
+// per algorithm and size bucket, every rank's predicted lag, and the named straggler. A restarted
+// job that loads it adapts from its first call instead of after its first epoch. The file is small
+// JSON, written atomically (a temporary file renamed over the old one).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "policy/calibration.h"
+
+namespace stragglar {
+
+struct LearnedState {
+  int num_ranks = 0;
+  std::string machine;  // where it was learned (MachineId): elsewhere it does not apply
+  Calibration calibration;
+  std::vector<double> predicted_lag_s;  // per rank
+  std::optional<int> straggler;
+};
+
+// "<hostname>/<backend>", e.g. "node17/host-threads".
+std::string MachineId(absl::string_view backend);
+
+// Loads `path` for a job of `num_ranks` ranks on `machine`. NotFound when the file is missing,
+// FailedPrecondition when it is stale (another world size or machine, or another format
+// version), DataLoss when it is corrupt; the message says which and why. Never crashes.
+absl::StatusOr<LearnedState> LoadState(const std::string& path, int num_ranks,
+                                       absl::string_view machine);
+
+// Writes `state` to `path` atomically; the error names the path and the reason.
+absl::Status SaveState(const std::string& path, const LearnedState& state);
+
+}  // namespace stragglar
