@@ -7,18 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "policy/statistics.h"
 
 namespace stragglar {
-namespace {
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + middle, values.end());
-  return values[middle];
-}
-
-}  // namespace
 
 int Calibration::Bucket(int64_t bytes) {
   int bucket = 0;

@@ -4,17 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "policy/statistics.h"
+
 namespace stragglar {
-namespace {
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + middle, values.end());
-  return values[middle];
-}
-
-}  // namespace
 
 StragglerDetector::StragglerDetector(int num_ranks, DetectorConfig config)
     : num_ranks_(num_ranks), config_(config), lag_counts_(num_ranks, 0) {}

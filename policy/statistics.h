@@ -1,0 +1,17 @@
+// Small robust statistics shared by the detector and the calibration.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+namespace stragglar {
+
+// The median (the upper one for an even count), 0 for no values. Takes a copy to reorder.
+inline double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + middle, values.end());
+  return values[middle];
+}
+
+}  // namespace stragglar
