@@ -14,7 +14,8 @@ namespace stragglar {
 namespace {
 
 // Every message starts with this header so that a receiver can refuse data that does not match its
-// own call before touching its buffer. 16 bytes keeps the payload 16-byte aligned for ReduceInto.
+// own call before touching its buffer. (It travels as a copy; the payload stays in the sender's
+// buffers.)
 struct MessageHeader {
   int64_t count;
   int32_t round;
@@ -339,19 +340,21 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
   // The ticket of the last message lent to each peer; channels are FIFO, so once it is returned
   // every earlier one is too.
   std::vector<int64_t> last_loan(std::max(plan.num_ranks, 0), -1);
-  auto wait_for_loans = [&]() {
+  auto wait_for_loans = [&](absl::Duration timeout) {
     absl::Status result;
     for (int peer = 0; peer < static_cast<int>(last_loan.size()); ++peer) {
       if (last_loan[peer] < 0) continue;
-      result.Update(transport.WaitReturned(rank, peer, last_loan[peer], args.timeout));
+      result.Update(transport.WaitReturned(rank, peer, last_loan[peer], timeout));
     }
     return result;
   };
   // Any failure aborts the transport so that the peers waiting on this rank return too, and then
-  // waits until no peer is still reading this rank's buffers (the caller may free them).
+  // waits until no peer is still reading this rank's buffers (the caller may free them). After
+  // the abort that wait is bounded by the reads in progress (a reader never blocks while it
+  // holds a message), so it needs no timeout, and must not have one.
   auto fail = [&](absl::Status status) {
     transport.Abort(status);
-    (void)wait_for_loans();
+    (void)wait_for_loans(absl::InfiniteDuration());
     return status;
   };
   if (absl::Status status = ValidateArgs(plan, rank, args, transport); !status.ok()) {
@@ -480,7 +483,9 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
   }
   // Peers may read this rank's buffers until they return the last loans; only then may the result
   // change (kAvg) or the caller reuse the buffers.
-  if (absl::Status status = wait_for_loans(); !status.ok()) return fail(std::move(status));
+  if (absl::Status status = wait_for_loans(args.timeout); !status.ok()) {
+    return fail(std::move(status));
+  }
   for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {
     if (!written[chunk] && chunk_bytes(chunk) > 0) {
       std::memcpy(result + offsets[chunk], input + offsets[chunk], chunk_bytes(chunk));

@@ -56,7 +56,7 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 void ReduceInto(DataType type, ReduceOp op, void* accumulator, const void* incoming, int64_t count);
 // out[i] = first[i] (op) second[i], with the same rules: one pass instead of a copy and a
 // ReduceInto (the host executor's first reduction into an out-of-place result). `out` must not
-// overlap either input.
+// overlap either input; `first` == nullptr means in place (out = out (op) second, as ReduceInto).
 void Reduce(DataType type, ReduceOp op, void* out, const void* first, const void* second,
             int64_t count);
 

@@ -125,7 +125,8 @@ HostCommunicator::HostCommunicator(std::unique_ptr<HostTransport> transport,
 HostCommunicator::~HostCommunicator() { SaveState(/*force=*/true); }
 
 void HostCommunicator::SaveState(bool force) {
-  if (state_file_.empty() || ranks_.empty()) return;
+  // Nothing learned yet (no exchange, no imported state): keep whatever the file holds.
+  if (state_file_.empty() || ranks_.empty() || !ranks_[0]->core.HasLearned()) return;
   const absl::Time now = absl::Now();
   if (!force && now - last_save_ < kStateSaveInterval) return;
   last_save_ = now;
@@ -150,20 +151,26 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
         absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
   }
   Rank& self = *ranks_[rank];
+  // Every failure aborts the shared transport: the other ranks return instead of waiting for a
+  // rank that will not come, and later calls fail (the communicator is dead, as NCCL's would be).
+  auto fail = [this](absl::Status status) {
+    transport_->Abort(status);
+    return status;
+  };
   const double arrival = Now();
   const int64_t bytes = args.count * DataTypeSize(args.type);
   absl::StatusOr<CallDecision> decision = self.core.Decide(bytes);
-  if (!decision.ok()) return decision.status();
+  if (!decision.ok()) return fail(decision.status());
   absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision);
-  if (!plan.ok()) return plan.status();
+  if (!plan.ok()) return fail(plan.status());
   if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
-    return status;
+    return status;  // the executor has aborted the transport already
   }
   const CallTiming recorded{.arrival_s = arrival, .duration_s = Now() - arrival};
   self.core.Record(recorded);
   if (timing != nullptr) *timing = recorded;
   if (self.core.ExchangeDue()) {
-    if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return status;
+    if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return fail(status);
   }
   return decision;
 }

@@ -7,8 +7,10 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,7 +30,7 @@ struct Columns {
   size_t required_fields = 0;  // 1 + the largest index among the columns used
 };
 
-absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view source) {
+absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view where) {
   Columns columns;
   int index = 0;
   for (absl::string_view name : absl::StrSplit(line, ',')) {
@@ -43,7 +45,7 @@ absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view so
     if (slot != nullptr) {
       if (*slot >= 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat(source, ":1: column \"", name, "\" appears twice in the header"));
+            absl::StrCat(where, ": column \"", name, "\" appears twice in the header"));
       }
       *slot = index;
       columns.required_fields = std::max(columns.required_fields, static_cast<size_t>(index) + 1);
@@ -55,9 +57,9 @@ absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view so
   if (columns.rank < 0) missing.push_back("rank");
   if (columns.arrival < 0) missing.push_back("arrival_s");
   if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ":1: the header must name the columns call, rank and arrival_s; missing ",
-        absl::StrJoin(missing, ", "), " in \"", line, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the header must name the columns call, rank and arrival_s; missing ",
+                     absl::StrJoin(missing, ", "), " in \"", line, "\""));
   }
   return columns;
 }
@@ -138,12 +140,16 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
   absl::flat_hash_map<std::pair<int64_t, int>, int64_t> row_line;
   std::vector<int64_t> bytes_line;
   std::vector<std::pair<std::string, int64_t>> algorithm_line;  // per call: name, first line
+  absl::flat_hash_set<int> ranks_seen;
+  int64_t largest_rank_line = 0;
   while (std::getline(in, line)) {
     ++line_number;
-    const absl::string_view text = absl::StripAsciiWhitespace(line);
+    absl::string_view text = absl::StripAsciiWhitespace(line);
     if (text.empty()) continue;
     if (!columns.has_value()) {
-      absl::StatusOr<Columns> header = ParseHeader(text, source);
+      // Spreadsheets like to start a CSV with a UTF-8 byte order mark.
+      absl::ConsumePrefix(&text, "\xEF\xBB\xBF");
+      absl::StatusOr<Columns> header = ParseHeader(text, absl::StrCat(source, ":", line_number));
       if (!header.ok()) return header.status();
       columns = *header;
       continue;
@@ -196,11 +202,23 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
                                                        " on line ", first_line));
       }
     }
-    trace.num_ranks = std::max(trace.num_ranks, row->rank + 1);
+    if (row->rank + 1 > trace.num_ranks) {
+      trace.num_ranks = row->rank + 1;
+      largest_rank_line = line_number;
+    }
+    ranks_seen.insert(row->rank);
   }
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read error"));
   if (!columns.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": empty trace (no header line)"));
+  }
+  // Every call holds a slot per rank up to the largest index. Ranks missing from the whole trace
+  // are fine (a rank that never arrived), but an index far beyond the others is a typo that would
+  // cost memory for nothing.
+  if (trace.num_ranks > 2 * static_cast<int>(ranks_seen.size()) + 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", largest_rank_line, ": rank ", trace.num_ranks - 1,
+        " is far beyond the other ranks (", ranks_seen.size(), " distinct ranks in the trace)"));
   }
   std::sort(trace.calls.begin(), trace.calls.end(),
             [](const Trace::Call& a, const Trace::Call& b) { return a.call < b.call; });
@@ -266,6 +284,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
   };
   std::map<int64_t, SizeTotals> sizes;
   int64_t replayed = 0;
+  std::vector<int64_t> replayed_calls;  // the trace's call index of every replayed call
   std::vector<CallTiming> timing(n);
 
   for (const Trace::Call& call : trace.calls) {
@@ -281,6 +300,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       continue;
     }
     ++replayed;
+    replayed_calls.push_back(call.call);
     for (int rank = 0; rank < n; ++rank) timing[rank] = *call.rank[rank];
     absl::StatusOr<CallDecision> decision = replayer->Decide(call.bytes);
     if (!decision.ok()) return decision.status();
@@ -310,11 +330,15 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
   }
   RuntimeCore* core = &replayer->core();
 
+  // The core counts the calls it saw; report the trace's own call indices (it may start anywhere,
+  // have gaps, or have skipped incomplete calls).
+  std::vector<DetectionEvent> detections = core->detections();
+  for (DetectionEvent& event : detections) event.call = replayed_calls[event.call];
   nlohmann::json decisions = nlohmann::json::object();
   double policy_total = 0, ring_total = 0, hd_total = 0;
   for (const auto& [bytes, totals] : sizes) {
     // What the policy decides for this size now that it has seen the whole trace.
-    absl::StatusOr<CallDecision> final_decision = core->Decide(bytes);
+    absl::StatusOr<CallDecision> final_decision = core->Preview(bytes);
     if (!final_decision.ok()) return final_decision.status();
     nlohmann::json entry = {
         {"algorithm", AlgorithmName(final_decision->algorithm)},
@@ -344,7 +368,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       {"incomplete_calls", incomplete},
       {"incomplete_calls_total", incomplete_total},
       {"epoch_calls", options.config.epoch_calls},
-      {"stragglers", StragglersJson(core->detections())},
+      {"stragglers", StragglersJson(detections)},
       {"calibration", core->calibration().ToJson()},
       {"decisions", decisions},
       {"predicted",

@@ -35,9 +35,9 @@ struct Trace {
 // Reads the CSV: a header line naming at least call, rank and arrival_s (optional duration_s,
 // bytes, algorithm; other columns are ignored), then one row per (call, rank) in any order.
 // Errors name the line: a malformed number, a missing field, a negative call or rank, the same
-// (call, rank) twice with different values, or two sizes or algorithms for one call. An algorithm
-// name this library does not know (e.g. "nccl") is kept as "unknown". `source` names the input in
-// messages.
+// (call, rank) twice with different values, two sizes or algorithms for one call, or a rank index
+// far beyond the others (a typo). An algorithm name this library does not know (e.g. "nccl")
+// leaves Call::algorithm empty. `source` names the input in messages.
 absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source);
 
 // The contract's "stragglers" list from detection events: one entry per rank named, with

@@ -43,7 +43,21 @@ absl::StatusOr<CallDecision> RuntimeCore::Decide(int64_t bytes) {
 }
 
 absl::StatusOr<CallDecision> RuntimeCore::Choose(int64_t bytes) {
-  CallDecision decision{.call = next_call_++, .algorithm = config_.default_algorithm};
+  const int64_t call = next_call_++;
+  absl::StatusOr<CallDecision> chosen = Preview(bytes);
+  if (!chosen.ok()) return chosen.status();
+  chosen->call = call;
+  const bool adapting =
+      config_.mode == RuntimeMode::kAdapt && bytes >= config_.min_bytes && (epochs_ > 0 || warm_);
+  if (adapting && config_.explore_every > 0 &&
+      call % config_.explore_every == config_.explore_every / 2) {
+    return Explore(*chosen, bytes);
+  }
+  return chosen;
+}
+
+absl::StatusOr<CallDecision> RuntimeCore::Preview(int64_t bytes) {
+  CallDecision decision{.call = next_call_, .algorithm = config_.default_algorithm};
   // Until the first exchange nothing is known, so there is nothing to adapt to.
   if (config_.mode != RuntimeMode::kAdapt || bytes < config_.min_bytes ||
       (epochs_ == 0 && !warm_)) {
@@ -55,19 +69,14 @@ absl::StatusOr<CallDecision> RuntimeCore::Choose(int64_t bytes) {
         chooser_.Choose(static_cast<double>(bytes), predicted_arrival_s_, detector_.straggler(),
                         link_, &calibration_);
     if (!choice.ok()) return choice.status();
-    CallDecision chosen = decision;
-    chosen.algorithm = choice->algorithm;
-    chosen.straggler = choice->straggler;
-    chosen.predicted_s = choice->predicted_s;
-    chosen.default_predicted_s = choice->baseline_predicted_s;
-    it = decisions_by_bytes_.emplace(bytes, chosen).first;
+    decision.algorithm = choice->algorithm;
+    decision.straggler = choice->straggler;
+    decision.predicted_s = choice->predicted_s;
+    decision.default_predicted_s = choice->baseline_predicted_s;
+    it = decisions_by_bytes_.emplace(bytes, decision).first;
   }
   CallDecision chosen = it->second;
-  chosen.call = decision.call;
-  if (config_.explore_every > 0 &&
-      decision.call % config_.explore_every == config_.explore_every / 2) {
-    return Explore(chosen, bytes);
-  }
+  chosen.call = next_call_;
   return chosen;
 }
 
@@ -89,6 +98,7 @@ CallDecision RuntimeCore::Explore(const CallDecision& chosen, int64_t bytes) con
           predicted_arrival_s_.begin()));
     }
     explored.explored = true;
+    explored.predicted_s = 0;  // not modelled: the chooser priced the other plan
   }
   return explored;
 }
@@ -136,23 +146,30 @@ std::vector<double> RuntimeCore::EpochPayload() const {
   return payload;
 }
 
-// The measured time after the last arrival is the shortest duration: the last rank to arrive
-// waits least, and its duration is the collective's own time (no shared clock needed). The model
-// prices the same plan on the same call's lags.
-absl::Status RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
-                                    absl::Span<const double> lag_s) {
-  if (call.bytes <= 0 || !call.measured) return absl::OkStatus();
+// The measured cost of a call is its shortest duration: the last rank to arrive waits least, so
+// its duration is about the collective's own time, and it needs no shared clock. The model prices
+// the same plan on the same call's lags and gives its own shortest duration; their ratio corrects
+// the model.
+void RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
+                            absl::Span<const double> lag_s) {
+  if (call.bytes <= 0 || !call.measured) return;
   double measured_s = std::numeric_limits<double>::infinity();
   for (const CallTiming& each : timing) measured_s = std::min(measured_s, each.duration_s);
-  if (!(measured_s > 0)) return absl::OkStatus();  // no durations (e.g. a trace without them)
+  if (!(measured_s > 0)) return;  // no durations (e.g. a trace without them)
+  // Best effort: a call the model cannot price (it ran, so its plan exists) is just not counted,
+  // rather than leaving the epoch half absorbed.
   absl::StatusOr<const Plan*> plan = PlanFor(call.decision);
-  if (!plan.ok()) return plan.status();
+  if (!plan.ok()) return;
   absl::StatusOr<SimulationResult> predicted =
       SimulatePlan(**plan, static_cast<double>(call.bytes), link_, lag_s);
-  if (!predicted.ok()) return predicted.status();
-  calibration_.Add(call.decision.algorithm, call.bytes, predicted->after_last_arrival_s,
-                   measured_s);
-  return absl::OkStatus();
+  if (!predicted.ok()) return;
+  // Compare like with like: the model's shortest duration, not its time after the last arrival
+  // (the last rank to arrive need not be the last to finish, differently per algorithm).
+  double predicted_s = std::numeric_limits<double>::infinity();
+  for (size_t r = 0; r < lag_s.size(); ++r) {
+    predicted_s = std::min(predicted_s, predicted->finish_s[r] - lag_s[r]);
+  }
+  calibration_.Add(call.decision.algorithm, call.bytes, predicted_s, measured_s);
 }
 
 absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
@@ -178,9 +195,7 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
         config_.calibration_calls_per_epoch > 0 &&
         (epoch_[call].decision.explored || call % calibration_stride == calibration_stride / 2);
     if (calibrate) {
-      if (absl::Status status = Calibrate(epoch_[call], per_rank, lags); !status.ok()) {
-        return status;
-      }
+      Calibrate(epoch_[call], per_rank, lags);
     }
   }
   for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);

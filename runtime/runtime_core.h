@@ -83,6 +83,9 @@ class RuntimeCore {
 
   // The algorithm for the next call of `bytes` bytes.
   absl::StatusOr<CallDecision> Decide(int64_t bytes);
+  // What the policy would choose for `bytes` now, without exploration and without counting a
+  // call (replay's per-size summary).
+  absl::StatusOr<CallDecision> Preview(int64_t bytes);
   // The plan to execute for `decision` (shared with the chooser's cache).
   absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision) {
     return chooser_.PlanFor(decision.algorithm, decision.straggler);
@@ -93,7 +96,7 @@ class RuntimeCore {
   void Record(const CallTiming& timing, bool ran_decision = true);
 
   // True when the epoch is full: the backend must exchange payloads before the next Decide().
-  bool ExchangeDue() const { return static_cast<int>(epoch_.size()) == config_.epoch_calls; }
+  bool ExchangeDue() const { return static_cast<int>(epoch_.size()) >= config_.epoch_calls; }
   // [arrival_s, duration_s] per call of the epoch, in call order.
   std::vector<double> EpochPayload() const;
   // Every rank's EpochPayload(), rank after rank: the same values on every rank. Feeds the
@@ -113,6 +116,8 @@ class RuntimeCore {
 
   // What this core has learned, for the state file (machine left empty for the caller).
   LearnedState ExportState() const;
+  // Whether there is anything worth saving: an exchange happened or a state was imported.
+  bool HasLearned() const { return epochs_ > 0 || warm_; }
   // Starts from a saved state (the same on every rank): calibration, predicted lags and the
   // named straggler, and adapts from the first call. InvalidArgument, changing nothing, when the
   // state is for another world size.
@@ -123,8 +128,8 @@ class RuntimeCore {
   struct EpochCall;
   absl::StatusOr<CallDecision> Choose(int64_t bytes);
   CallDecision Explore(const CallDecision& chosen, int64_t bytes) const;
-  absl::Status Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
-                         absl::Span<const double> lag_s);
+  void Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
+                 absl::Span<const double> lag_s);
 
   RuntimeConfig config_;
   int rank_;

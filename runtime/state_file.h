@@ -1,7 +1,9 @@
 // What a job learned, kept across restarts (STRAGGLAR_STATE_FILE): the cost model's calibration
 // per algorithm and size bucket, every rank's predicted lag, and the named straggler. A restarted
 // job that loads it adapts from its first call instead of after its first epoch. The file is small
-// JSON, written atomically (a temporary file renamed over the old one).
+// JSON, written atomically (a temporary file, flushed to disk, renamed over the old one).
+// Every rank must start from the same state or their decisions diverge: the host runtime loads it
+// once for all its threads; a multi-process backend must load it on one rank and broadcast it.
 #pragma once
 
 #include <optional>

@@ -88,6 +88,9 @@ TEST(ParseTraceTest, BadInputNamesTheLine) {
       {"call,rank,arrival_s\n-1,0,0.1\n", "t.csv:2: call must be a non-negative integer"},
       {"call,rank,arrival_s\n0,70000,0.1\n", "t.csv:2: rank must be an integer in [0, 65536)"},
       {"call,rank,arrival_s,duration_s\n0,0,0.1,-2\n", "t.csv:2: duration_s must be a non-neg"},
+      {"\n\ncall,arrival_s\n", "t.csv:3: the header must name the columns"},
+      {"call,rank,arrival_s\n0,0,0.1\n0,1,0.1\n0,60000,0.1\n",
+       "t.csv:4: rank 60000 is far beyond the other ranks (3 distinct ranks in the trace)"},
       {"call,rank,arrival_s\n0,0,0.1\n0,1,0.1\n0,0,0.2\n",
        "t.csv:4: call 0 rank 0 appears again with different values (first on line 2)"},
       {"call,rank,arrival_s,bytes\n0,0,0.1,64\n0,1,0.1,128\n",
@@ -99,6 +102,29 @@ TEST(ParseTraceTest, BadInputNamesTheLine) {
     EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(trace.status().message(), HasSubstr(message)) << text;
   }
+}
+
+TEST(ParseTraceTest, AcceptsAByteOrderMark) {
+  const absl::StatusOr<Trace> trace = Parse(
+      "\xEF\xBB\xBF"
+      "call,rank,arrival_s\n0,0,0.5\n0,1,0.5\n");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->num_ranks, 2);
+}
+
+// Detections are reported at the trace's own call indices, whatever they start at.
+TEST(ReplayTest, DetectionsUseTheTracesCallNumbers) {
+  std::vector<std::string> rows = TraceRows(8, 96, 5e-3, [](int) { return 3; });
+  for (std::string& row : rows) {
+    const size_t comma = row.find(',');
+    row = absl::StrCat(std::stoi(row.substr(0, comma)) + 1000, row.substr(comma));
+  }
+  const nlohmann::json report = Replay(Csv(rows));
+  ASSERT_EQ(report["stragglers"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["stragglers"][0]["detected_at_call"], 1031);
+  // 96 calls replayed: the next call index would be an exploration call, but the reported
+  // decision is the policy's own choice.
+  EXPECT_EQ(report["decisions"][std::to_string(16 << 20)]["algorithm"], "stragglar");
 }
 
 TEST(ReplayTest, NamesAPersistentStragglerAtTheFirstEpochThatHasEnoughCalls) {
