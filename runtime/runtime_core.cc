@@ -36,6 +36,12 @@ RuntimeCore::RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkMode
   epoch_.reserve(config_.epoch_calls);
 }
 
+// Until the first exchange (or a loaded state) nothing is known, so there is nothing to adapt to.
+bool RuntimeCore::Adapting(int64_t bytes) const {
+  return config_.mode == RuntimeMode::kAdapt && bytes >= config_.min_bytes &&
+         (epochs_ > 0 || warm_);
+}
+
 absl::StatusOr<CallDecision> RuntimeCore::Decide(int64_t bytes) {
   absl::StatusOr<CallDecision> decision = Choose(bytes);
   if (decision.ok()) pending_ = {*decision, bytes};
@@ -47,9 +53,7 @@ absl::StatusOr<CallDecision> RuntimeCore::Choose(int64_t bytes) {
   absl::StatusOr<CallDecision> chosen = Preview(bytes);
   if (!chosen.ok()) return chosen.status();
   chosen->call = call;
-  const bool adapting =
-      config_.mode == RuntimeMode::kAdapt && bytes >= config_.min_bytes && (epochs_ > 0 || warm_);
-  if (adapting && config_.explore_every > 0 &&
+  if (Adapting(bytes) && config_.explore_every > 0 &&
       call % config_.explore_every == config_.explore_every / 2) {
     return Explore(*chosen, bytes);
   }
@@ -58,11 +62,7 @@ absl::StatusOr<CallDecision> RuntimeCore::Choose(int64_t bytes) {
 
 absl::StatusOr<CallDecision> RuntimeCore::Preview(int64_t bytes) {
   CallDecision decision{.call = next_call_, .algorithm = config_.default_algorithm};
-  // Until the first exchange nothing is known, so there is nothing to adapt to.
-  if (config_.mode != RuntimeMode::kAdapt || bytes < config_.min_bytes ||
-      (epochs_ == 0 && !warm_)) {
-    return decision;
-  }
+  if (!Adapting(bytes)) return decision;
   auto it = decisions_by_bytes_.find(bytes);
   if (it == decisions_by_bytes_.end()) {
     absl::StatusOr<Choice> choice =

@@ -126,6 +126,7 @@ class RuntimeCore {
  private:
   RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkModel link);
   struct EpochCall;
+  bool Adapting(int64_t bytes) const;
   absl::StatusOr<CallDecision> Choose(int64_t bytes);
   CallDecision Explore(const CallDecision& chosen, int64_t bytes) const;
   void Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,

@@ -255,7 +255,7 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
             summary["algorithm_counts"]["stragglar"]);
 }
 
-TEST(CliTest, ReplayRejectsBadTracesWithTheLineNumber) {
+TEST(CliTest, ReplayAndScenariosRejectBadInput) {
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "replay";
   std::filesystem::create_directories(dir);
   const std::filesystem::path bad = dir / "bad.csv";
@@ -266,6 +266,9 @@ TEST(CliTest, ReplayRejectsBadTracesWithTheLineNumber) {
        absl::StrCat(bad.string(), ":4: call must be a non-negative integer, got \"not\"")},
       {absl::StrCat("replay --trace ", (dir / "missing.csv").string()), "cannot read the trace"},
       {"replay --trace x.csv --bytes 1MiB", "--bytes does not apply to 'stragglar replay'"},
+      {"scenarios --ranks 1", "--ranks must be in [2, 64] for the suite, got 1"},
+      {"scenarios --calls 0", "--calls and --noise-calls must be at least 1"},
+      {"scenarios --trace x.csv", "--trace does not apply to 'stragglar scenarios'"},
   };
   for (const auto& [args, message] : cases) {
     const CliResult result = RunCli(args);
