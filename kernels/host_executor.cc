@@ -145,6 +145,18 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
   return absl::OkStatus();
 }
 
+// condition_variable::wait_for with an absl::Duration; an infinite (or absurdly long) timeout
+// waits without a deadline, since now + max nanoseconds would overflow the clock.
+template <typename Predicate>
+bool WaitFor(std::condition_variable& condition, std::unique_lock<std::mutex>& lock,
+             absl::Duration timeout, Predicate predicate) {
+  if (timeout >= absl::Hours(24 * 365)) {
+    condition.wait(lock, predicate);
+    return true;
+  }
+  return condition.wait_for(lock, absl::ToChronoNanoseconds(timeout), predicate);
+}
+
 // Checks a borrowed message against what this rank expects before anything is applied.
 absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const Transfer& transfer,
                           int round, int rank, const HostAllReduceArgs& args,
@@ -240,9 +252,8 @@ absl::StatusOr<HostTransport::BorrowedMessage> HostTransport::Borrow(int src, in
       std::fprintf(stderr, "HostTransport: channel %d->%d borrowed twice\n", src, dst);
       std::abort();
     }
-    const bool ready = source.arrived.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&source] {
-      return source.aborted || !source.messages.empty();
-    });
+    const bool ready = WaitFor(source.arrived, lock, timeout,
+                               [&source] { return source.aborted || !source.messages.empty(); });
     aborted = source.aborted;
     if (ready && !aborted) {
       source.borrowed = true;
@@ -298,7 +309,7 @@ absl::Status HostTransport::WaitReturned(int src, int dst, int64_t ticket, absl:
     auto done = [&target, ticket] {
       return target.returned_count > ticket || (target.aborted && !target.borrowed);
     };
-    if (!target.returned.wait_for(lock, absl::ToChronoNanoseconds(timeout), done)) {
+    if (!WaitFor(target.returned, lock, timeout, done)) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", src, " waited ",
                                                       absl::FormatDuration(timeout), " for rank ",
                                                       dst, " to read its data"));
