@@ -1,5 +1,6 @@
 // Runs the real `stragglar` binary: contract output formats and one-line errors for bad input.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -38,7 +39,10 @@ std::string ReadFile(const std::filesystem::path& path) {
 }
 
 CliResult RunCli(const std::string& args, const std::string& stdin_text = "") {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "cli";
+  // ctest runs the tests of this file as parallel processes: each call gets its own files.
+  static int calls = 0;
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("cli-", getpid(), "-", calls++);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "in") << stdin_text;
   const std::string command =
@@ -49,6 +53,7 @@ CliResult RunCli(const std::string& args, const std::string& stdin_text = "") {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.out = ReadFile(dir / "out");
   result.err = ReadFile(dir / "err");
+  std::filesystem::remove_all(dir);
   return result;
 }
 
