@@ -199,6 +199,8 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
   EXPECT_EQ(summary["bytes"], 256 * 1024);
   EXPECT_EQ(summary["correct"], true);
   EXPECT_EQ(summary["baseline"]["algorithm"], "ring");
+  // run's own default candidates, not sim's: the speedup is StragglAR's alone.
+  EXPECT_EQ(summary["candidates"], nlohmann::json::parse(R"(["ring", "stragglar"])"));
   int calls = 0;
   for (const auto& [algorithm, count] : summary["algorithm_counts"].items()) {
     calls += count.get<int>();
@@ -311,6 +313,8 @@ TEST(CliTest, RunRejectsBadOptions) {
       {"run --iterations 0", "--iterations must be at least 1"},
       {"run --dtype float128", "unknown data type \"float128\""},
       {"run --delay -1ms", "--delay must not be negative"},
+      {"run --algorithms halving-doubling,ring", "--algorithms must start with ring"},
+      {"run --algorithms ring,fastest", "unknown algorithm \"fastest\""},
       // Checked before the run starts, not after it.
       {"run --summary-json /nonexistent-dir/summary.json", "cannot write the summary file"},
       {"run --trace /nonexistent-dir/trace.csv", "cannot write the trace file"},

@@ -135,6 +135,10 @@ absl::Status ValidateOptions(const RunOptions& options) {
   if (options.delay_s < 0 || options.delay_spread_s < 0 || options.compute_s < 0) {
     return absl::InvalidArgumentError("--delay must not be negative");
   }
+  if (options.candidates.empty() || options.candidates.front() != Algorithm::kRing) {
+    return absl::InvalidArgumentError(
+        "--algorithms must start with ring (the baseline, and the policy's default)");
+  }
   if (options.iterations < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--iterations must be at least 1, got ", options.iterations));
@@ -188,7 +192,10 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
     config.mode = phase->mode;
     config.epoch_calls = options.epoch_calls;
     // Only the adaptive runtime learns across runs; the baseline always starts cold.
-    if (phase->mode == RuntimeMode::kAdapt) config.state_file = options.state_file;
+    if (phase->mode == RuntimeMode::kAdapt) {
+      config.state_file = options.state_file;
+      config.candidates = options.candidates;
+    }
     absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
         HostCommunicator::Create(n, config, link);
     if (!comm.ok()) return comm.status();
@@ -419,6 +426,14 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       {"iterations", options.iterations},
       {"bytes", options.bytes},
       {"dtype", DataTypeName(options.type)},
+      {"candidates",
+       [&] {
+         std::vector<std::string> names;
+         for (Algorithm algorithm : options.candidates) {
+           names.emplace_back(AlgorithmName(algorithm));
+         }
+         return names;
+       }()},
       {"correct", baseline.correct && adaptive.correct},
       {"algorithm_counts", AlgorithmCounts(adaptive)},
       {"adaptive", Timings(adaptive.latency_s)},

@@ -8,8 +8,10 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/plan.h"
 #include "kernels/reduce.h"
 #include "nlohmann/json.hpp"
 
@@ -23,6 +25,10 @@ struct RunOptions {
   double compute_s = 0.004;          // every rank's compute time per step
   double compute_noise_s = 0.0002;   // its standard deviation
   int64_t bytes = 16 << 20;
+  // The adaptive runtime's candidates, Ring (the baseline and the default) first. Ring and
+  // StragglAR by default, so the speedup is StragglAR's alone; adding Halving-Doubling lets the
+  // policy also pick among the bulk-synchronous algorithms.
+  std::vector<Algorithm> candidates = {Algorithm::kRing, Algorithm::kStragglar};
   int iterations = 256;
   DataType type = DataType::kFloat32;
   uint64_t seed = 1;

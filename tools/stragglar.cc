@@ -46,8 +46,9 @@ ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 
           "link bandwidth, e.g. 450GiB/s");
 ABSL_FLAG(std::optional<stragglar::Seconds>, delay, std::nullopt,
           "how late the straggler arrives, e.g. 20ms (sim: 0, run: 20ms)");
-ABSL_FLAG(std::string, algorithms, "ring,halving-doubling,stragglar",
-          "sim: comma-separated algorithms to compare");
+ABSL_FLAG(std::string, algorithms, "",
+          "sim: comma-separated algorithms to compare (default ring,halving-doubling,stragglar); "
+          "run: the adaptive runtime's candidates, ring first (default ring,stragglar)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
 ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
@@ -77,8 +78,8 @@ usage:
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
   stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
-                [--dtype float32] [--seed 1] [--epoch-calls 32] [--summary-json FILE]
-                [--trace FILE]
+                [--dtype float32] [--seed 1] [--epoch-calls 32] [--algorithms ring,stragglar]
+                [--summary-json FILE] [--trace FILE]
   stragglar replay --trace FILE|- [--epoch-calls 32] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
   stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
                       [--ranks 8] [--bytes 256MiB] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
@@ -209,8 +210,9 @@ absl::Status RunSim() {
   absl::StatusOr<LinkModel> link_flags = LinkFromFlags();
   if (!link_flags.ok()) return link_flags.status();
   const LinkModel link = *link_flags;
+  const std::string names = absl::GetFlag(FLAGS_algorithms);
   absl::StatusOr<std::vector<Algorithm>> algorithms =
-      ParseAlgorithmList(absl::GetFlag(FLAGS_algorithms));
+      ParseAlgorithmList(names.empty() ? "ring,halving-doubling,stragglar" : names);
   if (!algorithms.ok()) return algorithms.status();
 
   const std::vector<double> arrival = OneLateRank(*ranks, *straggler, delay_s);
@@ -411,6 +413,11 @@ absl::Status RunRun() {
   options.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
   options.summary_json_path = absl::GetFlag(FLAGS_summary_json);
   options.trace_path = absl::GetFlag(FLAGS_trace);
+  if (const std::string names = absl::GetFlag(FLAGS_algorithms); !names.empty()) {
+    absl::StatusOr<std::vector<Algorithm>> algorithms = ParseAlgorithmList(names);
+    if (!algorithms.ok()) return algorithms.status();
+    options.candidates = *algorithms;
+  }
   if (const char* state_file = std::getenv("STRAGGLAR_STATE_FILE"); state_file != nullptr) {
     options.state_file = state_file;
   }
@@ -591,7 +598,7 @@ const std::vector<Command>& Commands() {
       {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},
       {"run",
        {"ranks", "straggler", "delay", "bytes", "iterations", "summary_json", "trace", "dtype",
-        "seed", "epoch_calls"},
+        "seed", "epoch_calls", "algorithms"},
        RunRun},
       {"replay", {"trace", "json", "epoch_calls", "alpha", "bandwidth"}, RunReplay},
       {"scenarios",
