@@ -57,8 +57,7 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
       const Choice choice{
           .algorithm = algorithm,
           .straggler = plan_straggler,
-          .predicted_s = result->completion_s - result->after_last_arrival_s + after_s,
-          .predicted_after_last_arrival_s = result->after_last_arrival_s};
+          .predicted_s = result->completion_s - result->after_last_arrival_s + after_s};
       if (!default_choice.has_value()) {
         default_choice = choice;
         default_after_last_arrival_s = after_s;

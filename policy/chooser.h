@@ -27,7 +27,6 @@ struct Choice {
   std::optional<int> straggler;     // set when algorithm == kStragglar
   double predicted_s = 0;           // completion from the first arrival (calibrated)
   double baseline_predicted_s = 0;  // the first candidate's prediction (what choosing saves)
-  double predicted_after_last_arrival_s = 0;  // the model's raw time after the last arrival
 };
 
 class Chooser {

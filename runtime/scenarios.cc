@@ -205,7 +205,6 @@ absl::StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const Suite
       onset.reset();
       if (!truth.empty()) {
         onset = call;
-        result.has_straggler = true;
         // Already named (e.g. a drift that crossed the line while detected): no latency.
         const std::optional<int> named = replayer->core().detector().straggler();
         if (named.has_value() && Contains(truth, *named)) {

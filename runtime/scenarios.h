@@ -72,8 +72,7 @@ struct ScenarioResult {
   std::string best_fixed;
   double regret() const { return policy_s / oracle_s - 1; }
   double vs_best_fixed() const { return policy_s / best_fixed_s - 1; }
-  bool has_straggler = false;  // ground truth: some call has a persistent straggler
-  bool no_straggler = false;   // a noise-only or stalls scenario: the 1% target applies
+  bool no_straggler = false;  // a noise-only or stalls scenario: the 1% target applies
 };
 
 // Generates the scenario's arrivals and runs them through the policy. Deterministic for a seed.

@@ -326,6 +326,17 @@ TEST(StateFileTest, RestartedJobStartsTuned) {
   EXPECT_EQ(decisions[0].straggler, 2);
   second->reset();
 
+  // A communicator that learned nothing (no exchange) leaves the saved state alone.
+  const std::string saved = [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  ASSERT_TRUE(HostCommunicator::Create(4, config, link).ok());
+  {
+    std::ifstream in(path);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), saved);
+  }
+
   WriteFile(path, "{ truncated");
   ::testing::internal::CaptureStderr();
   absl::StatusOr<std::unique_ptr<HostCommunicator>> third =
