@@ -90,7 +90,8 @@ absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks) {
 }
 
 absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
-    int num_ranks, const RuntimeConfig& config, const LinkModel& link) {
+    int num_ranks, const RuntimeConfig& config, const LinkModel& link,
+    std::vector<std::shared_ptr<CollectiveObserver>> observers) {
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int rank = 0; rank < num_ranks; ++rank) {
     absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, rank, num_ranks, link);
@@ -113,6 +114,7 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
   auto comm = std::unique_ptr<HostCommunicator>(
       new HostCommunicator(std::make_unique<HostTransport>(num_ranks), std::move(ranks)));
   comm->state_file_ = config.state_file;
+  comm->observers_ = std::move(observers);
   return comm;
 }
 
@@ -163,12 +165,18 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   if (!decision.ok()) return fail(decision.status());
   absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision);
   if (!plan.ok()) return fail(plan.status());
+  for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
+    observer->OnStart(self.core, *decision, bytes);
+  }
   if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
     return status;  // the executor has aborted the transport already
   }
   const CallTiming recorded{.arrival_s = arrival, .duration_s = Now() - arrival};
   self.core.Record(recorded);
   if (timing != nullptr) *timing = recorded;
+  for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
+    observer->OnCall(self.core, *decision, bytes, recorded);
+  }
   if (self.core.ExchangeDue()) {
     if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return fail(status);
   }
@@ -200,6 +208,9 @@ absl::Status HostCommunicator::ExchangeEpoch(int rank) {
     std::memcpy(all.data() + peer * mine.size(), message->data(), message->size());
   }
   if (absl::Status status = core.AbsorbEpoch(all); !status.ok()) return status;
+  for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
+    observer->OnEpoch(core, core.last_epoch());
+  }
   // Rank 0's thread owns the saving (its core, its clock), so no lock is needed.
   if (rank == 0) SaveState(/*force=*/false);
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "kernels/host_executor.h"
 #include "kernels/plan.h"
+#include "runtime/observer.h"
 #include "runtime/runtime_core.h"
 
 namespace stragglar {
@@ -23,9 +24,10 @@ absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks);
 
 class HostCommunicator {
  public:
-  static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(int num_ranks,
-                                                                  const RuntimeConfig& config,
-                                                                  const LinkModel& link);
+  // `observers` see every call and every epoch exchange of every rank (exporters).
+  static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(
+      int num_ranks, const RuntimeConfig& config, const LinkModel& link,
+      std::vector<std::shared_ptr<CollectiveObserver>> observers = {});
 
   // Saves the learned state (config.state_file) one last time.
   ~HostCommunicator();
@@ -59,6 +61,7 @@ class HostCommunicator {
 
   std::unique_ptr<HostTransport> transport_;
   std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::shared_ptr<CollectiveObserver>> observers_;
   std::chrono::steady_clock::time_point origin_;
   std::string state_file_;
   absl::Time last_save_ = absl::InfinitePast();

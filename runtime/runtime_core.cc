@@ -1,12 +1,25 @@
 #include "runtime/runtime_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace stragglar {
+
+namespace {
+
+// The shortest duration over the ranks: about the collective's own time (the last rank to arrive
+// waits least), needing no shared clock. Infinity when there are no durations.
+double ShortestDuration(absl::Span<const CallTiming> timing) {
+  double shortest = std::numeric_limits<double>::infinity();
+  for (const CallTiming& each : timing) shortest = std::min(shortest, each.duration_s);
+  return shortest;
+}
+
+}  // namespace
 
 absl::StatusOr<RuntimeCore> RuntimeCore::Create(RuntimeConfig config, int rank, int num_ranks,
                                                 LinkModel link) {
@@ -153,8 +166,7 @@ std::vector<double> RuntimeCore::EpochPayload() const {
 void RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
                             absl::Span<const double> lag_s) {
   if (call.bytes <= 0 || !call.measured) return;
-  double measured_s = std::numeric_limits<double>::infinity();
-  for (const CallTiming& each : timing) measured_s = std::min(measured_s, each.duration_s);
+  const double measured_s = ShortestDuration(timing);
   if (!(measured_s > 0)) return;  // no durations (e.g. a trace without them)
   // Best effort: a call the model cannot price (it ran, so its plan exists) is just not counted,
   // rather than leaving the epoch half absorbed.
@@ -172,6 +184,33 @@ void RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> 
   calibration_.Add(call.decision.algorithm, call.bytes, predicted_s, measured_s);
 }
 
+double RuntimeCore::EstimateSaved(const EpochCall& call, absl::Span<const CallTiming> timing,
+                                  absl::Span<const double> lag_s,
+                                  absl::flat_hash_map<int64_t, double>& baseline_by_bytes) {
+  const Algorithm baseline = config_.default_algorithm;
+  if (call.bytes <= 0 || !call.measured || call.decision.algorithm == baseline) return 0;
+  const double measured_s = ShortestDuration(timing);
+  if (!(measured_s > 0) || !std::isfinite(measured_s)) return 0;
+  auto cached = baseline_by_bytes.find(call.bytes);
+  if (cached == baseline_by_bytes.end()) {
+    double predicted_s = 0;  // 0: cannot be priced, so no estimate
+    absl::StatusOr<const Plan*> plan = chooser_.PlanFor(baseline, std::nullopt);
+    if (plan.ok()) {
+      absl::StatusOr<SimulationResult> simulated =
+          SimulatePlan(**plan, static_cast<double>(call.bytes), link_, lag_s);
+      if (simulated.ok()) {
+        predicted_s = std::numeric_limits<double>::infinity();
+        for (size_t r = 0; r < lag_s.size(); ++r) {
+          predicted_s = std::min(predicted_s, simulated->finish_s[r] - lag_s[r]);
+        }
+        predicted_s *= calibration_.Factor(baseline, call.bytes);
+      }
+    }
+    cached = baseline_by_bytes.emplace(call.bytes, predicted_s).first;
+  }
+  return cached->second > 0 ? cached->second - measured_s : 0;
+}
+
 absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   const size_t calls = epoch_.size();
   if (all_payloads.size() != 2 * calls * num_ranks_) {
@@ -183,6 +222,9 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   std::vector<CallTiming> per_rank(num_ranks_);
   const size_t calibration_stride =
       std::max<size_t>(1, calls / std::max(1, config_.calibration_calls_per_epoch));
+  EpochReport report{.epoch = epochs_, .first_call = next_call_ - static_cast<int64_t>(calls)};
+  report.calls.reserve(calls);
+  absl::flat_hash_map<int64_t, double> baseline_by_bytes;
   for (size_t call = 0; call < calls; ++call) {
     for (int r = 0; r < num_ranks_; ++r) {
       const size_t offset = (r * calls + call) * 2;
@@ -197,6 +239,13 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
     if (calibrate) {
       Calibrate(epoch_[call], per_rank, lags);
     }
+    // Estimated after calibrating, so the factor includes this call when it was a sample.
+    const double saved_s = EstimateSaved(epoch_[call], per_rank, lags, baseline_by_bytes);
+    report.calls.push_back({.bytes = epoch_[call].bytes,
+                            .decision = epoch_[call].decision,
+                            .timing = per_rank,
+                            .lag_s = lags,
+                            .saved_s = saved_s});
   }
   for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);
   if (detector_.straggler() != before) {
@@ -206,6 +255,10 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
                            .persistence = detector_.persistence(rank),
                            .mean_lag_s = detector_.mean_lag(rank)});
   }
+  report.straggler = detector_.straggler();
+  report.persistence.resize(num_ranks_);
+  for (int r = 0; r < num_ranks_; ++r) report.persistence[r] = detector_.persistence(r);
+  last_epoch_ = std::move(report);
   decisions_by_bytes_.clear();
   epoch_.clear();
   ++epochs_;

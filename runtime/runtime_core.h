@@ -66,6 +66,29 @@ struct CallDecision {
   bool explored = false;           // an exploration call, not the policy's best guess
 };
 
+// One call as the epoch exchange revealed it: the same on every rank.
+struct EpochCallReport {
+  int64_t bytes = 0;
+  CallDecision decision;           // what ran
+  std::vector<CallTiming> timing;  // by rank
+  std::vector<double> lag_s;       // by rank: arrival behind the earliest rank's
+  // Estimated time this call saved against the default algorithm: the model's time for the
+  // default on this call's lags (calibrated) minus the measured time, both the shortest duration
+  // over the ranks (the time after the last arrival, as Calibrate compares them). Negative when
+  // the choice was slower; 0 when the default ran or nothing could be measured.
+  double saved_s = 0;
+};
+
+// What an epoch exchange revealed, for observers (exporters, traces): every call of the epoch and
+// the detector's verdict after it.
+struct EpochReport {
+  int64_t epoch = 0;       // 0-based
+  int64_t first_call = 0;  // call index of calls[0]
+  std::vector<EpochCallReport> calls;
+  std::optional<int> straggler;
+  std::vector<double> persistence;  // by rank: share of the detector's window it lagged
+};
+
 // A change of the detector's verdict, taken at an epoch exchange.
 struct DetectionEvent {
   int64_t call = 0;              // the last call of the epoch whose data led to it
@@ -113,6 +136,8 @@ class RuntimeCore {
   // Every change of the detector's verdict so far, in order.
   const std::vector<DetectionEvent>& detections() const { return detections_; }
   const Calibration& calibration() const { return calibration_; }
+  // The last AbsorbEpoch()'s report (empty before the first).
+  const EpochReport& last_epoch() const { return last_epoch_; }
 
   // What this core has learned, for the state file (machine left empty for the caller).
   LearnedState ExportState() const;
@@ -131,6 +156,12 @@ class RuntimeCore {
   CallDecision Explore(const CallDecision& chosen, int64_t bytes) const;
   void Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
                  absl::Span<const double> lag_s);
+  // EpochCallReport::saved_s of `call`; `baseline_by_bytes` caches the model's default-algorithm
+  // time per message size within the epoch (it hardly depends on the lags: the default is
+  // bulk-synchronous), so an epoch costs one simulation per size, not one per call.
+  double EstimateSaved(const EpochCall& call, absl::Span<const CallTiming> timing,
+                       absl::Span<const double> lag_s,
+                       absl::flat_hash_map<int64_t, double>& baseline_by_bytes);
 
   RuntimeConfig config_;
   int rank_;
@@ -153,6 +184,7 @@ class RuntimeCore {
   std::vector<double> predicted_arrival_s_;
   absl::flat_hash_map<int64_t, CallDecision> decisions_by_bytes_;  // reset every epoch
   std::vector<DetectionEvent> detections_;
+  EpochReport last_epoch_;
 };
 
 }  // namespace stragglar

@@ -1,4 +1,7 @@
 // Runs the real `stragglar` binary: contract output formats and one-line errors for bad input.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@ namespace stragglar {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct CliResult {
@@ -188,7 +192,8 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
   CliResult result = RunCli(absl::StrCat(
       "run --ranks 4 --straggler 2 --delay 6ms --bytes 256KiB --iterations 48 --epoch-calls 16 "
       "--seed 7 --summary-json ",
-      (dir / "summary.json").string(), " --trace ", (dir / "trace.csv").string()));
+      (dir / "summary.json").string(), " --trace ", (dir / "trace.csv").string(), " --trace-json ",
+      (dir / "trace.json").string()));
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   EXPECT_THAT(result.out, HasSubstr("adaptive  epoch 3/3"));
   const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
@@ -260,6 +265,25 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
   // And the same algorithm mix as the online run.
   EXPECT_EQ(replay["decisions"][std::to_string(256 * 1024)]["mix"]["stragglar"],
             summary["algorithm_counts"]["stragglar"]);
+
+  // The end-of-run lag summary names the late rank first, in the log and in the file.
+  const nlohmann::json& lags = summary["lags"];
+  EXPECT_EQ(lags["calls"], 48);
+  ASSERT_EQ(lags["per_rank"].size(), 4u);
+  EXPECT_EQ(lags["top_late_ranks"][0], 2);
+  EXPECT_GT(lags["per_rank"][2]["last_fraction"].get<double>(), 0.5);
+  EXPECT_GT(lags["per_rank"][0]["waited_s"].get<double>(),
+            lags["per_rank"][2]["waited_s"].get<double>());
+
+  // The Perfetto trace: one track per rank, one slice per rank and call.
+  const nlohmann::json perfetto = nlohmann::json::parse(ReadFile(dir / "trace.json"));
+  int slices = 0, tracks = 0;
+  for (const nlohmann::json& event : perfetto["traceEvents"]) {
+    if (event["ph"] == "X" && event["cat"] == "collective") ++slices;
+    if (event["ph"] == "M" && event["name"] == "thread_name") ++tracks;
+  }
+  EXPECT_EQ(slices, 48 * 4);
+  EXPECT_EQ(tracks, 4);
 }
 
 TEST(CliTest, ReplayAndScenariosRejectBadInput) {
@@ -318,12 +342,45 @@ TEST(CliTest, RunRejectsBadOptions) {
       // Checked before the run starts, not after it.
       {"run --summary-json /nonexistent-dir/summary.json", "cannot write the summary file"},
       {"run --trace /nonexistent-dir/trace.csv", "cannot write the trace file"},
+      {"run --trace-json /nonexistent-dir/trace.json", "cannot write the trace JSON file"},
+      {"run --metrics-port 70000", "--metrics-port must be in [0, 65535], got 70000"},
   };
   for (const auto& [args, message] : cases) {
     CliResult result = RunCli(args);
     EXPECT_NE(result.exit_code, 0) << args;
     EXPECT_THAT(result.err, HasSubstr(message)) << args;
   }
+}
+
+// Metrics are optional: a port in use or a bad STRAGGLAR_METRICS_PORT costs one log line, not the
+// job.
+TEST(CliTest, RunWithoutItsMetricsEndpointLogsOnceAndContinues) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int port = ntohs(address.sin_port);
+  const std::string run =
+      "run --ranks 3 --straggler 2 --bytes 64KiB --iterations 8 --epoch-calls 4";
+  CliResult result = RunCli(absl::StrCat(run, " --metrics-port ", port));
+  close(listener);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(absl::StrCat("cannot serve metrics on 127.0.0.1:", port)));
+  EXPECT_THAT(result.err, HasSubstr("running without metrics"));
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
+
+  setenv("STRAGGLAR_METRICS_PORT", "ninety", 1);
+  result = RunCli(run);
+  unsetenv("STRAGGLAR_METRICS_PORT");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("STRAGGLAR_METRICS_PORT=\"ninety\" is invalid"));
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_THAT(result.out, Not(HasSubstr("metrics: http")));
 }
 
 TEST(CliTest, HelpPrintsUsageAndSucceeds) {

@@ -8,6 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/synthesizers.h"
+#include "policy/simulator.h"
 #include "runtime/host_runtime.h"
 #include "runtime/runtime_core.h"
 #include "runtime/state_file.h"
@@ -128,6 +130,65 @@ TEST(RuntimeCoreTest, MismatchedEpochSizesAreRejected) {
   cores[0].Record({0, 1});
   EXPECT_THAT(cores[0].AbsorbEpoch(std::vector<double>(3)).message(),
               HasSubstr("ranks disagree on the call count"));
+}
+
+// The epoch report holds every rank's timing and lags of every call, the verdict, and the time
+// saved: the calibrated model's Ring time on the call's lags minus the measured shortest duration,
+// exactly; 0 for calls that ran the default.
+TEST(RuntimeCoreTest, EpochReportEstimatesTimeSavedAgainstTheDefault) {
+  RuntimeConfig config;
+  config.epoch_calls = 4;
+  config.explore_every = 0;
+  config.calibration_calls_per_epoch = 0;  // factor 1: the raw model is the baseline
+  const int n = 4;
+  const int64_t bytes = 1 << 20;
+  std::vector<RuntimeCore> cores = Cores(n, config);
+  LearnedState state{.num_ranks = n, .predicted_lag_s = {0, 0, 0, 5e-3}, .straggler = 3};
+  const std::vector<double> lags = {0, 0.25e-3, 0.5e-3, 5e-3};
+  const double measured_s = 1.0 / 1024;  // the shortest duration (the last rank's)
+  std::vector<double> all;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    all.clear();
+    for (int rank = 0; rank < n; ++rank) {
+      if (epoch == 1) {
+        ASSERT_TRUE(cores[rank].ImportState(state).ok());
+      }
+      for (int call = 0; call < 4; ++call) {
+        ASSERT_TRUE(cores[rank].Decide(bytes).ok());
+        cores[rank].Record({.arrival_s = 10.0 * call + lags[rank],
+                            .duration_s = measured_s + lags[3] - lags[rank]});
+      }
+      const std::vector<double> payload = cores[rank].EpochPayload();
+      all.insert(all.end(), payload.begin(), payload.end());
+    }
+    for (RuntimeCore& core : cores) ASSERT_TRUE(core.AbsorbEpoch(all).ok());
+    const EpochReport& report = cores[2].last_epoch();
+    EXPECT_EQ(report.epoch, epoch);
+    EXPECT_EQ(report.first_call, 4 * epoch);
+    ASSERT_EQ(report.calls.size(), 4u);
+    ASSERT_EQ(report.persistence.size(), 4u);
+    for (const EpochCallReport& call : report.calls) {
+      EXPECT_EQ(call.bytes, bytes);
+      ASSERT_EQ(call.lag_s.size(), 4u);
+      for (int rank = 0; rank < n; ++rank) EXPECT_NEAR(call.lag_s[rank], lags[rank], 1e-12);
+      EXPECT_EQ(call.timing[3].duration_s, measured_s);
+      if (epoch == 0) {
+        EXPECT_EQ(call.decision.algorithm, Algorithm::kRing);  // nothing learned yet
+        EXPECT_EQ(call.saved_s, 0);
+        continue;
+      }
+      ASSERT_EQ(call.decision.algorithm, Algorithm::kStragglar);
+      const Plan ring = *SynthesizeRing(n);
+      const SimulationResult model = *SimulatePlan(ring, bytes, kPaperLink, call.lag_s);
+      double ring_s = 1e9;
+      for (int rank = 0; rank < n; ++rank) {
+        ring_s = std::min(ring_s, model.finish_s[rank] - call.lag_s[rank]);
+      }
+      EXPECT_DOUBLE_EQ(call.saved_s, ring_s - measured_s);
+    }
+    // Every rank reports the same.
+    EXPECT_EQ(cores[0].last_epoch().calls[1].saved_s, report.calls[1].saved_s);
+  }
 }
 
 // Threads: every rank gets the exact sum, and the same algorithm for every call, while the

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <barrier>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -17,6 +18,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "exporters/prometheus_exporter.h"
+#include "exporters/run_summary.h"
+#include "exporters/trace.h"
 #include "kernels/host_executor.h"
 #include "runtime/host_runtime.h"
 #include "runtime/replay.h"
@@ -179,6 +183,7 @@ std::vector<std::vector<double>> DrawComputeTimes(const RunOptions& options) {
 // the same delays and the same machine conditions, so their ratio is not skewed by drift between
 // two back-to-back runs.
 absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
+                       prometheus::Registry* metrics,
                        const std::vector<std::vector<double>>& compute_s,
                        const std::vector<std::vector<std::byte>>& inputs,
                        const std::vector<std::byte>& expected, Phase& baseline, Phase& adaptive,
@@ -196,8 +201,12 @@ absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
       config.state_file = options.state_file;
       config.candidates = options.candidates;
     }
+    std::vector<std::shared_ptr<CollectiveObserver>> observers;
+    if (metrics != nullptr) {
+      observers.push_back(std::make_shared<PrometheusObserver>(*metrics, phase->name, n));
+    }
     absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
-        HostCommunicator::Create(n, config, link);
+        HostCommunicator::Create(n, config, link, std::move(observers));
     if (!comm.ok()) return comm.status();
     comms.push_back(*std::move(comm));
     phase->arrival_s.assign(options.iterations, std::vector<double>(n));
@@ -339,15 +348,20 @@ absl::Status Finish(std::ofstream& file, const std::string& path, absl::string_v
   return absl::OkStatus();
 }
 
-void WriteTrace(const Phase& phase, int64_t bytes, std::ofstream& file) {
-  file << "call,rank,arrival_s,duration_s,bytes,algorithm\n";
+// One row per rank per step: what the trace files and the lag summary are made of.
+std::vector<TraceRow> TraceRows(const Phase& phase, int64_t bytes) {
+  std::vector<TraceRow> rows;
   for (size_t it = 0; it < phase.arrival_s.size(); ++it) {
     for (size_t rank = 0; rank < phase.arrival_s[it].size(); ++rank) {
-      file << absl::StrFormat("%d,%d,%.9f,%.9f,%d,%s\n", it, rank, phase.arrival_s[it][rank],
-                              phase.duration_s[it][rank], bytes,
-                              AlgorithmName(phase.algorithm[it][rank]));
+      rows.push_back({.call = static_cast<int64_t>(it),
+                      .rank = static_cast<int>(rank),
+                      .arrival_s = phase.arrival_s[it][rank],
+                      .duration_s = phase.duration_s[it][rank],
+                      .bytes = bytes,
+                      .algorithm = std::string(AlgorithmName(phase.algorithm[it][rank]))});
     }
   }
+  return rows;
 }
 
 nlohmann::json Timings(const std::vector<double>& latency_s) {
@@ -360,8 +374,12 @@ nlohmann::json Timings(const std::vector<double>& latency_s) {
 
 absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& progress) {
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
-  std::ofstream trace_file, summary_file;
+  std::ofstream trace_file, trace_json_file, summary_file;
   if (absl::Status status = OpenOutput(options.trace_path, "trace", trace_file); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = OpenOutput(options.trace_json_path, "trace JSON", trace_json_file);
+      !status.ok()) {
     return status;
   }
   if (absl::Status status = OpenOutput(options.summary_json_path, "summary", summary_file);
@@ -399,19 +417,46 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       options.type, count, [&](int64_t i) { return n * Pattern(i) + offsets; }, expected.data());
   const std::vector<std::vector<double>> compute_s = DrawComputeTimes(options);
 
+  // Metrics are optional: a port that cannot be bound costs the operator the endpoint, not the
+  // job.
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (options.metrics_port.has_value()) {
+    registry = std::make_shared<prometheus::Registry>();
+    absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+        MetricsServer::Start(options.metrics_address, *options.metrics_port, registry);
+    if (server.ok()) {
+      metrics_server = *std::move(server);
+      progress << "metrics: http://" << metrics_server->endpoint() << "/metrics\n";
+    } else {
+      std::fprintf(stderr, "stragglar: %s; running without metrics\n",
+                   std::string(server.status().message()).c_str());
+      registry.reset();
+    }
+  }
+
   Phase baseline{.name = "baseline", .mode = RuntimeMode::kObserve};
   Phase adaptive{.name = "adaptive", .mode = RuntimeMode::kAdapt};
-  if (absl::Status status =
-          RunPhases(options, *link, compute_s, inputs, expected, baseline, adaptive, progress);
+  if (absl::Status status = RunPhases(options, *link, registry.get(), compute_s, inputs, expected,
+                                      baseline, adaptive, progress);
       !status.ok()) {
     return status;
   }
+  const std::vector<TraceRow> rows = TraceRows(adaptive, options.bytes);
   if (trace_file.is_open()) {
-    WriteTrace(adaptive, options.bytes, trace_file);
+    WriteCsvTrace(rows, trace_file);
     if (absl::Status status = Finish(trace_file, options.trace_path, "trace"); !status.ok()) {
       return status;
     }
   }
+  if (trace_json_file.is_open()) {
+    trace_json_file << PerfettoTrace(rows, "stragglar run (adaptive)").dump() << "\n";
+    if (absl::Status status = Finish(trace_json_file, options.trace_json_path, "trace JSON");
+        !status.ok()) {
+      return status;
+    }
+  }
+  const LagSummary lags = SummarizeLags(rows);
 
   const double speedup =
       Mean(baseline.latency_s, options.iterations) / Mean(adaptive.latency_s, options.iterations);
@@ -451,6 +496,8 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       {"stragglers", StragglersJson(adaptive.detections)},
       // measured / modelled time after the last arrival, per algorithm and size bucket
       {"calibration", adaptive.calibration},
+      // Per-rank arrival lag and time spent waiting for the others, in the adaptive phase.
+      {"lags", LagSummaryJson(lags)},
       {"persistence", adaptive.persistence},
       {"delay_s", options.delay_s},
       {"seed", options.seed},
@@ -461,6 +508,7 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
   };
   summary["baseline"]["algorithm"] = "ring";
 
+  progress << "\nadaptive phase, " << FormatLagSummary(lags);
   progress << absl::StrFormat(
       "\nlatency = last completion - last arrival; span = last completion - "
       "first arrival\n%-9s %10s %10s %10s %12s\n",
@@ -477,6 +525,11 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       span_speedup, summary["correct"].get<bool>() ? "correct on every rank and step" : "WRONG",
       adaptive.detected.has_value() ? absl::StrCat("rank ", *adaptive.detected) : "none",
       DescribeMix(adaptive, options.iterations));
+  if (metrics_server != nullptr && options.metrics_hold_s > 0) {
+    progress << "metrics: serving the final values for " << FormatSeconds(options.metrics_hold_s)
+             << std::endl;
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.metrics_hold_s));
+  }
   if (summary_file.is_open()) {
     summary_file << summary.dump(2) << "\n";
     if (absl::Status status = Finish(summary_file, options.summary_json_path, "summary");

@@ -37,9 +37,17 @@ struct RunOptions {
   // Output files, opened before the run (a bad path fails at once); empty: none.
   std::string summary_json_path;
   std::string trace_path;
+  std::string trace_json_path;  // Perfetto / Chrome trace-event JSON of the adaptive phase
   // Where the adaptive runtime keeps what it learned across runs (STRAGGLAR_STATE_FILE); empty:
   // nowhere.
   std::string state_file;
+  // Prometheus endpoint (address:port, port 0: any free port); nullopt: none. Both communicators
+  // export, as comm="baseline" and comm="adaptive". A port that cannot be bound is logged once and
+  // the run goes on without metrics.
+  std::optional<int> metrics_port;
+  std::string metrics_address = "127.0.0.1";
+  // Keep serving this long after the last step, so a scraper sees the final values.
+  double metrics_hold_s = 0;
 };
 
 // Runs both phases, printing progress to `progress`; returns the summary JSON (the contract's

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "exporters/prometheus_exporter.h"
 #include "kernels/plan.h"
 #include "kernels/stragglar_schedule.h"
 #include "kernels/synthesizers.h"
@@ -60,6 +61,15 @@ ABSL_FLAG(int64_t, noise_calls, 100000, "scenarios: calls of the noise-only scen
 ABSL_FLAG(std::string, summary_json, "", "run: write the summary JSON to this file");
 ABSL_FLAG(std::string, trace, "",
           "run: write the arrival trace CSV to this file; replay: the trace to read ('-': stdin)");
+ABSL_FLAG(std::string, trace_json, "",
+          "run: write a Perfetto/Chrome trace-event JSON (one track per rank) to this file");
+ABSL_FLAG(std::optional<int>, metrics_port, std::nullopt,
+          "run: serve Prometheus metrics on this port (0: any free port; default: "
+          "STRAGGLAR_METRICS_PORT, else none)");
+ABSL_FLAG(std::string, metrics_addr, "",
+          "run: address to serve metrics on (default: STRAGGLAR_METRICS_ADDR, else 127.0.0.1)");
+ABSL_FLAG(stragglar::Seconds, metrics_hold, stragglar::Seconds{0},
+          "run: keep serving metrics this long after the last step, e.g. 5s");
 ABSL_FLAG(std::string, dtype, "float32", "run: element type (float32, bfloat16, int32, ...)");
 ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
 ABSL_FLAG(int, epoch_calls, 32,
@@ -79,7 +89,8 @@ usage:
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
   stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
                 [--dtype float32] [--seed 1] [--epoch-calls 32] [--algorithms ring,stragglar]
-                [--summary-json FILE] [--trace FILE]
+                [--summary-json FILE] [--trace FILE] [--trace-json FILE]
+                [--metrics-port P] [--metrics-addr A] [--metrics-hold 0s]
   stragglar replay --trace FILE|- [--epoch-calls 32] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
   stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
                       [--ranks 8] [--bytes 256MiB] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
@@ -413,6 +424,7 @@ absl::Status RunRun() {
   options.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
   options.summary_json_path = absl::GetFlag(FLAGS_summary_json);
   options.trace_path = absl::GetFlag(FLAGS_trace);
+  options.trace_json_path = absl::GetFlag(FLAGS_trace_json);
   if (const std::string names = absl::GetFlag(FLAGS_algorithms); !names.empty()) {
     absl::StatusOr<std::vector<Algorithm>> algorithms = ParseAlgorithmList(names);
     if (!algorithms.ok()) return algorithms.status();
@@ -421,6 +433,23 @@ absl::Status RunRun() {
   if (const char* state_file = std::getenv("STRAGGLAR_STATE_FILE"); state_file != nullptr) {
     options.state_file = state_file;
   }
+  // Flags win over the environment the preload library reads (one process: local rank 0).
+  std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(0, std::cerr);
+  if (std::optional<int> port = absl::GetFlag(FLAGS_metrics_port); port.has_value()) {
+    if (*port < 0 || *port > 65535) {
+      return Usage(absl::StrCat("--metrics-port must be in [0, 65535], got ", *port));
+    }
+    if (!endpoint.has_value()) endpoint.emplace();
+    endpoint->port = *port;
+  }
+  if (endpoint.has_value()) {
+    options.metrics_port = endpoint->port;
+    options.metrics_address = endpoint->address;
+  }
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_addr); !address.empty()) {
+    options.metrics_address = address;
+  }
+  options.metrics_hold_s = absl::GetFlag(FLAGS_metrics_hold).value;
   absl::StatusOr<nlohmann::json> summary = RunJob(options, std::cout);
   if (!summary.ok()) return summary.status();
   if (!(*summary)["correct"].get<bool>()) {
@@ -597,8 +626,9 @@ const std::vector<Command>& Commands() {
       {"verify", {"plan"}, RunVerify},
       {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},
       {"run",
-       {"ranks", "straggler", "delay", "bytes", "iterations", "summary_json", "trace", "dtype",
-        "seed", "epoch_calls", "algorithms"},
+       {"ranks", "straggler", "delay", "bytes", "iterations", "summary_json", "trace", "trace_json",
+        "dtype", "seed", "epoch_calls", "algorithms", "metrics_port", "metrics_addr",
+        "metrics_hold"},
        RunRun},
       {"replay", {"trace", "json", "epoch_calls", "alpha", "bandwidth"}, RunReplay},
       {"scenarios",

@@ -1,0 +1,220 @@
+#include "exporters/prometheus_exporter.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+
+std::string SizeBucketLabel(int64_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB"};
+  int64_t bound = 1024;
+  for (int exponent = 10; exponent <= 30; ++exponent, bound <<= 1) {
+    if (bytes <= bound) {
+      return absl::StrCat(int64_t{1} << (exponent % 10), kUnits[exponent / 10 - 1]);
+    }
+  }
+  return ">1GiB";
+}
+
+const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = [] {
+    prometheus::Histogram::BucketBoundaries bounds;
+    // step / 10^k: one correctly rounded division, so the `le` labels read 1e-05, not
+    // 9.999999e-06 (which repeated multiplication by 10 would give).
+    for (double divisor = 1e6; divisor >= 1; divisor /= 10) {
+      for (double step : {1.0, 2.5, 5.0}) bounds.push_back(step / divisor);
+    }
+    bounds.push_back(10);
+    return bounds;
+  }();
+  return buckets;
+}
+
+std::optional<MetricsEndpoint> MetricsEndpointFromEnv(int local_rank, std::ostream& log,
+                                                      const char* (*getenv)(const char*)) {
+  if (getenv == nullptr) getenv = [](const char* name) -> const char* { return std::getenv(name); };
+  const char* port_text = getenv("STRAGGLAR_METRICS_PORT");
+  if (port_text == nullptr || *port_text == '\0') return std::nullopt;
+  MetricsEndpoint endpoint;
+  int base = 0;
+  if (!absl::SimpleAtoi(port_text, &base) || base < 1 || base + local_rank > 65535) {
+    log << "stragglar: STRAGGLAR_METRICS_PORT=\"" << port_text
+        << "\" is invalid: it accepts a port number in [1, " << 65535 - local_rank
+        << "] (rank's port = base + local rank); serving no metrics" << std::endl;
+    return std::nullopt;
+  }
+  endpoint.port = base + local_rank;
+  if (const char* address = getenv("STRAGGLAR_METRICS_ADDR"); address != nullptr && *address) {
+    in6_addr parsed;
+    if (inet_pton(AF_INET, address, &parsed) == 1 || inet_pton(AF_INET6, address, &parsed) == 1) {
+      endpoint.address = address;
+    } else {
+      log << "stragglar: STRAGGLAR_METRICS_ADDR=\"" << address
+          << "\" is invalid: it accepts an IPv4 or IPv6 address (0.0.0.0 for every interface); "
+             "using 127.0.0.1"
+          << std::endl;
+    }
+  }
+  return endpoint;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& address, int port, std::shared_ptr<prometheus::Registry> registry) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics port ", port, " outside [0, 65535]"));
+  }
+  // civetweb takes IPv6 addresses in brackets.
+  const bool ipv6 = address.find(':') != std::string::npos && address.front() != '[';
+  const std::string host = ipv6 ? absl::StrCat("[", address, "]") : address;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    // One serving thread: a scrape every few seconds needs no more.
+    exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(host, ":", port), 1);
+  } catch (const std::exception& error) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", host, ":", port, " (",
+                                               error.what(), "; is the port in use?)"));
+  }
+  exposer->RegisterCollectable(registry);
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  const int bound = ports.empty() ? port : ports.front();
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer), std::move(registry),
+                                                          bound, absl::StrCat(host, ":", bound)));
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
+                             std::shared_ptr<prometheus::Registry> registry, int port,
+                             std::string endpoint)
+    : registry_(std::move(registry)),
+      exposer_(std::move(exposer)),
+      port_(port),
+      endpoint_(std::move(endpoint)) {}
+
+PrometheusObserver::PrometheusObserver(prometheus::Registry& registry, std::string comm,
+                                       int num_ranks)
+    : comm_(std::move(comm)),
+      calls_family_(prometheus::BuildCounter()
+                        .Name("stragglar_collective_calls_total")
+                        .Help("Collectives this rank entered, by algorithm")
+                        .Register(registry)),
+      duration_family_(prometheus::BuildHistogram()
+                           .Name("stragglar_collective_duration_seconds")
+                           .Help("Time from this rank's arrival to its completion of a collective")
+                           .Register(registry)),
+      ranks_(num_ranks) {
+  auto& lag = prometheus::BuildHistogram()
+                  .Name("stragglar_arrival_lag_seconds")
+                  .Help("How far this rank arrived behind the earliest rank of the same call")
+                  .Register(registry);
+  auto& wait = prometheus::BuildCounter()
+                   .Name("stragglar_wait_seconds_total")
+                   .Help("Time this rank waited for the last rank of each call to arrive")
+                   .Register(registry);
+  auto& straggler = prometheus::BuildGauge()
+                        .Name("stragglar_straggler_rank")
+                        .Help("The rank named persistent straggler; -1 when none")
+                        .Register(registry);
+  auto& persistence =
+      prometheus::BuildGauge()
+          .Name("stragglar_straggler_persistence_ratio")
+          .Help("Share of the detector's recent calls in which this rank was the late one")
+          .Register(registry);
+  auto& saved = prometheus::BuildCounter()
+                    .Name("stragglar_time_saved_seconds_total")
+                    .Help(
+                        "Estimated: modelled time of the default algorithm minus the measured "
+                        "time, over calls where the chosen algorithm was faster")
+                    .Register(registry);
+  auto& lost = prometheus::BuildCounter()
+                   .Name("stragglar_time_lost_seconds_total")
+                   .Help(
+                       "Estimated: measured time minus the modelled time of the default "
+                       "algorithm, over calls where the chosen algorithm was slower")
+                   .Register(registry);
+  auto& switches = prometheus::BuildCounter()
+                       .Name("stragglar_policy_switches_total")
+                       .Help("Times the policy's algorithm changed for a message size bucket")
+                       .Register(registry);
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const prometheus::Labels labels = RankLabels(rank);
+    RankSeries& series = ranks_[rank];
+    series.lag = &lag.Add(labels, DurationBuckets());
+    series.wait = &wait.Add(labels);
+    series.straggler = &straggler.Add(labels);
+    series.straggler->Set(-1);
+    series.persistence = &persistence.Add(labels);
+    series.saved = &saved.Add(labels);
+    series.lost = &lost.Add(labels);
+    series.switches = &switches.Add(labels);
+    // Every algorithm at 0 from the start, so rate() sees the first calls of each.
+    for (Algorithm algorithm : kAllAlgorithms) {
+      prometheus::Labels with_algorithm = labels;
+      with_algorithm.emplace("algorithm", std::string(AlgorithmName(algorithm)));
+      series.calls[algorithm] = &calls_family_.Add(with_algorithm);
+    }
+  }
+}
+
+prometheus::Labels PrometheusObserver::RankLabels(int rank) const {
+  return {{"comm", comm_}, {"rank", absl::StrCat(rank)}};
+}
+
+void PrometheusObserver::OnStart(const RuntimeCore& core, const CallDecision& decision,
+                                 int64_t bytes) {
+  const int rank = core.rank();
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  ranks_[rank].calls[decision.algorithm]->Increment();
+}
+
+void PrometheusObserver::OnCall(const RuntimeCore& core, const CallDecision& decision,
+                                int64_t bytes, const CallTiming& timing) {
+  const int rank = core.rank();
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  RankSeries& series = ranks_[rank];
+  std::string size_bucket = SizeBucketLabel(bytes);
+  auto key = std::make_pair(decision.algorithm, size_bucket);
+  auto duration = series.duration.find(key);
+  if (duration == series.duration.end()) {
+    prometheus::Labels labels = RankLabels(rank);
+    labels.emplace("algorithm", std::string(AlgorithmName(decision.algorithm)));
+    labels.emplace("size_bucket", size_bucket);
+    duration = series.duration.emplace(key, &duration_family_.Add(labels, DurationBuckets())).first;
+  }
+  duration->second->Observe(timing.duration_s);
+  // Exploration calls are deliberate one-offs, not the policy changing its mind.
+  if (decision.explored) return;
+  auto [chosen, first] = series.chosen.try_emplace(size_bucket, decision.algorithm);
+  if (!first && chosen->second != decision.algorithm) {
+    chosen->second = decision.algorithm;
+    series.switches->Increment();
+  }
+}
+
+void PrometheusObserver::OnEpoch(const RuntimeCore& core, const EpochReport& report) {
+  const int rank = core.rank();
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  RankSeries& series = ranks_[rank];
+  for (const EpochCallReport& call : report.calls) {
+    if (rank >= static_cast<int>(call.lag_s.size())) continue;
+    const double lag = call.lag_s[rank];
+    series.lag->Observe(lag);
+    const double last = *std::max_element(call.lag_s.begin(), call.lag_s.end());
+    series.wait->Increment(last - lag);
+    if (call.saved_s > 0) series.saved->Increment(call.saved_s);
+    if (call.saved_s < 0) series.lost->Increment(-call.saved_s);
+  }
+  series.straggler->Set(report.straggler.value_or(-1));
+  if (rank < static_cast<int>(report.persistence.size())) {
+    series.persistence->Set(report.persistence[rank]);
+  }
+}
+
+}  // namespace stragglar

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""End to end with a real Prometheus server (Debian package `prometheus`).
+
+Starts `stragglar run --metrics-port P` and a Prometheus server on loopback that scrapes it every
+second and evaluates dashboards/stragglar-rules.yml; then, through Prometheus's HTTP API, asserts
+that every contract metric arrived with its labels, that the detector's verdict is what the run
+injected, that every PromQL expression of the dashboard and of the rules returns data, and that the
+alerts are in the expected state. With --save DIR it also keeps every panel's query_range result
+(the input of scripts/render-dashboard.py). Exits non-zero, naming each failure, otherwise.
+Standard library only.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DASHBOARD = os.path.join(ROOT, "dashboards", "stragglar-dashboard.json")
+RULES = os.path.join(ROOT, "dashboards", "stragglar-rules.yml")
+STRAGGLER = 5
+RANKS = 8
+
+# Contract metric -> labels every one of its series must carry (besides comm and rank).
+CONTRACT = {
+    "stragglar_collective_calls_total": ["algorithm"],
+    "stragglar_collective_duration_seconds_bucket": ["algorithm", "size_bucket", "le"],
+    "stragglar_collective_duration_seconds_count": ["algorithm", "size_bucket"],
+    "stragglar_arrival_lag_seconds_bucket": ["le"],
+    "stragglar_arrival_lag_seconds_sum": [],
+    "stragglar_straggler_rank": [],
+    "stragglar_straggler_persistence_ratio": [],
+    "stragglar_time_saved_seconds_total": [],
+    "stragglar_time_lost_seconds_total": [],
+    "stragglar_policy_switches_total": [],
+    "stragglar_wait_seconds_total": [],
+}
+
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+        print("FAIL:", message, flush=True)
+    return condition
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}/api/v1/"
+
+    def get(self, path, **params):
+        url = self.base + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.load(response)
+        if body.get("status") != "success":
+            raise RuntimeError(f"{path} {params}: {body}")
+        return body["data"]
+
+    def query(self, expr, at):
+        return self.get("query", query=expr, time=f"{at:.3f}")["result"]
+
+
+def wait_until(predicate, timeout_s, what):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if predicate():
+                return True
+        except Exception:  # the server may not be up yet
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def panel_targets(panels):
+    for panel in panels:
+        yield from panel_targets(panel.get("panels", []))
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                yield panel.get("title", "?"), target["expr"]
+
+
+def substitute(expr, rate_interval="1m"):
+    return (expr.replace("$__rate_interval", rate_interval).replace("${comm}", ".*")
+            .replace("$comm", ".*"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--stragglar", default=os.path.join(ROOT, "build", "bin", "stragglar"))
+    parser.add_argument("--prometheus", default=shutil.which("prometheus") or "prometheus")
+    parser.add_argument("--iterations", type=int, default=192)
+    parser.add_argument("--save", help="directory to keep the panels' query_range results in")
+    parser.add_argument("--save-rate-interval", default="15s",
+                        help="$__rate_interval of the saved query_range results (Grafana's own "
+                             "choice for a 1 s scrape would be shorter than the test's 1m)")
+    args = parser.parse_args()
+    if not shutil.which(args.prometheus) and not os.path.exists(args.prometheus):
+        print("prometheus not found: run scripts/install-deps.sh (Debian package prometheus)")
+        return 1
+
+    work = tempfile.mkdtemp(prefix="stragglar-prometheus-")
+    metrics_port, web_port = free_port(), free_port()
+    config = os.path.join(work, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write(f"""global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - {RULES}
+scrape_configs:
+  - job_name: stragglar
+    static_configs:
+      - targets: ["127.0.0.1:{metrics_port}"]
+""")
+    processes = []
+    try:
+        server = subprocess.Popen(
+            [args.prometheus, f"--config.file={config}", f"--storage.tsdb.path={work}/data",
+             f"--web.listen-address=127.0.0.1:{web_port}", "--log.level=warn"],
+            stdout=open(os.path.join(work, "prometheus.log"), "w"), stderr=subprocess.STDOUT)
+        processes.append(server)
+        prometheus = Prometheus(web_port)
+        wait_until(lambda: prometheus.get("status/runtimeinfo") is not None, 60,
+                   "the Prometheus server")
+        start = time.time()
+        run = subprocess.Popen(
+            [args.stragglar, "run", f"--metrics-port={metrics_port}",
+             f"--iterations={args.iterations}", "--bytes=4MiB", f"--straggler={STRAGGLER}",
+             "--metrics-hold=4s", f"--summary-json={work}/summary.json"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        processes.append(run)
+        output, _ = run.communicate(timeout=600)
+        end = time.time()
+        print(output, flush=True)
+        if not check(run.returncode == 0, f"stragglar run exited with {run.returncode}"):
+            return 1
+        # The last scrape happened during the hold; evaluate just before the run ended.
+        at = end - 2
+        wait_until(lambda: prometheus.query("up", at) and
+                   prometheus.query("stragglar_collective_calls_total", at), 30, "a scrape")
+
+        # 1. Every contract metric, with its labels, for both communicators and every rank.
+        for name, labels in CONTRACT.items():
+            series = prometheus.query(name, at)
+            if not check(series, f"{name}: no series"):
+                continue
+            for each in series:
+                metric = each["metric"]
+                missing = [l for l in ["comm", "rank"] + labels if l not in metric]
+                check(not missing, f"{name}: series {metric} lacks {missing}")
+            seen = {(s["metric"].get("comm"), s["metric"].get("rank")) for s in series}
+            wanted = {(c, str(r)) for c in ("adaptive", "baseline") for r in range(RANKS)}
+            check(wanted <= seen, f"{name}: missing comm/rank pairs {sorted(wanted - seen)}")
+        buckets = {s["metric"]["size_bucket"]
+                   for s in prometheus.query("stragglar_collective_duration_seconds_count", at)}
+        check(buckets == {"4MiB"}, f"size_bucket values {buckets}, expected 4MiB only")
+
+        # 2. What the run did, as Prometheus saw it.
+        for s in prometheus.query('stragglar_straggler_rank{comm="adaptive"}', at):
+            check(float(s["value"][1]) == STRAGGLER, f"straggler rank {s}")
+        persistence = {s["metric"]["rank"]: float(s["value"][1]) for s in prometheus.query(
+            'stragglar_straggler_persistence_ratio{comm="adaptive"}', at)}
+        check(persistence.get(str(STRAGGLER), 0) > 0.5, f"persistence {persistence}")
+        check(all(v < 0.5 for r, v in persistence.items() if r != str(STRAGGLER)),
+              f"persistence of punctual ranks {persistence}")
+        calls = prometheus.query('sum by (comm, rank) (stragglar_collective_calls_total)', at)
+        check(all(float(s["value"][1]) > 0 for s in calls), f"calls {calls}")
+        stragglar_calls = prometheus.query(
+            'sum(stragglar_collective_calls_total{comm="adaptive",algorithm="stragglar"})', at)
+        check(stragglar_calls and float(stragglar_calls[0]["value"][1]) > 0,
+              f"adaptive ran no StragglAR call: {stragglar_calls}")
+        saved = prometheus.query('max(stragglar_time_saved_seconds_total{comm="adaptive"})', at)
+        check(saved and float(saved[0]["value"][1]) > 0, f"no time saved: {saved}")
+        with open(f"{work}/summary.json") as f:
+            summary = json.load(f)
+        final_calls = prometheus.query(
+            'sum by (rank) (stragglar_collective_calls_total{comm="adaptive"})', end + 1)
+        check(all(float(s["value"][1]) == summary["iterations"] for s in final_calls),
+              f"final call counts {final_calls} != {summary['iterations']} iterations")
+
+        # 3. Every expression of the dashboard returns data.
+        with open(DASHBOARD) as f:
+            dashboard = json.load(f)
+        targets = list(panel_targets(dashboard["panels"]))
+        check(targets, "the dashboard has no queries")
+        saved_panels = []
+        for title, expr in targets:
+            result = prometheus.query(substitute(expr), at)
+            check(result, f"dashboard panel '{title}': no data for {expr}")
+            if args.save:
+                saved_panels.append({"title": title, "expr": expr, "result": prometheus.get(
+                    "query_range", query=substitute(expr, args.save_rate_interval),
+                    start=f"{start:.3f}",
+                    end=f"{end:.3f}", step="1")["result"]})
+
+        # 4. Every rule loads, is healthy, and returns data; the alerts are in the right state.
+        groups = prometheus.get("rules")["groups"]
+        rules = [rule for group in groups for rule in group["rules"]]
+        check(rules, "no rules loaded")
+        for rule in rules:
+            check(rule.get("health") == "ok", f"rule {rule['name']}: {rule.get('lastError')}")
+            if rule["type"] == "recording":
+                check(prometheus.query(rule["name"], at), f"recording rule {rule['name']}: no data")
+        alerts = {rule["name"]: rule for rule in rules if rule["type"] == "alerting"}
+        straggler_alert = alerts.get("StragglarPersistentStraggler")
+        if check(straggler_alert, "StragglarPersistentStraggler is not loaded"):
+            check(prometheus.query(straggler_alert["query"], at),
+                  "StragglarPersistentStraggler's expression is empty with a straggler present")
+            check(straggler_alert["state"] in ("pending", "firing"),
+                  f"StragglarPersistentStraggler is {straggler_alert['state']}")
+        stall_alert = alerts.get("StragglarRankStalled")
+        if check(stall_alert, "StragglarRankStalled is not loaded"):
+            check(not prometheus.query(stall_alert["query"], at),
+                  "StragglarRankStalled's expression matched although every rank advanced")
+            check(stall_alert["state"] == "inactive", f"StragglarRankStalled is {stall_alert['state']}")
+
+        if args.save:
+            os.makedirs(args.save, exist_ok=True)
+            with open(os.path.join(args.save, "panels.json"), "w") as f:
+                json.dump({"start": start, "end": end, "panels": saved_panels}, f)
+            shutil.copy(f"{work}/summary.json", os.path.join(args.save, "summary.json"))
+        print(f"checked {len(CONTRACT)} metrics, {len(targets)} dashboard queries, "
+              f"{len(rules)} rules against Prometheus on 127.0.0.1:{web_port}")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        if failures:
+            print(f"Prometheus log: {work}/prometheus.log")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
