@@ -99,7 +99,7 @@ MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
       endpoint_(std::move(endpoint)) {}
 
 PrometheusObserver::PrometheusObserver(prometheus::Registry& registry, std::string comm,
-                                       int num_ranks)
+                                       int num_ranks, const std::vector<int>& exported_ranks)
     : comm_(std::move(comm)),
       calls_family_(prometheus::BuildCounter()
                         .Name("stragglar_collective_calls_total")
@@ -144,8 +144,13 @@ PrometheusObserver::PrometheusObserver(prometheus::Registry& registry, std::stri
                        .Help("Times the policy's algorithm changed for a message size bucket")
                        .Register(registry);
   for (int rank = 0; rank < num_ranks; ++rank) {
+    if (!exported_ranks.empty() &&
+        std::find(exported_ranks.begin(), exported_ranks.end(), rank) == exported_ranks.end()) {
+      continue;
+    }
     const prometheus::Labels labels = RankLabels(rank);
     RankSeries& series = ranks_[rank];
+    series.exported = true;
     series.lag = &lag.Add(labels, DurationBuckets());
     series.wait = &wait.Add(labels);
     series.straggler = &straggler.Add(labels);
@@ -170,14 +175,14 @@ prometheus::Labels PrometheusObserver::RankLabels(int rank) const {
 void PrometheusObserver::OnStart(const RuntimeCore& core, const CallDecision& decision,
                                  int64_t bytes) {
   const int rank = core.rank();
-  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size()) || !ranks_[rank].exported) return;
   ranks_[rank].calls[decision.algorithm]->Increment();
 }
 
 void PrometheusObserver::OnCall(const RuntimeCore& core, const CallDecision& decision,
                                 int64_t bytes, const CallTiming& timing) {
   const int rank = core.rank();
-  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size()) || !ranks_[rank].exported) return;
   RankSeries& series = ranks_[rank];
   std::string size_bucket = SizeBucketLabel(bytes);
   auto key = std::make_pair(decision.algorithm, size_bucket);
@@ -200,7 +205,7 @@ void PrometheusObserver::OnCall(const RuntimeCore& core, const CallDecision& dec
 
 void PrometheusObserver::OnEpoch(const RuntimeCore& core, const EpochReport& report) {
   const int rank = core.rank();
-  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size()) || !ranks_[rank].exported) return;
   RankSeries& series = ranks_[rank];
   for (const EpochCallReport& call : report.calls) {
     if (rank >= static_cast<int>(call.lag_s.size())) continue;

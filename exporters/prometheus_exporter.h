@@ -81,9 +81,12 @@ class MetricsServer {
 
 // Exports one communicator's ranks into `registry` (label comm = `comm`). Several observers (one
 // per communicator) may share a registry: the families are shared, the label sets differ.
+// `exported_ranks`: the ranks whose series this process serves (a preload library: its own rank,
+// so that no two endpoints export the same series); empty: all of them (ranks as threads).
 class PrometheusObserver : public CollectiveObserver {
  public:
-  PrometheusObserver(prometheus::Registry& registry, std::string comm, int num_ranks);
+  PrometheusObserver(prometheus::Registry& registry, std::string comm, int num_ranks,
+                     const std::vector<int>& exported_ranks = {});
 
   void OnStart(const RuntimeCore& core, const CallDecision& decision, int64_t bytes) override;
   void OnCall(const RuntimeCore& core, const CallDecision& decision, int64_t bytes,
@@ -94,6 +97,7 @@ class PrometheusObserver : public CollectiveObserver {
   // One rank's series; only that rank's thread touches it, so it needs no lock (prometheus-cpp's
   // metrics and families are themselves thread-safe).
   struct RankSeries {
+    bool exported = false;
     prometheus::Histogram* lag = nullptr;
     prometheus::Counter* wait = nullptr;
     prometheus::Gauge* straggler = nullptr;

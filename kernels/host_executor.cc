@@ -9,6 +9,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/rank_steps.h"
 
 namespace stragglar {
 namespace {
@@ -24,13 +25,6 @@ struct MessageHeader {
   uint8_t padding[2];
 };
 static_assert(sizeof(MessageHeader) == 16);
-
-// What one rank does in one round; rounds where it neither sends nor receives are dropped.
-struct RankStep {
-  int round = 0;
-  const Transfer* send = nullptr;
-  const Transfer* receive = nullptr;
-};
 
 // Misuse of the transport's API (not data errors): fail loudly instead of corrupting memory.
 void CheckRanks(int src, int dst, int num_ranks) {
@@ -76,46 +70,6 @@ absl::Status ValidateArgs(const Plan& plan, int rank, const HostAllReduceArgs& a
                                                    " buffer is null with count ", args.count));
   }
   return absl::OkStatus();
-}
-
-absl::Status ValidateTransfer(const Plan& plan, int round, const Transfer& transfer) {
-  if (transfer.src < 0 || transfer.src >= plan.num_ranks || transfer.dst < 0 ||
-      transfer.dst >= plan.num_ranks || transfer.src == transfer.dst) {
-    return absl::InvalidArgumentError(absl::StrCat("round ", round, ": bad transfer ", transfer.src,
-                                                   " -> ", transfer.dst, " for ", plan.num_ranks,
-                                                   " ranks"));
-  }
-  for (int32_t chunk : transfer.chunks) {
-    if (chunk < 0 || chunk >= plan.num_chunks) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("round ", round, ": chunk ", chunk, " outside [0, ", plan.num_chunks, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// This rank's sends and receives, in round order. Only the transfers this rank takes part in are
-// checked (the verifier checks whole plans); that is enough to keep the executor memory-safe.
-absl::StatusOr<std::vector<RankStep>> RankSteps(const Plan& plan, int rank) {
-  std::vector<RankStep> steps;
-  for (int round = 0; round < plan.num_rounds(); ++round) {
-    RankStep step{.round = round};
-    for (const Transfer& transfer : plan.rounds[round].transfers) {
-      if (transfer.src != rank && transfer.dst != rank) continue;
-      if (absl::Status status = ValidateTransfer(plan, round, transfer); !status.ok()) {
-        return status;
-      }
-      const Transfer*& slot = transfer.src == rank ? step.send : step.receive;
-      if (slot != nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("round ", round, ": rank ", rank,
-                         transfer.src == rank ? " sends" : " receives", " more than one transfer"));
-      }
-      slot = &transfer;
-    }
-    if (step.send != nullptr || step.receive != nullptr) steps.push_back(step);
-  }
-  return steps;
 }
 
 absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int rank,
@@ -374,13 +328,8 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
   absl::StatusOr<std::vector<RankStep>> steps = RankSteps(plan, rank);
   if (!steps.ok()) return fail(steps.status());
 
-  // Byte offset where each chunk starts; chunk c spans [offsets[c], offsets[c + 1]).
   const int64_t element_size = DataTypeSize(args.type);
-  std::vector<int64_t> offsets(plan.num_chunks + 1);
-  for (int chunk = 0; chunk < plan.num_chunks; ++chunk) {
-    offsets[chunk] = ChunkElements(args.count, plan.num_chunks, chunk).begin * element_size;
-  }
-  offsets[plan.num_chunks] = args.count * element_size;
+  const std::vector<int64_t> offsets = ChunkByteOffsets(args.count, element_size, plan.num_chunks);
   auto chunk_bytes = [&offsets](int32_t chunk) { return offsets[chunk + 1] - offsets[chunk]; };
 
   const std::byte* input = static_cast<const std::byte*>(args.send);

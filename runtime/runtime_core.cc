@@ -149,6 +149,15 @@ void RuntimeCore::Record(const CallTiming& timing, bool ran_decision) {
   epoch_.push_back(call);
 }
 
+void RuntimeCore::Record(const CallTiming& timing, const CallDecision& ran) {
+  if (pending_.has_value()) {
+    const int64_t call = pending_->first.call;
+    pending_->first = ran;
+    pending_->first.call = call;
+  }
+  Record(timing);
+}
+
 std::vector<double> RuntimeCore::EpochPayload() const {
   std::vector<double> payload;
   payload.reserve(2 * epoch_.size());

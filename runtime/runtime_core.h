@@ -117,6 +117,9 @@ class RuntimeCore {
   // `ran_decision` false: the timing is not of the decision's plan (a replayed trace in which
   // something else ran), so the calibration does not credit it to the decision's algorithm.
   void Record(const CallTiming& timing, bool ran_decision = true);
+  // The call ran `ran` instead of what Decide() returned (a backend's forced algorithm): the
+  // epoch report and the calibration credit `ran`.
+  void Record(const CallTiming& timing, const CallDecision& ran);
 
   // True when the epoch is full: the backend must exchange payloads before the next Decide().
   bool ExchangeDue() const { return static_cast<int>(epoch_.size()) >= config_.epoch_calls; }

@@ -30,8 +30,7 @@ std::string MachineId(absl::string_view backend) {
   return absl::StrCat(host, "/", backend);
 }
 
-absl::StatusOr<LearnedState> LoadState(const std::string& path, int num_ranks,
-                                       absl::string_view machine) {
+absl::StatusOr<std::string> ReadStateText(const std::string& path) {
   std::ifstream file(path);
   if (!file) {
     return absl::NotFoundError(
@@ -39,9 +38,20 @@ absl::StatusOr<LearnedState> LoadState(const std::string& path, int num_ranks,
   }
   std::stringstream text;
   text << file.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<LearnedState> LoadState(const std::string& path, int num_ranks,
+                                       absl::string_view machine) {
+  absl::StatusOr<std::string> text = ReadStateText(path);
+  if (!text.ok()) return text.status();
+  return ParseState(*text, path, num_ranks, machine);
+}
+
+absl::StatusOr<LearnedState> ParseState(absl::string_view text, const std::string& path,
+                                        int num_ranks, absl::string_view machine) {
   // No exceptions: a parse error is a discarded value, checked below.
-  const nlohmann::json json =
-      nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return Corrupt(path, "not valid JSON");
   if (!json.is_object()) return Corrupt(path, "not a JSON object");
   auto integer = [&](const char* key) -> std::optional<int64_t> {

@@ -34,6 +34,13 @@ std::string MachineId(absl::string_view backend);
 absl::StatusOr<LearnedState> LoadState(const std::string& path, int num_ranks,
                                        absl::string_view machine);
 
+// LoadState in two steps, for multi-process backends: one rank reads the text (NotFound when it
+// cannot), broadcasts it, and every rank parses the same bytes (`path` only names the file in
+// messages), so all of them start from the same state or all start fresh.
+absl::StatusOr<std::string> ReadStateText(const std::string& path);
+absl::StatusOr<LearnedState> ParseState(absl::string_view text, const std::string& path,
+                                        int num_ranks, absl::string_view machine);
+
 // Writes `state` to `path` atomically; the error names the path and the reason.
 absl::Status SaveState(const std::string& path, const LearnedState& state);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -161,6 +162,29 @@ TEST(MetricsTest, ExplorationIsNotASwitch) {
   EXPECT_EQ(RankSeries(registry, "stragglar_collective_calls_total", 0, {{"algorithm", "ring"}})
                 .counter.value,
             3);
+}
+
+// A preload library serves only its own rank, so no two endpoints export the same series.
+TEST(MetricsTest, OnlyTheExportedRanksHaveSeries) {
+  prometheus::Registry registry;
+  PrometheusObserver observer(registry, "test", 4, {2});
+  std::set<std::string> ranks;
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      for (const auto& label : metric.label) {
+        if (label.name == "rank") ranks.insert(label.value);
+      }
+    }
+  }
+  EXPECT_EQ(ranks, std::set<std::string>{"2"});
+  RuntimeCore other = *RuntimeCore::Create(RuntimeConfig{}, 1, 4, kPaperLink);
+  observer.OnStart(other, {.algorithm = Algorithm::kRing}, 4096);  // not exported: ignored
+  observer.OnEpoch(other, EpochReport{.straggler = 3});
+  RuntimeCore mine = *RuntimeCore::Create(RuntimeConfig{}, 2, 4, kPaperLink);
+  observer.OnStart(mine, {.algorithm = Algorithm::kRing}, 4096);
+  EXPECT_EQ(RankSeries(registry, "stragglar_collective_calls_total", 2, {{"algorithm", "ring"}})
+                .counter.value,
+            1);
 }
 
 // A call that never completes (a hang) is counted on entry, so the ranks that entered it stand

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End to end with a real Prometheus server (Debian package `prometheus`).
 
-Starts `stragglar run --metrics-port P` and a Prometheus server on loopback that scrapes it every
+Starts `stragglar run --metrics-port P` (or, with --mpi, four MPI processes under
+libstragglar_mpi.so) and a Prometheus server on loopback that scrapes it every
 second and evaluates dashboards/stragglar-rules.yml; then, through Prometheus's HTTP API, asserts
 that every contract metric arrived with its labels, that the detector's verdict is what the run
 injected, that every PromQL expression of the dashboard and of the rules returns data, and that the
@@ -50,6 +51,31 @@ def check(condition, message):
         failures.append(message)
         print("FAIL:", message, flush=True)
     return condition
+
+
+def metric_port_of(base, rank):
+    return base + int(rank)
+
+
+def free_ports(count):
+    """A base port with `count` free ports from it (the MPI ranks' endpoints)."""
+    for _ in range(100):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        try:
+            sockets = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def free_port():
@@ -104,6 +130,10 @@ def main():
     parser.add_argument("--stragglar", default=os.path.join(ROOT, "build", "bin", "stragglar"))
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "prometheus")
     parser.add_argument("--iterations", type=int, default=192)
+    parser.add_argument("--mpi", metavar="BUILD_DIR",
+                        help="scrape the MPI preload library instead: 4 processes of "
+                             "stragglar-mpi-bench with libstragglar_mpi.so, one endpoint per rank "
+                             "(STRAGGLAR_METRICS_PORT = base port)")
     parser.add_argument("--save", help="directory to keep the panels' query_range results in")
     parser.add_argument("--save-rate-interval", default="15s",
                         help="$__rate_interval of the saved query_range results (Grafana's own "
@@ -114,7 +144,16 @@ def main():
         return 1
 
     work = tempfile.mkdtemp(prefix="stragglar-prometheus-")
-    metrics_port, web_port = free_port(), free_port()
+    mpi = args.mpi is not None
+    # The host runtime serves its 8 threads from one endpoint, as comm baseline and adaptive; the
+    # MPI library serves each process's own rank on base + local rank, as comm world.
+    ranks = 4 if mpi else RANKS
+    straggler = ranks - 1 if mpi else STRAGGLER
+    comms = ("world",) if mpi else ("adaptive", "baseline")
+    adaptive = comms[0]
+    metrics_port = free_ports(ranks) if mpi else free_port()
+    web_port = free_port()
+    targets = ", ".join(f'"127.0.0.1:{metrics_port + r}"' for r in range(ranks if mpi else 1))
     config = os.path.join(work, "prometheus.yml")
     with open(config, "w") as f:
         f.write(f"""global:
@@ -125,7 +164,7 @@ rule_files:
 scrape_configs:
   - job_name: stragglar
     static_configs:
-      - targets: ["127.0.0.1:{metrics_port}"]
+      - targets: [{targets}]
 """)
     processes = []
     try:
@@ -138,18 +177,29 @@ scrape_configs:
         wait_until(lambda: prometheus.get("status/runtimeinfo") is not None, 60,
                    "the Prometheus server")
         start = time.time()
-        run = subprocess.Popen(
-            [args.stragglar, "run", f"--metrics-port={metrics_port}",
-             f"--iterations={args.iterations}", "--bytes=4MiB", f"--straggler={STRAGGLER}",
-             "--metrics-hold=4s", f"--summary-json={work}/summary.json"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if mpi:
+            build = os.path.abspath(args.mpi)
+            env = dict(os.environ, STRAGGLAR_METRICS_PORT=str(metrics_port),
+                       STRAGGLAR_EPOCH_CALLS="16")
+            command = [os.path.join(ROOT, "tests", "mpi", "run_check.sh"), build, str(ranks),
+                       "yes", os.path.join(build, "bin", "stragglar-mpi-bench"),
+                       "--min-bytes=4MiB", "--max-bytes=4MiB", "--delays=20ms", "--warmup=16",
+                       f"--iterations={args.iterations}"]
+        else:
+            env = None
+            command = [args.stragglar, "run", f"--metrics-port={metrics_port}",
+                       f"--iterations={args.iterations}", "--bytes=4MiB",
+                       f"--straggler={STRAGGLER}", "--metrics-hold=4s",
+                       f"--summary-json={work}/summary.json"]
+        run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
         processes.append(run)
         output, _ = run.communicate(timeout=600)
         end = time.time()
         print(output, flush=True)
-        if not check(run.returncode == 0, f"stragglar run exited with {run.returncode}"):
+        if not check(run.returncode == 0, f"{command[0]} exited with {run.returncode}"):
             return 1
-        # The last scrape happened during the hold; evaluate just before the run ended.
+        # Evaluate just before the run ended (the host run's last scrape was during its hold).
         at = end - 2
         wait_until(lambda: prometheus.query("up", at) and
                    prometheus.query("stragglar_collective_calls_total", at), 30, "a scrape")
@@ -164,34 +214,42 @@ scrape_configs:
                 missing = [l for l in ["comm", "rank"] + labels if l not in metric]
                 check(not missing, f"{name}: series {metric} lacks {missing}")
             seen = {(s["metric"].get("comm"), s["metric"].get("rank")) for s in series}
-            wanted = {(c, str(r)) for c in ("adaptive", "baseline") for r in range(RANKS)}
+            wanted = {(c, str(r)) for c in comms for r in range(ranks)}
             check(wanted <= seen, f"{name}: missing comm/rank pairs {sorted(wanted - seen)}")
+            if mpi:  # each rank from its own process's endpoint: base port + rank
+                for each in series:
+                    metric = each["metric"]
+                    check(metric.get("instance") ==
+                          f"127.0.0.1:{metric_port_of(metrics_port, metric.get('rank'))}",
+                          f"{name}: rank {metric.get('rank')} served by {metric.get('instance')}")
         buckets = {s["metric"]["size_bucket"]
                    for s in prometheus.query("stragglar_collective_duration_seconds_count", at)}
         check(buckets == {"4MiB"}, f"size_bucket values {buckets}, expected 4MiB only")
 
         # 2. What the run did, as Prometheus saw it.
-        for s in prometheus.query('stragglar_straggler_rank{comm="adaptive"}', at):
-            check(float(s["value"][1]) == STRAGGLER, f"straggler rank {s}")
+        for s in prometheus.query(f'stragglar_straggler_rank{{comm="{adaptive}"}}', at):
+            check(float(s["value"][1]) == straggler, f"straggler rank {s}")
         persistence = {s["metric"]["rank"]: float(s["value"][1]) for s in prometheus.query(
-            'stragglar_straggler_persistence_ratio{comm="adaptive"}', at)}
-        check(persistence.get(str(STRAGGLER), 0) > 0.5, f"persistence {persistence}")
-        check(all(v < 0.5 for r, v in persistence.items() if r != str(STRAGGLER)),
+            f'stragglar_straggler_persistence_ratio{{comm="{adaptive}"}}', at)}
+        check(persistence.get(str(straggler), 0) > 0.5, f"persistence {persistence}")
+        check(all(v < 0.5 for r, v in persistence.items() if r != str(straggler)),
               f"persistence of punctual ranks {persistence}")
         calls = prometheus.query('sum by (comm, rank) (stragglar_collective_calls_total)', at)
         check(all(float(s["value"][1]) > 0 for s in calls), f"calls {calls}")
         stragglar_calls = prometheus.query(
-            'sum(stragglar_collective_calls_total{comm="adaptive",algorithm="stragglar"})', at)
+            f'sum(stragglar_collective_calls_total{{comm="{adaptive}",algorithm="stragglar"}})', at)
         check(stragglar_calls and float(stragglar_calls[0]["value"][1]) > 0,
-              f"adaptive ran no StragglAR call: {stragglar_calls}")
-        saved = prometheus.query('max(stragglar_time_saved_seconds_total{comm="adaptive"})', at)
-        check(saved and float(saved[0]["value"][1]) > 0, f"no time saved: {saved}")
-        with open(f"{work}/summary.json") as f:
-            summary = json.load(f)
-        final_calls = prometheus.query(
-            'sum by (rank) (stragglar_collective_calls_total{comm="adaptive"})', end + 1)
-        check(all(float(s["value"][1]) == summary["iterations"] for s in final_calls),
-              f"final call counts {final_calls} != {summary['iterations']} iterations")
+              f"{adaptive} ran no StragglAR call: {stragglar_calls}")
+        if not mpi:  # the MPI processes exit at once: no final scrape to compare with
+            saved = prometheus.query('max(stragglar_time_saved_seconds_total{comm="adaptive"})',
+                                     at)
+            check(saved and float(saved[0]["value"][1]) > 0, f"no time saved: {saved}")
+            with open(f"{work}/summary.json") as f:
+                summary = json.load(f)
+            final_calls = prometheus.query(
+                'sum by (rank) (stragglar_collective_calls_total{comm="adaptive"})', end + 1)
+            check(all(float(s["value"][1]) == summary["iterations"] for s in final_calls),
+                  f"final call counts {final_calls} != {summary['iterations']} iterations")
 
         # 3. Every expression of the dashboard returns data.
         with open(DASHBOARD) as f:
@@ -233,7 +291,8 @@ scrape_configs:
             os.makedirs(args.save, exist_ok=True)
             with open(os.path.join(args.save, "panels.json"), "w") as f:
                 json.dump({"start": start, "end": end, "panels": saved_panels}, f)
-            shutil.copy(f"{work}/summary.json", os.path.join(args.save, "summary.json"))
+            if not mpi:
+                shutil.copy(f"{work}/summary.json", os.path.join(args.save, "summary.json"))
         print(f"checked {len(CONTRACT)} metrics, {len(targets)} dashboard queries, "
               f"{len(rules)} rules against Prometheus on 127.0.0.1:{web_port}")
     finally:

@@ -122,6 +122,32 @@ TEST(RuntimeCoreTest, SmallCallsKeepTheDefault) {
   for (const CallDecision& decision : decisions) EXPECT_EQ(decision.algorithm, Algorithm::kRing);
 }
 
+// A backend that forces an algorithm records what really ran: the report shows it.
+TEST(RuntimeCoreTest, RecordCreditsTheAlgorithmThatRan) {
+  RuntimeConfig config;
+  config.epoch_calls = 2;
+  std::vector<RuntimeCore> cores = Cores(2, config);
+  std::vector<double> all;
+  for (RuntimeCore& core : cores) {
+    for (int call = 0; call < 2; ++call) {
+      const CallDecision decided = *core.Decide(1 << 20);
+      ASSERT_EQ(decided.algorithm, Algorithm::kRing);
+      CallDecision forced = decided;
+      forced.algorithm = Algorithm::kStragglar;
+      forced.straggler = 1;
+      core.Record({.arrival_s = 1.0 * call, .duration_s = 1e-3}, forced);
+    }
+    const std::vector<double> payload = core.EpochPayload();
+    all.insert(all.end(), payload.begin(), payload.end());
+  }
+  ASSERT_TRUE(cores[0].AbsorbEpoch(all).ok());
+  for (const EpochCallReport& call : cores[0].last_epoch().calls) {
+    EXPECT_EQ(call.decision.algorithm, Algorithm::kStragglar);
+    EXPECT_EQ(call.decision.straggler, 1);
+  }
+  EXPECT_EQ(cores[0].last_epoch().calls[1].decision.call, 1);
+}
+
 TEST(RuntimeCoreTest, MismatchedEpochSizesAreRejected) {
   RuntimeConfig config;
   config.epoch_calls = 2;

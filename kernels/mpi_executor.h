@@ -1,0 +1,35 @@
+// Executes any plan over MPI: nonblocking point-to-point on a communicator private to stragglar,
+// and our CPU reduction kernels. The same plans and per-rank steps as the host executor; only the
+// transport differs.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/plan.h"
+#include "kernels/reduce.h"
+
+namespace stragglar {
+
+struct MpiAllReduceArgs {
+  const void* send = nullptr;  // never modified; may equal `recv` (in place)
+  void* recv = nullptr;
+  int64_t count = 0;  // elements per rank, the same on every rank
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// Runs `plan` as `rank` of `comm`, which must have plan.num_ranks ranks and carry no other traffic
+// (messages are matched by round tags). Round semantics as the plan contract: each round a rank
+// posts its receive, sends the chunks as of the start of the round, and applies what it received
+// once both completed. Every chunk of a message is one MPI message of bytes (so each transfer
+// must stay below 2 GiB). InvalidArgument for a plan that does not fit `comm` or a peer that sent
+// a different amount ("mismatched counts across ranks"); when an MPI call fails, Internal naming
+// the call and MPI's message, with the MPI error code in `*mpi_error` (MPI_SUCCESS otherwise), so
+// the caller can return it unchanged.
+absl::Status ExecutePlanWithMpi(const Plan& plan, int rank, const MpiAllReduceArgs& args,
+                                MPI_Comm comm, int* mpi_error);
+
+}  // namespace stragglar

@@ -1,0 +1,228 @@
+#include "runtime/env_config.h"
+
+#include <array>
+#include <cstdlib>
+#include <ostream>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/plan.h"
+#include "runtime/units.h"
+
+namespace stragglar {
+namespace {
+
+constexpr int64_t kMaxEpochCalls = 1000000;
+
+constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
+    {"adapt", RuntimeMode::kAdapt},
+    {"observe", RuntimeMode::kObserve},
+    {"off", RuntimeMode::kOff},
+}};
+
+constexpr std::array<PreloadConfig::Forced, 5> kForcedAlgorithms = {
+    PreloadConfig::Forced::kAuto, PreloadConfig::Forced::kNative, PreloadConfig::Forced::kRing,
+    PreloadConfig::Forced::kHalvingDoubling, PreloadConfig::Forced::kStragglar};
+
+constexpr std::array<LogLevel, 4> kLogLevels = {LogLevel::kNone, LogLevel::kWarn, LogLevel::kInfo,
+                                                LogLevel::kTrace};
+
+absl::string_view ModeName(RuntimeMode mode) {
+  for (const auto& [name, value] : kModes) {
+    if (value == mode) return name;
+  }
+  return "unknown";
+}
+
+const char* StdGetenv(const char* name) { return std::getenv(name); }
+
+// Reads variables and reports invalid ones.
+class EnvReader {
+ public:
+  EnvReader(const char* (*getenv)(const char*), std::ostream* log)
+      : getenv_(getenv != nullptr ? getenv : &StdGetenv), log_(log) {}
+
+  // The raw value; nullopt when unset or empty (both keep the default).
+  std::optional<std::string> Raw(const char* name) const {
+    const char* value = getenv_(name);
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return std::string(value);
+  }
+
+  // The value without surrounding whitespace (a stray space in a job script is no error);
+  // nullopt when that leaves nothing.
+  std::optional<std::string> Stripped(const char* name) const {
+    std::optional<std::string> value = Raw(name);
+    if (!value.has_value()) return std::nullopt;
+    absl::StripAsciiWhitespace(&*value);
+    if (value->empty()) return std::nullopt;
+    return value;
+  }
+
+  void Invalid(const char* name, absl::string_view value, absl::string_view accepted,
+               absl::string_view fallback) const {
+    const std::string line =
+        absl::StrCat(name, "=\"", absl::CEscape(value), "\" is invalid (accepted: ", accepted,
+                     "); using ", fallback);
+    if (log_ != nullptr) {
+      *log_ << line << '\n';
+    } else {
+      LogAlways(LogLevel::kWarn, line);
+    }
+  }
+
+ private:
+  const char* (*getenv_)(const char*);
+  std::ostream* log_;
+};
+
+}  // namespace
+
+absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm) {
+  switch (algorithm) {
+    case PreloadConfig::Forced::kAuto:
+      return "auto";
+    case PreloadConfig::Forced::kNative:
+      return "native";
+    case PreloadConfig::Forced::kRing:
+      return AlgorithmName(Algorithm::kRing);
+    case PreloadConfig::Forced::kHalvingDoubling:
+      return AlgorithmName(Algorithm::kHalvingDoubling);
+    case PreloadConfig::Forced::kStragglar:
+      return AlgorithmName(Algorithm::kStragglar);
+  }
+  return "unknown";
+}
+
+PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostream* log) {
+  const EnvReader env(getenv, log);
+  const PreloadConfig defaults;
+  PreloadConfig config;
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_MODE")) {
+    bool found = false;
+    for (const auto& [name, mode] : kModes) {
+      if (absl::EqualsIgnoreCase(*value, name)) {
+        config.mode = mode;
+        found = true;
+      }
+    }
+    if (!found) {
+      env.Invalid("STRAGGLAR_MODE", *value, "adapt, observe, off", ModeName(defaults.mode));
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_DEBUG")) {
+    if (std::optional<LogLevel> level = ParseLogLevel(*value)) {
+      config.debug = *level;
+    } else {
+      std::vector<absl::string_view> names;
+      for (LogLevel level : kLogLevels) names.push_back(LogLevelName(level));
+      env.Invalid("STRAGGLAR_DEBUG", *value, absl::StrJoin(names, ", "),
+                  LogLevelName(defaults.debug));
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_EPOCH_CALLS")) {
+    int64_t calls = 0;  // 64 bits, so a huge value is out of range rather than malformed
+    if (absl::SimpleAtoi(*value, &calls) && calls >= 1 && calls <= kMaxEpochCalls) {
+      config.epoch_calls = static_cast<int>(calls);
+    } else {
+      env.Invalid("STRAGGLAR_EPOCH_CALLS", *value,
+                  absl::StrCat("an integer from 1 to ", kMaxEpochCalls),
+                  absl::StrCat(defaults.epoch_calls));
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_MIN_BYTES")) {
+    if (absl::StatusOr<int64_t> bytes = ParseByteSize(*value); bytes.ok()) {
+      config.min_bytes = *bytes;
+    } else {
+      env.Invalid("STRAGGLAR_MIN_BYTES", *value,
+                  "a size with an optional unit B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, e.g. "
+                  "256KiB, 1MB or 0",
+                  FormatBytes(static_cast<double>(defaults.min_bytes)));
+    }
+  }
+
+  // Paths are taken verbatim: whitespace may be part of a file name.
+  if (std::optional<std::string> value = env.Raw("STRAGGLAR_STATE_FILE")) {
+    config.state_file = *value;
+  }
+  if (std::optional<std::string> value = env.Raw("STRAGGLAR_TRACE_FILE")) {
+    config.trace_file = *value;
+  }
+  if (std::optional<std::string> value = env.Raw("STRAGGLAR_SUMMARY_FILE")) {
+    config.summary_file = *value;
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_ALGORITHM")) {
+    bool found = false;
+    std::vector<absl::string_view> names;
+    for (PreloadConfig::Forced algorithm : kForcedAlgorithms) {
+      names.push_back(ForcedAlgorithmName(algorithm));
+      if (absl::EqualsIgnoreCase(*value, ForcedAlgorithmName(algorithm))) {
+        config.algorithm = algorithm;
+        found = true;
+      }
+    }
+    if (!found) {
+      env.Invalid("STRAGGLAR_ALGORITHM", *value, absl::StrJoin(names, ", "),
+                  ForcedAlgorithmName(defaults.algorithm));
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_STRAGGLER")) {
+    int rank = 0;
+    if (absl::SimpleAtoi(*value, &rank) && rank >= 0) {
+      config.straggler = rank;
+    } else {
+      env.Invalid("STRAGGLAR_STRAGGLER", *value, "a rank >= 0", "the last rank");
+    }
+  }
+
+  return config;
+}
+
+RuntimeConfig ToRuntimeConfig(const PreloadConfig& config) {
+  RuntimeConfig runtime;
+  runtime.mode = config.mode;
+  runtime.epoch_calls = config.epoch_calls;
+  runtime.min_bytes = config.min_bytes;
+  runtime.state_file = config.state_file;
+  return runtime;
+}
+
+bool TraceFileIsJson(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }
+
+std::string DescribeConfig(const PreloadConfig& config) {
+  std::string text = absl::StrCat(
+      "mode ", ModeName(config.mode), ", epoch ", config.epoch_calls, " calls, min ",
+      FormatBytes(static_cast<double>(config.min_bytes)), ", debug ", LogLevelName(config.debug),
+      ", algorithm ", ForcedAlgorithmName(config.algorithm));
+  if (config.algorithm == PreloadConfig::Forced::kStragglar) {
+    absl::StrAppend(&text, " (straggler ",
+                    config.straggler.has_value() ? absl::StrCat(*config.straggler) : "last rank",
+                    ")");
+  } else if (config.straggler.has_value()) {
+    // Say so rather than let the user believe the setting did something.
+    absl::StrAppend(&text, ", straggler ", *config.straggler,
+                    " ignored (algorithm is not stragglar)");
+  }
+  if (!config.state_file.empty()) absl::StrAppend(&text, ", state ", config.state_file);
+  if (!config.trace_file.empty()) {
+    absl::StrAppend(&text, ", trace ", config.trace_file,
+                    TraceFileIsJson(config.trace_file) ? " (Perfetto JSON)" : " (CSV)");
+  }
+  if (!config.summary_file.empty()) absl::StrAppend(&text, ", summary ", config.summary_file);
+  return text;
+}
+
+}  // namespace stragglar

@@ -1,0 +1,60 @@
+// STRAGGLAR_* environment configuration, shared by the preload libraries (MPI now, NCCL later).
+// See "Environment (preload library)" in docs/architecture.md.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "runtime/log.h"
+#include "runtime/runtime_core.h"
+
+namespace stragglar {
+
+struct PreloadConfig {
+  RuntimeMode mode = RuntimeMode::kAdapt;  // STRAGGLAR_MODE=adapt|observe|off (case-insensitive)
+  LogLevel debug = LogLevel::kWarn;  // STRAGGLAR_DEBUG=NONE|WARN|INFO|TRACE (case-insensitive)
+  int epoch_calls = 64;              // STRAGGLAR_EPOCH_CALLS: integer in [1, 1000000]
+  int64_t min_bytes = 256 << 10;     // STRAGGLAR_MIN_BYTES: ParseByteSize ("256KiB", "1MB", "0")
+  std::string state_file;            // STRAGGLAR_STATE_FILE (any non-empty path)
+  std::string trace_file;    // STRAGGLAR_TRACE_FILE (".json" suffix: Perfetto JSON, else CSV)
+  std::string summary_file;  // STRAGGLAR_SUMMARY_FILE: end-of-run lag summary JSON
+  // STRAGGLAR_ALGORITHM=auto|native|ring|halving-doubling|stragglar (case-insensitive): a testing
+  // and benchmark knob. auto (default): the policy decides; native: always the library's own
+  // collective; the others: always that plan.
+  enum class Forced { kAuto, kNative, kRing, kHalvingDoubling, kStragglar };
+  Forced algorithm = Forced::kAuto;
+  // STRAGGLAR_STRAGGLER: the straggler of a forced stragglar plan (>= 0; unset: the last rank).
+  // Only the backend knows the world size, so it checks the upper bound.
+  std::optional<int> straggler;
+};
+
+// "auto", "native", "ring", "halving-doubling", "stragglar".
+absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);
+
+// Reads every variable through `getenv` (nullptr: std::getenv). An unset or empty variable keeps
+// the default. An invalid value keeps the default for that variable only (the others still
+// apply) and writes one line naming the variable, the value and the accepted values, e.g.
+//   STRAGGLAR_MODE="fast" is invalid (accepted: adapt, observe, off); using adapt
+// to `log` when given (just that line), otherwise through LogAlways(kWarn, ...): configuration
+// errors are printed whatever the log level, since the user must learn that a setting was
+// ignored. Values are C-escaped in the line, so it stays one line.
+PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*) = nullptr,
+                                   std::ostream* log = nullptr);
+
+// The RuntimeConfig for the core: mode, epoch_calls, min_bytes and state_file; the rest keeps
+// RuntimeConfig's defaults. A forced algorithm is the backend's business (it bypasses the core's
+// decisions, including for calls under min_bytes).
+RuntimeConfig ToRuntimeConfig(const PreloadConfig& config);
+
+// Whether STRAGGLAR_TRACE_FILE names a Perfetto JSON trace (".json" suffix, any case) rather
+// than CSV.
+bool TraceFileIsJson(absl::string_view path);
+
+// One line for an INFO message at startup, e.g. "mode adapt, epoch 64 calls, min 256 KiB, debug
+// WARN, algorithm auto, trace /tmp/t.json (Perfetto JSON)". Unset files are left out.
+std::string DescribeConfig(const PreloadConfig& config);
+
+}  // namespace stragglar

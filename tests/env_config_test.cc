@@ -1,0 +1,541 @@
+#include "runtime/env_config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/log.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// The fake environment PreloadConfigFromEnv reads instead of the process's.
+std::map<std::string, std::string>& FakeEnv() {
+  static auto* env = new std::map<std::string, std::string>();
+  return *env;
+}
+
+const char* FakeGetenv(const char* name) {
+  auto it = FakeEnv().find(name);
+  return it == FakeEnv().end() ? nullptr : it->second.c_str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  // Every line ends with '\n': the last piece must be empty.
+  EXPECT_TRUE(lines.back().empty()) << "unterminated last line: " << lines.back();
+  lines.pop_back();
+  return lines;
+}
+
+// Parses FakeEnv(), returning the invalid-value lines in `lines`.
+PreloadConfig Parse(std::vector<std::string>* lines) {
+  std::ostringstream log;
+  PreloadConfig config = PreloadConfigFromEnv(&FakeGetenv, &log);
+  *lines = Lines(log.str());
+  return config;
+}
+
+void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) {
+  EXPECT_EQ(actual.mode, expected.mode);
+  EXPECT_EQ(actual.debug, expected.debug);
+  EXPECT_EQ(actual.epoch_calls, expected.epoch_calls);
+  EXPECT_EQ(actual.min_bytes, expected.min_bytes);
+  EXPECT_EQ(actual.state_file, expected.state_file);
+  EXPECT_EQ(actual.trace_file, expected.trace_file);
+  EXPECT_EQ(actual.summary_file, expected.summary_file);
+  EXPECT_EQ(actual.algorithm, expected.algorithm);
+  EXPECT_EQ(actual.straggler, expected.straggler);
+}
+
+std::string HostName() {
+  char buffer[256] = {};
+  gethostname(buffer, sizeof(buffer) - 1);
+  return buffer;
+}
+
+// "<hostname>:<pid> [<rank>] stragglar <LEVEL> ".
+std::string Prefix(absl::string_view rank, absl::string_view level) {
+  return absl::StrCat(HostName(), ":", getpid(), " [", rank, "] stragglar ", level, " ");
+}
+
+// Every variable set to a valid, non-default value...
+void SetAllValid() {
+  FakeEnv() = {
+      {"STRAGGLAR_MODE", "Observe"},
+      {"STRAGGLAR_DEBUG", "trace"},
+      {"STRAGGLAR_EPOCH_CALLS", "128"},
+      {"STRAGGLAR_MIN_BYTES", "1MiB"},
+      {"STRAGGLAR_STATE_FILE", "/tmp/state.json"},
+      {"STRAGGLAR_TRACE_FILE", "/tmp/trace.json"},
+      {"STRAGGLAR_SUMMARY_FILE", "/tmp/summary.json"},
+      {"STRAGGLAR_ALGORITHM", "stragglar"},
+      {"STRAGGLAR_STRAGGLER", "3"},
+  };
+}
+
+// ...and what it parses to.
+PreloadConfig AllValid() {
+  PreloadConfig config;
+  config.mode = RuntimeMode::kObserve;
+  config.debug = LogLevel::kTrace;
+  config.epoch_calls = 128;
+  config.min_bytes = 1 << 20;
+  config.state_file = "/tmp/state.json";
+  config.trace_file = "/tmp/trace.json";
+  config.summary_file = "/tmp/summary.json";
+  config.algorithm = PreloadConfig::Forced::kStragglar;
+  config.straggler = 3;
+  return config;
+}
+
+class EnvConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override { FakeEnv().clear(); }
+  void TearDown() override {
+    FakeEnv().clear();
+    SetLogSink(nullptr);
+    SetLogLevel(LogLevel::kWarn);
+    SetLogRank(-1);
+  }
+};
+
+TEST_F(EnvConfigTest, DefaultsWhenNothingIsSet) {
+  std::vector<std::string> lines;
+  const PreloadConfig config = Parse(&lines);
+  EXPECT_THAT(lines, IsEmpty());
+  EXPECT_EQ(config.mode, RuntimeMode::kAdapt);
+  EXPECT_EQ(config.debug, LogLevel::kWarn);
+  EXPECT_EQ(config.epoch_calls, 64);
+  EXPECT_EQ(config.min_bytes, 256 * 1024);
+  EXPECT_EQ(config.state_file, "");
+  EXPECT_EQ(config.trace_file, "");
+  EXPECT_EQ(config.summary_file, "");
+  EXPECT_EQ(config.algorithm, PreloadConfig::Forced::kAuto);
+  EXPECT_EQ(config.straggler, std::nullopt);
+}
+
+TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
+  for (const char* name :
+       {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS", "STRAGGLAR_MIN_BYTES",
+        "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
+        "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER"}) {
+    FakeEnv()[name] = "";
+  }
+  std::vector<std::string> lines;
+  ExpectConfigEq(Parse(&lines), PreloadConfig());
+  EXPECT_THAT(lines, IsEmpty());
+}
+
+TEST_F(EnvConfigTest, EveryVariableValid) {
+  SetAllValid();
+  std::vector<std::string> lines;
+  ExpectConfigEq(Parse(&lines), AllValid());
+  EXPECT_THAT(lines, IsEmpty());
+}
+
+TEST_F(EnvConfigTest, ModeIsCaseInsensitive) {
+  const std::vector<std::pair<std::string, RuntimeMode>> cases = {
+      {"adapt", RuntimeMode::kAdapt},     {"ADAPT", RuntimeMode::kAdapt},
+      {"observe", RuntimeMode::kObserve}, {"OBSERVE", RuntimeMode::kObserve},
+      {"off", RuntimeMode::kOff},         {"Off", RuntimeMode::kOff},
+      {" off ", RuntimeMode::kOff},
+  };
+  for (const auto& [value, mode] : cases) {
+    FakeEnv()["STRAGGLAR_MODE"] = value;
+    std::vector<std::string> lines;
+    EXPECT_EQ(Parse(&lines).mode, mode) << value;
+    EXPECT_THAT(lines, IsEmpty()) << value;
+  }
+}
+
+TEST_F(EnvConfigTest, DebugIsCaseInsensitive) {
+  const std::vector<std::pair<std::string, LogLevel>> cases = {
+      {"NONE", LogLevel::kNone},   {"none", LogLevel::kNone},   {"WARN", LogLevel::kWarn},
+      {"Warn", LogLevel::kWarn},   {"INFO", LogLevel::kInfo},   {"info", LogLevel::kInfo},
+      {"TRACE", LogLevel::kTrace}, {"tRaCe", LogLevel::kTrace},
+  };
+  for (const auto& [value, level] : cases) {
+    FakeEnv()["STRAGGLAR_DEBUG"] = value;
+    std::vector<std::string> lines;
+    EXPECT_EQ(Parse(&lines).debug, level) << value;
+    EXPECT_THAT(lines, IsEmpty()) << value;
+  }
+}
+
+TEST_F(EnvConfigTest, EpochCallsBounds) {
+  for (const auto& [value, calls] : std::vector<std::pair<std::string, int>>{
+           {"1", 1}, {"64", 64}, {"1000000", 1000000}, {"+7", 7}}) {
+    FakeEnv()["STRAGGLAR_EPOCH_CALLS"] = value;
+    std::vector<std::string> lines;
+    EXPECT_EQ(Parse(&lines).epoch_calls, calls) << value;
+    EXPECT_THAT(lines, IsEmpty()) << value;
+  }
+  FakeEnv()["STRAGGLAR_EPOCH_CALLS"] = "1000001";
+  std::vector<std::string> lines;
+  EXPECT_EQ(Parse(&lines).epoch_calls, 64);
+  EXPECT_EQ(lines.size(), 1u);
+}
+
+TEST_F(EnvConfigTest, MinBytesSizes) {
+  for (const auto& [value, bytes] :
+       std::vector<std::pair<std::string, int64_t>>{{"1MiB", 1 << 20},
+                                                    {"0", 0},
+                                                    {"4096", 4096},
+                                                    {"256KiB", 256 << 10},
+                                                    {"1MB", 1000000},
+                                                    {"1.5KiB", 1536},
+                                                    {"2GiB", int64_t{2} << 30}}) {
+    FakeEnv()["STRAGGLAR_MIN_BYTES"] = value;
+    std::vector<std::string> lines;
+    EXPECT_EQ(Parse(&lines).min_bytes, bytes) << value;
+    EXPECT_THAT(lines, IsEmpty()) << value;
+  }
+}
+
+TEST_F(EnvConfigTest, EveryAlgorithm) {
+  using Forced = PreloadConfig::Forced;
+  const std::vector<std::pair<std::string, Forced>> cases = {
+      {"auto", Forced::kAuto},           {"native", Forced::kNative},
+      {"ring", Forced::kRing},           {"halving-doubling", Forced::kHalvingDoubling},
+      {"stragglar", Forced::kStragglar}, {"Ring", Forced::kRing},
+      {"NATIVE", Forced::kNative},
+  };
+  for (const auto& [value, algorithm] : cases) {
+    FakeEnv()["STRAGGLAR_ALGORITHM"] = value;
+    std::vector<std::string> lines;
+    EXPECT_EQ(Parse(&lines).algorithm, algorithm) << value;
+    EXPECT_THAT(lines, IsEmpty()) << value;
+  }
+  EXPECT_EQ(ForcedAlgorithmName(Forced::kHalvingDoubling), "halving-doubling");
+  EXPECT_EQ(ForcedAlgorithmName(Forced::kAuto), "auto");
+}
+
+TEST_F(EnvConfigTest, StragglerRank) {
+  FakeEnv()["STRAGGLAR_STRAGGLER"] = "0";
+  std::vector<std::string> lines;
+  EXPECT_EQ(Parse(&lines).straggler, 0);
+  FakeEnv()["STRAGGLAR_STRAGGLER"] = "1023";
+  EXPECT_EQ(Parse(&lines).straggler, 1023);
+  EXPECT_THAT(lines, IsEmpty());
+}
+
+TEST_F(EnvConfigTest, PathsAreTakenVerbatim) {
+  FakeEnv()["STRAGGLAR_STATE_FILE"] = "my state.json";
+  FakeEnv()["STRAGGLAR_TRACE_FILE"] = "trace.csv";
+  std::vector<std::string> lines;
+  const PreloadConfig config = Parse(&lines);
+  EXPECT_EQ(config.state_file, "my state.json");
+  EXPECT_EQ(config.trace_file, "trace.csv");
+  EXPECT_THAT(lines, IsEmpty());
+}
+
+struct InvalidCase {
+  std::string variable;
+  std::string value;
+  std::string line;
+  // Puts the field of `variable` back to its default in the expected config.
+  std::function<void(PreloadConfig&)> reset;
+};
+
+const char kSizeAccepted[] =
+    "a size with an optional unit B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, e.g. 256KiB, 1MB or 0";
+
+std::vector<InvalidCase> InvalidCases() {
+  const auto epoch = [](PreloadConfig& c) { c.epoch_calls = 64; };
+  const auto min_bytes = [](PreloadConfig& c) { c.min_bytes = 256 << 10; };
+  const auto straggler = [](PreloadConfig& c) { c.straggler.reset(); };
+  const auto epoch_line = [](absl::string_view value) {
+    return absl::StrCat("STRAGGLAR_EPOCH_CALLS=\"", value,
+                        "\" is invalid (accepted: an integer from 1 to 1000000); using 64");
+  };
+  const auto size_line = [](absl::string_view value) {
+    return absl::StrCat("STRAGGLAR_MIN_BYTES=\"", value, "\" is invalid (accepted: ", kSizeAccepted,
+                        "); using 256 KiB");
+  };
+  const auto straggler_line = [](absl::string_view value) {
+    return absl::StrCat("STRAGGLAR_STRAGGLER=\"", value,
+                        "\" is invalid (accepted: a rank >= 0); using the last rank");
+  };
+  return {
+      {"STRAGGLAR_MODE", "fast",
+       "STRAGGLAR_MODE=\"fast\" is invalid (accepted: adapt, observe, off); using adapt",
+       [](PreloadConfig& c) { c.mode = RuntimeMode::kAdapt; }},
+      {"STRAGGLAR_DEBUG", "loud",
+       "STRAGGLAR_DEBUG=\"loud\" is invalid (accepted: NONE, WARN, INFO, TRACE); using WARN",
+       [](PreloadConfig& c) { c.debug = LogLevel::kWarn; }},
+      {"STRAGGLAR_EPOCH_CALLS", "0", epoch_line("0"), epoch},
+      {"STRAGGLAR_EPOCH_CALLS", "-3", epoch_line("-3"), epoch},
+      {"STRAGGLAR_EPOCH_CALLS", "12x", epoch_line("12x"), epoch},
+      {"STRAGGLAR_EPOCH_CALLS", "99999999999", epoch_line("99999999999"), epoch},
+      {"STRAGGLAR_MIN_BYTES", "-1", size_line("-1"), min_bytes},
+      {"STRAGGLAR_MIN_BYTES", "lots", size_line("lots"), min_bytes},
+      {"STRAGGLAR_ALGORITHM", "fastest",
+       "STRAGGLAR_ALGORITHM=\"fastest\" is invalid (accepted: auto, native, ring, "
+       "halving-doubling, stragglar); using auto",
+       [](PreloadConfig& c) { c.algorithm = PreloadConfig::Forced::kAuto; }},
+      {"STRAGGLAR_STRAGGLER", "-1", straggler_line("-1"), straggler},
+      {"STRAGGLAR_STRAGGLER", "x", straggler_line("x"), straggler},
+  };
+}
+
+TEST_F(EnvConfigTest, EachInvalidValueWritesOneLineAndKeepsOnlyThatDefault) {
+  for (const InvalidCase& invalid : InvalidCases()) {
+    SCOPED_TRACE(absl::StrCat(invalid.variable, "=", invalid.value));
+    SetAllValid();
+    FakeEnv()[invalid.variable] = invalid.value;
+    PreloadConfig expected = AllValid();
+    invalid.reset(expected);
+    std::vector<std::string> lines;
+    ExpectConfigEq(Parse(&lines), expected);
+    EXPECT_THAT(lines, ElementsAre(invalid.line));
+  }
+}
+
+TEST_F(EnvConfigTest, SeveralInvalidValuesWriteOneLineEach) {
+  FakeEnv() = {{"STRAGGLAR_MODE", "fast"},
+               {"STRAGGLAR_EPOCH_CALLS", "12x"},
+               {"STRAGGLAR_MIN_BYTES", "4096"},
+               {"STRAGGLAR_STRAGGLER", "x"}};
+  std::vector<std::string> lines;
+  const PreloadConfig config = Parse(&lines);
+  EXPECT_EQ(config.min_bytes, 4096);
+  EXPECT_EQ(config.mode, RuntimeMode::kAdapt);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[0], HasSubstr("STRAGGLAR_MODE=\"fast\""));
+  EXPECT_THAT(lines[1], HasSubstr("STRAGGLAR_EPOCH_CALLS=\"12x\""));
+  EXPECT_THAT(lines[2], HasSubstr("STRAGGLAR_STRAGGLER=\"x\""));
+}
+
+TEST_F(EnvConfigTest, ValuesAreEscapedToStayOneLine) {
+  FakeEnv()["STRAGGLAR_MODE"] = "fa\"st\nnext";
+  std::vector<std::string> lines;
+  Parse(&lines);
+  EXPECT_THAT(lines, ElementsAre("STRAGGLAR_MODE=\"fa\\\"st\\nnext\" is invalid (accepted: adapt, "
+                                 "observe, off); using adapt"));
+}
+
+TEST_F(EnvConfigTest, InvalidValuesGoToTheLogWhateverTheLevel) {
+  std::ostringstream sink;
+  SetLogSink(&sink);
+  SetLogLevel(LogLevel::kNone);
+  FakeEnv()["STRAGGLAR_MODE"] = "fast";
+  PreloadConfigFromEnv(&FakeGetenv);
+  EXPECT_THAT(Lines(sink.str()),
+              ElementsAre(Prefix("-", "WARN") +
+                          "STRAGGLAR_MODE=\"fast\" is invalid (accepted: adapt, observe, off); "
+                          "using adapt"));
+}
+
+TEST_F(EnvConfigTest, ToRuntimeConfigMapsFields) {
+  const PreloadConfig config = AllValid();
+  const RuntimeConfig runtime = ToRuntimeConfig(config);
+  EXPECT_EQ(runtime.mode, RuntimeMode::kObserve);
+  EXPECT_EQ(runtime.epoch_calls, 128);
+  EXPECT_EQ(runtime.min_bytes, 1 << 20);
+  EXPECT_EQ(runtime.state_file, "/tmp/state.json");
+  // The rest keeps the core's defaults.
+  const RuntimeConfig defaults;
+  EXPECT_EQ(runtime.default_algorithm, defaults.default_algorithm);
+  EXPECT_EQ(runtime.candidates, defaults.candidates);
+
+  const RuntimeConfig from_defaults = ToRuntimeConfig(PreloadConfig());
+  EXPECT_EQ(from_defaults.mode, RuntimeMode::kAdapt);
+  EXPECT_EQ(from_defaults.epoch_calls, 64);
+  EXPECT_EQ(from_defaults.min_bytes, 256 << 10);
+  EXPECT_EQ(from_defaults.state_file, "");
+}
+
+TEST_F(EnvConfigTest, DescribeConfig) {
+  EXPECT_EQ(DescribeConfig(PreloadConfig()),
+            "mode adapt, epoch 64 calls, min 256 KiB, debug WARN, algorithm auto");
+  EXPECT_EQ(DescribeConfig(AllValid()),
+            "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
+            "(straggler 3), state /tmp/state.json, trace /tmp/trace.json (Perfetto JSON), "
+            "summary /tmp/summary.json");
+  PreloadConfig config;
+  config.algorithm = PreloadConfig::Forced::kStragglar;
+  config.trace_file = "t.csv";
+  EXPECT_THAT(DescribeConfig(config), HasSubstr("algorithm stragglar (straggler last rank)"));
+  EXPECT_THAT(DescribeConfig(config), HasSubstr("trace t.csv (CSV)"));
+  config.algorithm = PreloadConfig::Forced::kRing;
+  config.straggler = 2;
+  EXPECT_THAT(DescribeConfig(config), HasSubstr("straggler 2 ignored"));
+}
+
+TEST_F(EnvConfigTest, TraceFileIsJson) {
+  EXPECT_TRUE(TraceFileIsJson("/tmp/trace.json"));
+  EXPECT_TRUE(TraceFileIsJson("TRACE.JSON"));
+  EXPECT_FALSE(TraceFileIsJson("/tmp/trace.csv"));
+  EXPECT_FALSE(TraceFileIsJson("/tmp/json"));
+}
+
+using LogTest = EnvConfigTest;
+
+TEST_F(LogTest, LevelNames) {
+  EXPECT_EQ(LogLevelName(LogLevel::kInfo), "INFO");
+  EXPECT_EQ(ParseLogLevel("trace"), LogLevel::kTrace);
+  EXPECT_EQ(ParseLogLevel("None"), LogLevel::kNone);
+  EXPECT_EQ(ParseLogLevel("verbose"), std::nullopt);
+}
+
+TEST_F(LogTest, DefaultLevelIsWarn) { EXPECT_EQ(GetLogLevel(), LogLevel::kWarn); }
+
+TEST_F(LogTest, LevelFiltering) {
+  std::ostringstream sink;
+  SetLogSink(&sink);
+  SetLogLevel(LogLevel::kWarn);
+  EXPECT_TRUE(LogEnabled(LogLevel::kWarn));
+  EXPECT_FALSE(LogEnabled(LogLevel::kInfo));
+  Log(LogLevel::kInfo, "hidden");
+  Log(LogLevel::kTrace, "hidden too");
+  EXPECT_EQ(sink.str(), "");
+  Log(LogLevel::kWarn, "shown");
+  EXPECT_THAT(Lines(sink.str()), ElementsAre(Prefix("-", "WARN") + "shown"));
+
+  sink.str("");
+  SetLogLevel(LogLevel::kInfo);
+  Log(LogLevel::kInfo, "now shown");
+  Log(LogLevel::kTrace, "still hidden");
+  EXPECT_THAT(Lines(sink.str()), ElementsAre(Prefix("-", "INFO") + "now shown"));
+
+  sink.str("");
+  SetLogLevel(LogLevel::kNone);
+  EXPECT_FALSE(LogEnabled(LogLevel::kWarn));
+  EXPECT_FALSE(LogEnabled(LogLevel::kNone));
+  Log(LogLevel::kWarn, "silenced");
+  EXPECT_EQ(sink.str(), "");
+  LogAlways(LogLevel::kWarn, "always");
+  EXPECT_THAT(Lines(sink.str()), ElementsAre(Prefix("-", "WARN") + "always"));
+}
+
+TEST_F(LogTest, LineFormat) {
+  std::ostringstream sink;
+  SetLogSink(&sink);
+  SetLogLevel(LogLevel::kTrace);
+  Log(LogLevel::kWarn, "before the rank");
+  SetLogRank(3);
+  Log(LogLevel::kWarn, "straggler is rank 7");
+  Log(LogLevel::kTrace, "multi\nline\n");
+  const std::string host = HostName();
+  ASSERT_FALSE(host.empty());
+  EXPECT_THAT(
+      Lines(sink.str()),
+      ElementsAre(absl::StrCat(host, ":", getpid(), " [-] stragglar WARN before the rank"),
+                  absl::StrCat(host, ":", getpid(), " [3] stragglar WARN straggler is rank 7"),
+                  absl::StrCat(host, ":", getpid(), " [3] stragglar TRACE multi line")));
+}
+
+TEST_F(LogTest, PreservesErrno) {
+  std::ostringstream sink;
+  SetLogSink(&sink);
+  errno = EAGAIN;
+  Log(LogLevel::kWarn, "message");
+  EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST_F(LogTest, LogOnceLogsOncePerKey) {
+  std::ostringstream sink;
+  SetLogSink(&sink);
+  SetLogLevel(LogLevel::kWarn);
+  // Filtered out: does not use up the key.
+  LogOnce(LogLevel::kInfo, "log-once-test-a", "first a");
+  SetLogLevel(LogLevel::kInfo);
+  for (int i = 0; i < 3; ++i) {
+    LogOnce(LogLevel::kInfo, "log-once-test-a", absl::StrCat("a ", i));
+    LogOnce(LogLevel::kWarn, "log-once-test-b", absl::StrCat("b ", i));
+  }
+  EXPECT_THAT(Lines(sink.str()),
+              ElementsAre(Prefix("-", "INFO") + "a 0", Prefix("-", "WARN") + "b 0"));
+}
+
+constexpr int kThreads = 8;
+constexpr int kMessagesPerThread = 500;
+
+void LogFromThreads() {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      for (int m = 0; m < kMessagesPerThread; ++m) {
+        // Long enough that a torn write would show.
+        Log(LogLevel::kInfo,
+            absl::StrCat("thread ", t, " message ", m, " ", std::string(200, 'x')));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+// Every line whole and well-formed, every message exactly once.
+void ExpectWholeLines(const std::string& text) {
+  const std::vector<std::string> lines = Lines(text);
+  EXPECT_EQ(lines.size(), static_cast<size_t>(kThreads * kMessagesPerThread));
+  const std::string prefix = Prefix("5", "INFO");
+  std::set<std::pair<int, int>> seen;
+  for (const std::string& line : lines) {
+    ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
+    int t = -1;
+    int m = -1;
+    char tail[256] = {};
+    ASSERT_EQ(std::sscanf(line.c_str() + prefix.size(), "thread %d message %d %255s", &t, &m, tail),
+              3)
+        << line;
+    EXPECT_EQ(std::string(tail), std::string(200, 'x')) << line;
+    EXPECT_EQ(line.size(),
+              prefix.size() + absl::StrCat("thread ", t, " message ", m, " ").size() + 200)
+        << line;
+    EXPECT_TRUE(seen.emplace(t, m).second) << "duplicate: " << line;
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kMessagesPerThread));
+}
+
+TEST_F(LogTest, ConcurrentLinesStayWholeOnAStream) {
+  std::ostringstream sink;
+  SetLogSink(&sink);
+  SetLogLevel(LogLevel::kInfo);
+  SetLogRank(5);
+  LogFromThreads();
+  ExpectWholeLines(sink.str());
+}
+
+TEST_F(LogTest, ConcurrentLinesStayWholeOnStderr) {
+  SetLogLevel(LogLevel::kInfo);
+  SetLogRank(5);
+  const std::string path = ::testing::TempDir() + "/env_config_test_stderr.log";
+  const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+  ASSERT_GE(file, 0);
+  fflush(stderr);
+  const int saved_stderr = dup(STDERR_FILENO);
+  ASSERT_GE(saved_stderr, 0);
+  ASSERT_GE(dup2(file, STDERR_FILENO), 0);
+  LogFromThreads();
+  dup2(saved_stderr, STDERR_FILENO);
+  close(saved_stderr);
+  close(file);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  ExpectWholeLines(text.str());
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace stragglar

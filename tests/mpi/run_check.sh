@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs one MPI test program under mpirun on this host, with or without libstragglar_mpi.so.
+# usage: run_check.sh BUILD_DIR NPROCS PRELOAD(yes|no) PROGRAM [ARGS...]
+# STRAGGLAR_* variables in the environment are passed to every rank. Runs as root too (CI).
+set -euo pipefail
+build_dir=$1 nprocs=$2 preload=$3
+shift 3
+args=(--allow-run-as-root --oversubscribe --bind-to none -np "$nprocs")
+# Loopback only: the ranks are on this host, and a CI container may have odd interfaces.
+args+=(--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+for variable in $(compgen -e | grep '^STRAGGLAR_' || true); do args+=(-x "$variable"); done
+if [[ $preload == yes ]]; then
+  library="$build_dir/lib/libstragglar_mpi.so"
+  [[ -f $library ]] || { echo "missing $library"; exit 1; }
+  args+=(-x "LD_PRELOAD=$(realpath "$library")")
+fi
+exec timeout 300 mpirun "${args[@]}" "$@"
