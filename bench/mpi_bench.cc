@@ -110,17 +110,6 @@ int RankFromEnvironment() {
   return 0;
 }
 
-// Users write --min-bytes; absl flag names are identifiers (min_bytes).
-std::string NormalizeFlagName(absl::string_view arg) {
-  std::string normalized(arg);
-  if (!absl::StartsWith(arg, "--")) return normalized;
-  const size_t name_end = std::min(normalized.find('='), normalized.size());
-  for (size_t i = 2; i < name_end; ++i) {
-    if (normalized[i] == '-') normalized[i] = '_';
-  }
-  return normalized;
-}
-
 absl::StatusOr<Config> ConfigFromFlags(int ranks) {
   Config config;
   if (ranks < 2) {

@@ -446,14 +446,7 @@ absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceAr
   if (absl::Status status = wait_for_loans(args.timeout); !status.ok()) {
     return fail(std::move(status));
   }
-  for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {
-    if (!written[chunk] && chunk_bytes(chunk) > 0) {
-      std::memcpy(result + offsets[chunk], input + offsets[chunk], chunk_bytes(chunk));
-    }
-  }
-  if (args.op == ReduceOp::kAvg && args.count > 0) {
-    FinalizeReduction(args.type, args.op, result, args.count, plan.num_ranks);
-  }
+  FinishAllReduce(plan, written, offsets, input, result, args.count, args.type, args.op);
   return absl::OkStatus();
 }
 

@@ -158,14 +158,7 @@ absl::Status ExecutePlanWithMpi(const Plan& plan, int rank, const MpiAllReduceAr
       written[chunk] = true;
     }
   }
-  for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {
-    if (!written[chunk] && chunk_bytes(chunk) > 0) {
-      std::memcpy(result + offsets[chunk], input + offsets[chunk], chunk_bytes(chunk));
-    }
-  }
-  if (args.op == ReduceOp::kAvg && args.count > 0) {
-    FinalizeReduction(args.type, args.op, result, args.count, plan.num_ranks);
-  }
+  FinishAllReduce(plan, written, offsets, input, result, args.count, args.type, args.op);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/rank_steps.h"
 
+#include <cstring>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -53,6 +55,18 @@ std::vector<int64_t> ChunkByteOffsets(int64_t count, int64_t element_size, int n
   }
   offsets[num_chunks] = count * element_size;
   return offsets;
+}
+
+void FinishAllReduce(const Plan& plan, const std::vector<bool>& written,
+                     const std::vector<int64_t>& offsets, const std::byte* input, std::byte* result,
+                     int64_t count, DataType type, ReduceOp op) {
+  for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {
+    const int64_t bytes = offsets[chunk + 1] - offsets[chunk];
+    if (!written[chunk] && bytes > 0) {
+      std::memcpy(result + offsets[chunk], input + offsets[chunk], bytes);
+    }
+  }
+  if (op == ReduceOp::kAvg && count > 0) FinalizeReduction(type, op, result, count, plan.num_ranks);
 }
 
 }  // namespace stragglar

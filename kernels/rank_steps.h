@@ -3,11 +3,13 @@
 // way.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/plan.h"
+#include "kernels/reduce.h"
 
 namespace stragglar {
 
@@ -27,5 +29,11 @@ absl::StatusOr<std::vector<RankStep>> RankSteps(const Plan& plan, int rank);
 // Byte offset where each chunk of a buffer of `count` elements of `element_size` bytes starts;
 // chunk c spans [offsets[c], offsets[c + 1]) (num_chunks + 1 entries).
 std::vector<int64_t> ChunkByteOffsets(int64_t count, int64_t element_size, int num_chunks);
+
+// The end of every executor's run: the chunks this rank never wrote still hold its own input
+// there (out of place, they were read from `input` all along), and kAvg divides once.
+void FinishAllReduce(const Plan& plan, const std::vector<bool>& written,
+                     const std::vector<int64_t>& offsets, const std::byte* input, std::byte* result,
+                     int64_t count, DataType type, ReduceOp op);
 
 }  // namespace stragglar

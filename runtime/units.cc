@@ -1,5 +1,6 @@
 #include "runtime/units.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -148,6 +149,16 @@ bool AbslParseFlag(absl::string_view text, Seconds* seconds, std::string* error)
 
 std::string AbslUnparseFlag(Seconds seconds) {
   return absl::FormatDuration(absl::Seconds(seconds.value));
+}
+
+std::string NormalizeFlagName(absl::string_view arg) {
+  std::string normalized(arg);
+  if (!absl::StartsWith(arg, "--")) return normalized;
+  const size_t name_end = std::min(normalized.find('='), normalized.size());
+  for (size_t i = 2; i < name_end; ++i) {
+    if (normalized[i] == '-') normalized[i] = '_';
+  }
+  return normalized;
 }
 
 }  // namespace stragglar

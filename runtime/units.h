@@ -25,6 +25,10 @@ std::string FormatBandwidth(double bytes_per_s);
 // "3.00 us", "12.3 ms", "1.20 s".
 std::string FormatSeconds(double seconds);
 
+// Users write --min-bytes, absl flag names are identifiers (min_bytes): "--min-bytes=1MiB" ->
+// "--min_bytes=1MiB". Anything not starting with "--" is returned unchanged.
+std::string NormalizeFlagName(absl::string_view arg);
+
 // Flag types for absl::Flag, so `--bytes 16MiB` and `--bandwidth 450GiB/s` parse with a clear
 // error.
 struct ByteSize {

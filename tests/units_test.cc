@@ -54,5 +54,13 @@ TEST(UnitsTest, FormatsForHumans) {
   EXPECT_EQ(FormatSeconds(0), "0 s");
 }
 
+TEST(UnitsTest, FlagNamesTakeDashes) {
+  EXPECT_EQ(NormalizeFlagName("--min-bytes=1MiB"), "--min_bytes=1MiB");
+  EXPECT_EQ(NormalizeFlagName("--metrics-port"), "--metrics_port");
+  EXPECT_EQ(NormalizeFlagName("--trace=/tmp/a-b.csv"), "--trace=/tmp/a-b.csv");  // value untouched
+  EXPECT_EQ(NormalizeFlagName("run"), "run");
+  EXPECT_EQ(NormalizeFlagName("-x-y"), "-x-y");
+}
+
 }  // namespace
 }  // namespace stragglar

@@ -639,17 +639,6 @@ const std::vector<Command>& Commands() {
   return commands;
 }
 
-// Users write --max-ranks; absl flag names are identifiers (max_ranks).
-std::string NormalizeFlagName(absl::string_view arg) {
-  std::string normalized(arg);
-  if (!absl::StartsWith(arg, "--")) return normalized;
-  const size_t name_end = std::min(normalized.find('='), normalized.size());
-  for (size_t i = 2; i < name_end; ++i) {
-    if (normalized[i] == '-') normalized[i] = '_';
-  }
-  return normalized;
-}
-
 std::string DisplayFlagName(absl::string_view name) {
   return absl::StrReplaceAll(name, {{"_", "-"}});
 }
