@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# libstragglar.so is invisible to an NCCL program until it has something to add: the same output
+# (return codes, NCCL's error messages) with and without the preload, in every mode and with bad
+# settings; bad settings get one line each naming the variable; the preload is really loaded.
+# Runs without a GPU (NCCL's own errors are then the output to compare). usage: BUILD_DIR
+set -euo pipefail
+build_dir=$(realpath "$1")
+program=$build_dir/bin/nccl_passthrough_check
+library=$build_dir/lib/libstragglar.so
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset LD_PRELOAD
+while read -r variable; do unset "$variable"; done < <(compgen -e STRAGGLAR_ || true)
+
+timeout 120 "$program" >"$work/native.out" 2>"$work/native.err"
+grep -q "ncclGetVersion: 0" "$work/native.out" || { cat "$work/native.out"; exit 1; }
+if grep -q "libstragglar" "$work/native.err"; then echo "the control run loaded the preload"; exit 1; fi
+
+check() {  # NAME [VAR=VALUE...]: run with the preload and those settings; output must match
+  local name=$1
+  shift
+  env "$@" LD_PRELOAD="$library" timeout 120 "$program" >"$work/$name.out" 2>"$work/$name.err"
+  if ! cmp -s "$work/native.out" "$work/$name.out"; then
+    echo "FAIL: $name: output differs from NCCL's own"
+    diff "$work/native.out" "$work/$name.out" || true
+    exit 1
+  fi
+  grep -q "ncclAllReduce from .*libstragglar.so" "$work/$name.err" ||
+    { echo "FAIL: $name: ncclAllReduce is not the preload's"; cat "$work/$name.err"; exit 1; }
+  echo "$name: identical to NCCL's own output"
+}
+check adapt
+check observe STRAGGLAR_MODE=observe
+check off STRAGGLAR_MODE=off
+check info STRAGGLAR_DEBUG=INFO
+grep -q "stragglar INFO libstragglar.so loaded: mode adapt" "$work/info.err" ||
+  { echo "FAIL: no load line at INFO"; cat "$work/info.err"; exit 1; }
+check bad STRAGGLAR_MODE=fast STRAGGLAR_MIN_BYTES=lots
+grep -q 'STRAGGLAR_MODE="fast" is invalid (accepted: adapt, observe, off); using adapt' \
+  "$work/bad.err" || { echo "FAIL: no line for STRAGGLAR_MODE"; cat "$work/bad.err"; exit 1; }
+grep -q 'STRAGGLAR_MIN_BYTES="lots" is invalid' "$work/bad.err" ||
+  { echo "FAIL: no line for STRAGGLAR_MIN_BYTES"; cat "$work/bad.err"; exit 1; }
+lines=$(grep -c "is invalid" "$work/bad.err")
+((lines == 2)) || { echo "FAIL: $lines invalid-setting lines, expected 2"; exit 1; }
+cat "$work/native.out"
+echo OK
