@@ -44,4 +44,27 @@ assert tracks == {0, 1, 2, 3}, tracks
 assert slices and all(e["args"]["algorithm"] == "stragglar" for e in slices), slices[:2]
 print(f"perfetto: {len(slices)} slices on {len(tracks)} tracks")
 PY
+
+# STRAGGLAR_STATE_FILE: saved by rank 0 at MPI_Finalize; the next job reads it on rank 0 and
+# broadcasts it (one "loaded" line, from rank 0 only); a corrupt file is one line and a fresh start.
+state_run() {
+  STRAGGLAR_STATE_FILE="$work/state.json" STRAGGLAR_MIN_BYTES=0 STRAGGLAR_EPOCH_CALLS=8 \
+    STRAGGLAR_DEBUG=INFO "$here/run_check.sh" "$build_dir" 4 yes \
+    "$build_dir/bin/mpi_allreduce_check" --expect-preload >"$work/log" 2>&1 ||
+    { cat "$work/log"; exit 1; }
+}
+state_run
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['ranks'] == 4, s; \
+assert s['machine'].endswith('/mpi'), s" "$work/state.json"
+state_run
+loaded=$(grep -c "loaded the learned state" "$work/log" || true)
+((loaded == 1)) || { echo "FAIL: $loaded 'loaded' lines, expected 1 (rank 0)"; cat "$work/log"; exit 1; }
+grep -q "\[0\] stragglar INFO loaded the learned state" "$work/log" ||
+  { echo "FAIL: the state was not loaded by rank 0"; cat "$work/log"; exit 1; }
+echo "{ truncated" >"$work/state.json"
+state_run
+grep -q "is corrupt: not valid JSON; starting fresh" "$work/log" ||
+  { echo "FAIL: no line for the corrupt state file"; cat "$work/log"; exit 1; }
+grep -q "0 mismatches" "$work/log" || { cat "$work/log"; exit 1; }
+echo "state file: saved, loaded once and broadcast, corrupt file refused"
 echo OK
