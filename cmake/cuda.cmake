@@ -32,9 +32,17 @@ if(STRAGGLAR_HAVE_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
   enable_language(CUDA)
+  # CUDA sources take the C++ standard (CMAKE_CXX_STANDARD 20) as their dialect, but CMake 3.25
+  # does not know nvcc's flag for C++20: tell it.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   add_library(stragglar_nccl INTERFACE)
   target_include_directories(stragglar_nccl INTERFACE ${STRAGGLAR_NCCL_INCLUDE_DIR})
   target_link_libraries(stragglar_nccl INTERFACE ${STRAGGLAR_NCCL_LIBRARY} CUDA::cudart)
+  # nccl.h alone: code inside libstragglar.so reaches NCCL through dlsym and must not link it.
+  add_library(stragglar_nccl_headers INTERFACE)
+  target_include_directories(stragglar_nccl_headers INTERFACE ${STRAGGLAR_NCCL_INCLUDE_DIR}
+                                                              ${CUDAToolkit_INCLUDE_DIRS})
   message(STATUS "stragglar: CUDA ${CUDAToolkit_VERSION} (archs ${CMAKE_CUDA_ARCHITECTURES}), "
                  "NCCL ${STRAGGLAR_NCCL_LIBRARY}, CUPTI ${STRAGGLAR_CUPTI_LIBRARY}")
 else()

@@ -1,6 +1,5 @@
 #include "kernels/reduce.h"
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -10,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/reduce_element.h"
 
 namespace stragglar {
 namespace {
@@ -32,183 +32,21 @@ constexpr std::array<DataTypeAlias, 7> kDataTypeAliases = {{{"half", DataType::k
                                                             {"fp32", DataType::kFloat32},
                                                             {"fp64", DataType::kFloat64}}};
 
-// ---------------------------------------------------------------------------------------------
-// fp16 / bf16 conversions. Branch-free so that a loop calling them vectorizes: every lane
-// computes every case and keeps the one that applies.
-
-constexpr uint32_t kFloatSignMask = 0x80000000u;
-constexpr uint32_t kFloatInfinityBits = 0x7f800000u;
-
-// `condition ? if_true : if_false` written with masks. A plain ?: lets GCC sink a floating-point
-// operation that only one case needs into a branch, and it will not turn that branch back into a
-// select (the operation "could trap" under the default -ftrapping-math), so the loop would not
-// vectorize.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t SelectBits(bool condition, uint32_t if_true,
-                                                        uint32_t if_false) {
-  const uint32_t mask = 0u - static_cast<uint32_t>(condition);
-  return (if_true & mask) | (if_false & ~mask);
-}
-
-// The conversions take and return 16-bit patterns in the low half of a uint32_t, and compare
-// non-negative values as int32_t: SSE2 has no unsigned 32-bit compare or unsigned int-to-float
-// conversion, and emulating them would cost several instructions per lane.
-
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline float HalfBitsToFloat(uint32_t half) {
-  const uint32_t sign = (half & 0x8000u) << 16;
-  const uint32_t exponent = (half >> 10) & 0x1fu;
-  const uint32_t mantissa = half & 0x3ffu;
-  // Normal numbers: move the fields into place and rebias the exponent from 15 to 127.
-  const uint32_t normal = ((exponent + (127 - 15)) << 23) | (mantissa << 13);
-  // Infinity and NaN: all-ones exponent; the payload moves along, so NaN stays NaN.
-  const uint32_t inf_or_nan = kFloatInfinityBits | (mantissa << 13);
-  // Zero and subnormals are mantissa * 2^-24. The int-to-float conversion and the scaling are
-  // exact and never touch float subnormals (so they are right even if the FPU flushes them).
-  const uint32_t subnormal =
-      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
-  const uint32_t magnitude =
-      SelectBits(exponent == 0, subnormal, SelectBits(exponent == 0x1f, inf_or_nan, normal));
-  return std::bit_cast<float>(sign | magnitude);
-}
-
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t FloatToHalfBits(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  const uint32_t sign = (bits & kFloatSignMask) >> 16;
-  const uint32_t magnitude = bits & ~kFloatSignMask;
-  const int32_t signed_magnitude = static_cast<int32_t>(magnitude);  // >= 0
-  // 65520 is halfway between the largest half (65504) and the next power of two; ties go to the
-  // even neighbour, which is infinity, so everything from there up (float infinity included)
-  // becomes infinity.
-  constexpr int32_t kFirstOverflow = 0x477ff000;       // 65520.0f
-  constexpr int32_t kSmallestNormalHalf = 0x38800000;  // 2^-14
-  // NaN keeps the top of its payload and gets the quiet bit, so it cannot turn into infinity.
-  const uint32_t nan = 0x7e00u | ((magnitude >> 13) & 0x3ffu);
-  // Normal halves: rebias the exponent and round the 13 dropped mantissa bits to nearest even
-  // (adding just under half, plus one if the kept part is odd). A carry out of the mantissa
-  // correctly bumps the exponent.
-  const uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
-  const uint32_t normal = (rounded - ((127u - 15u) << 23)) >> 13;
-  // Subnormal halves are multiples of 2^-24, which is exactly the spacing of floats in
-  // [0.5, 1). Adding 0.5f makes the FPU round to that spacing (to nearest even), and the low
-  // bits of the sum are then the half's bit pattern (0x400, the smallest normal, included).
-  const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude) + 0.5f) -
-                             std::bit_cast<uint32_t>(0.5f);
-  const uint32_t finite = SelectBits(signed_magnitude >= kSmallestNormalHalf, normal, subnormal);
-  const uint32_t result =
-      SelectBits(signed_magnitude > static_cast<int32_t>(kFloatInfinityBits), nan,
-                 SelectBits(signed_magnitude >= kFirstOverflow, 0x7c00u, finite));
-  return sign | result;
-}
-
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline float Bfloat16BitsToFloat(uint32_t value) {
-  return std::bit_cast<float>(value << 16);
-}
-
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t FloatToBfloat16Bits(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  // bf16 is the top half of a float, so rounding is integer arithmetic on the low 16 bits; it
-  // covers subnormals, and overflow carries into the exponent to produce infinity.
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  // NaN: truncate and set the quiet bit, which keeps it NaN even if the payload was all low bits.
-  const uint32_t nan = (bits >> 16) | 0x40u;
-  const bool is_nan =
-      static_cast<int32_t>(bits & ~kFloatSignMask) > static_cast<int32_t>(kFloatInfinityBits);
-  return SelectBits(is_nan, nan, rounded);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Element codecs: how a stored element becomes the value the operator computes with, and back.
-
-template <typename T>
-struct NativeCodec {
-  using Storage = T;
-  using Compute = T;
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static T Load(T value) { return value; }
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static T Store(T value) { return value; }
-};
-
-// The 16-bit float codecs take and return bit patterns widened to uint32_t (see above).
-struct HalfCodec {
-  using Storage = uint16_t;
-  using Compute = float;
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static float Load(uint32_t bits) { return HalfBitsToFloat(bits); }
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static uint32_t Store(float value) { return FloatToHalfBits(value); }
-};
-
-struct Bfloat16Codec {
-  using Storage = uint16_t;
-  using Compute = float;
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static float Load(uint32_t bits) {
-    return Bfloat16BitsToFloat(bits);
-  }
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static uint32_t Store(float value) {
-    return FloatToBfloat16Bits(value);
-  }
-};
-
-template <typename Codec>
-constexpr bool kIsSixteenBitFloat =
-    std::is_same_v<Codec, HalfCodec> || std::is_same_v<Codec, Bfloat16Codec>;
-
-// ---------------------------------------------------------------------------------------------
-// Operators.
-
-// Integer sums and products run in an unsigned type at least as wide as `unsigned`, where
-// overflow is defined to wrap; converting back to T keeps the low bits (two's complement).
-template <typename T>
-using WrappingType = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-
-struct SumOp {
-  template <typename T>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static T Apply(T accumulated, T incoming) {
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(static_cast<WrappingType<T>>(accumulated) +
-                            static_cast<WrappingType<T>>(incoming));
-    } else {
-      return accumulated + incoming;
-    }
-  }
-};
-
-struct ProdOp {
-  template <typename T>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static T Apply(T accumulated, T incoming) {
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(static_cast<WrappingType<T>>(accumulated) *
-                            static_cast<WrappingType<T>>(incoming));
-    } else {
-      return accumulated * incoming;
-    }
-  }
-};
-
-// Floating-point max/min follow C's fmax/fmin, as NCCL does (fmaxf/fminf, __hmax/__hmin on the
-// GPU): a NaN loses to a number, and the result is NaN only when both are NaN. Written as
-// compares and a select rather than calling std::fmax, which the compiler does not inline or
-// vectorize for the baseline ISA. When the operands compare equal (+0 and -0) the accumulated
-// value is kept.
-struct MaxOp {
-  template <typename T>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static T Apply(T accumulated, T incoming) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const bool incoming_is_nan = incoming != incoming;
-      return (accumulated >= incoming || incoming_is_nan) ? accumulated : incoming;
-    } else {
-      return accumulated < incoming ? incoming : accumulated;
-    }
-  }
-};
-
-struct MinOp {
-  template <typename T>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static T Apply(T accumulated, T incoming) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const bool incoming_is_nan = incoming != incoming;
-      return (accumulated <= incoming || incoming_is_nan) ? accumulated : incoming;
-    } else {
-      return incoming < accumulated ? incoming : accumulated;
-    }
-  }
-};
+// The element rules (conversions, codecs, operators, the average's division) live in
+// reduce_element.h, shared with the CUDA kernels; this file has the CPU loops around them.
+using reduce_element::Bfloat16BitsToFloat;
+using reduce_element::CodecTag;
+using reduce_element::DispatchOnType;
+using reduce_element::DivideElement;
+using reduce_element::FloatToBfloat16Bits;
+using reduce_element::FloatToHalfBits;
+using reduce_element::HalfBitsToFloat;
+using reduce_element::kIsSixteenBitFloat;
+using reduce_element::MaxOp;
+using reduce_element::MinOp;
+using reduce_element::ProdOp;
+using reduce_element::ReduceElement;
+using reduce_element::SumOp;
 
 // ---------------------------------------------------------------------------------------------
 // Loops.
@@ -235,13 +73,12 @@ void ReduceLoop(typename Codec::Storage* __restrict out,
   for (; i + kBlock <= count; i += kBlock) {
     for (int64_t j = 0; j < kBlock; ++j) {
       const Storage a = kInPlace ? out[i + j] : first[i + j];
-      out[i + j] =
-          static_cast<Storage>(Codec::Store(Op::Apply(Codec::Load(a), Codec::Load(second[i + j]))));
+      out[i + j] = ReduceElement<Codec, Op>(a, second[i + j]);
     }
   }
   for (; i < count; ++i) {
     const Storage a = kInPlace ? out[i] : first[i];
-    out[i] = static_cast<Storage>(Codec::Store(Op::Apply(Codec::Load(a), Codec::Load(second[i]))));
+    out[i] = ReduceElement<Codec, Op>(a, second[i]);
   }
 }
 
@@ -311,56 +148,12 @@ void ReduceWithCodec(ReduceOp op, void* out_bytes, const void* first_bytes,
   }
 }
 
-// Divides by the rank count. Integers divide in a type wide enough to hold both operands
-// (truncating toward zero, like NCCL's integer average); floats divide exactly rounded rather
-// than multiplying by a rounded reciprocal.
+// Divides by the rank count (reduce_element::DivideValue has the rule).
 template <typename Codec>
 void DivideLoop(void* data_bytes, int64_t count, int divisor) {
   using Storage = typename Codec::Storage;
-  using Compute = typename Codec::Compute;
   Storage* data = static_cast<Storage*>(data_bytes);
-  for (int64_t i = 0; i < count; ++i) {
-    const Compute value = Codec::Load(data[i]);
-    Compute quotient;
-    if constexpr (std::is_floating_point_v<Compute>) {
-      quotient = value / static_cast<Compute>(divisor);
-    } else if constexpr (std::is_signed_v<Compute>) {
-      using Wide = std::common_type_t<Compute, int>;
-      quotient = static_cast<Compute>(static_cast<Wide>(value) / static_cast<Wide>(divisor));
-    } else {
-      using Wide = std::common_type_t<Compute, unsigned>;
-      quotient = static_cast<Compute>(static_cast<Wide>(value) / static_cast<Wide>(divisor));
-    }
-    data[i] = static_cast<Storage>(Codec::Store(quotient));
-  }
-}
-
-// Calls `function.template operator()<Codec>()` with the codec of `type`: the one place that
-// maps run-time types to compile-time ones.
-template <typename Function>
-void DispatchOnType(DataType type, Function&& function) {
-  switch (type) {
-    case DataType::kInt8:
-      return function.template operator()<NativeCodec<int8_t>>();
-    case DataType::kUint8:
-      return function.template operator()<NativeCodec<uint8_t>>();
-    case DataType::kInt32:
-      return function.template operator()<NativeCodec<int32_t>>();
-    case DataType::kUint32:
-      return function.template operator()<NativeCodec<uint32_t>>();
-    case DataType::kInt64:
-      return function.template operator()<NativeCodec<int64_t>>();
-    case DataType::kUint64:
-      return function.template operator()<NativeCodec<uint64_t>>();
-    case DataType::kFloat16:
-      return function.template operator()<HalfCodec>();
-    case DataType::kFloat32:
-      return function.template operator()<NativeCodec<float>>();
-    case DataType::kFloat64:
-      return function.template operator()<NativeCodec<double>>();
-    case DataType::kBfloat16:
-      return function.template operator()<Bfloat16Codec>();
-  }
+  for (int64_t i = 0; i < count; ++i) data[i] = DivideElement<Codec>(data[i], divisor);
 }
 
 }  // namespace
@@ -412,7 +205,7 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
 void ReduceInto(DataType type, ReduceOp op, void* accumulator, const void* incoming,
                 int64_t count) {
   if (count <= 0) return;
-  DispatchOnType(type, [&]<typename Codec>() {
+  DispatchOnType(type, [&]<typename Codec>(CodecTag<Codec>) {
     ReduceWithCodec<Codec>(op, accumulator, nullptr, incoming, count);
   });
 }
@@ -420,14 +213,16 @@ void ReduceInto(DataType type, ReduceOp op, void* accumulator, const void* incom
 void Reduce(DataType type, ReduceOp op, void* out, const void* first, const void* second,
             int64_t count) {
   if (count <= 0) return;
-  DispatchOnType(type,
-                 [&]<typename Codec>() { ReduceWithCodec<Codec>(op, out, first, second, count); });
+  DispatchOnType(type, [&]<typename Codec>(CodecTag<Codec>) {
+    ReduceWithCodec<Codec>(op, out, first, second, count);
+  });
 }
 
 void FinalizeReduction(DataType type, ReduceOp op, void* data, int64_t count, int num_ranks) {
   ABSL_ASSERT(num_ranks >= 1);
   if (op != ReduceOp::kAvg || num_ranks <= 1 || count <= 0) return;
-  DispatchOnType(type, [&]<typename Codec>() { DivideLoop<Codec>(data, count, num_ranks); });
+  DispatchOnType(
+      type, [&]<typename Codec>(CodecTag<Codec>) { DivideLoop<Codec>(data, count, num_ranks); });
 }
 
 float HalfToFloat(uint16_t half) { return HalfBitsToFloat(half); }

@@ -1,5 +1,6 @@
 #include "runtime/env_config.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <ostream>
@@ -179,6 +180,15 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     }
   }
 
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PROFILER")) {
+    if (absl::EqualsIgnoreCase(*value, "cupti") || absl::EqualsIgnoreCase(*value, "events")) {
+      config.prefer_cupti = absl::EqualsIgnoreCase(*value, "cupti");
+    } else {
+      env.Invalid("STRAGGLAR_PROFILER", *value, "cupti, events",
+                  defaults.prefer_cupti ? "cupti" : "events");
+    }
+  }
+
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_STRAGGLER")) {
     int rank = 0;
     if (absl::SimpleAtoi(*value, &rank) && rank >= 0) {
@@ -200,6 +210,27 @@ RuntimeConfig ToRuntimeConfig(const PreloadConfig& config) {
   return runtime;
 }
 
+bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecision& decision) {
+  using Forced = PreloadConfig::Forced;
+  switch (config.algorithm) {
+    case Forced::kAuto:
+      break;
+    case Forced::kNative:
+    case Forced::kRing:
+      decision.algorithm = Algorithm::kRing;
+      break;
+    case Forced::kHalvingDoubling:
+      decision.algorithm = Algorithm::kHalvingDoubling;
+      break;
+    case Forced::kStragglar:
+      decision.algorithm = Algorithm::kStragglar;
+      decision.straggler = std::min(config.straggler.value_or(num_ranks - 1), num_ranks - 1);
+      break;
+  }
+  if (decision.algorithm != Algorithm::kStragglar) decision.straggler.reset();
+  return decision.algorithm == Algorithm::kRing && config.algorithm != Forced::kRing;
+}
+
 bool TraceFileIsJson(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }
 
 std::string DescribeConfig(const PreloadConfig& config) {
@@ -216,6 +247,7 @@ std::string DescribeConfig(const PreloadConfig& config) {
     absl::StrAppend(&text, ", straggler ", *config.straggler,
                     " ignored (algorithm is not stragglar)");
   }
+  if (!config.prefer_cupti) absl::StrAppend(&text, ", profiler events");
   if (!config.state_file.empty()) absl::StrAppend(&text, ", state ", config.state_file);
   if (!config.trace_file.empty()) {
     absl::StrAppend(&text, ", trace ", config.trace_file,

@@ -1,4 +1,4 @@
-// STRAGGLAR_* environment configuration, shared by the preload libraries (MPI now, NCCL later).
+// STRAGGLAR_* environment configuration, shared by the preload libraries (NCCL and MPI).
 // See "Environment (preload library)" in docs/architecture.md.
 #pragma once
 
@@ -26,6 +26,10 @@ struct PreloadConfig {
   // collective; the others: always that plan.
   enum class Forced { kAuto, kNative, kRing, kHalvingDoubling, kStragglar };
   Forced algorithm = Forced::kAuto;
+  // STRAGGLAR_PROFILER=cupti|events (case-insensitive), NCCL library only: how GPU calls are
+  // timed. cupti (default) falls back to CUDA events when CUPTI is unavailable; events never
+  // takes the process's one CUPTI subscription, so that a profiler (Nsight, torch.profiler) can.
+  bool prefer_cupti = true;
   // STRAGGLAR_STRAGGLER: the straggler of a forced stragglar plan (>= 0; unset: the last rank).
   // Only the backend knows the world size, so it checks the upper bound.
   std::optional<int> straggler;
@@ -49,6 +53,11 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*) = nullptr,
 // decisions, including for calls under min_bytes).
 RuntimeConfig ToRuntimeConfig(const PreloadConfig& config);
 
+// Applies STRAGGLAR_ALGORITHM (and STRAGGLAR_STRAGGLER, capped to the last rank) to the core's
+// `decision` for a communicator of `num_ranks`. Returns whether the call runs the backend's own
+// collective (NCCL's or MPI's AllReduce, which the core prices as Ring): for auto when the core
+// chose Ring, and for native. A forced "ring" runs our Ring plan instead.
+bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecision& decision);
 // Whether STRAGGLAR_TRACE_FILE names a Perfetto JSON trace (".json" suffix, any case) rather
 // than CSV.
 bool TraceFileIsJson(absl::string_view path);

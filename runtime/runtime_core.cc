@@ -220,8 +220,34 @@ double RuntimeCore::EstimateSaved(const EpochCall& call, absl::Span<const CallTi
   return cached->second > 0 ? cached->second - measured_s : 0;
 }
 
+std::vector<double> RuntimeCore::PayloadFromTimings(absl::Span<const CallTiming> timings) {
+  std::vector<double> payload;
+  payload.reserve(2 * timings.size());
+  for (const CallTiming& timing : timings) {
+    payload.push_back(timing.arrival_s);
+    payload.push_back(timing.duration_s);
+  }
+  return payload;
+}
+
+absl::Status RuntimeCore::SealEpoch() {
+  if (sealed_.has_value()) {
+    return absl::FailedPreconditionError("an epoch is already sealed; absorb it first");
+  }
+  if (!ExchangeDue()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the epoch holds ", epoch_.size(), " of ", config_.epoch_calls, " calls"));
+  }
+  const int64_t first_call = next_call_ - static_cast<int64_t>(epoch_.size());
+  sealed_ = SealedEpoch{.calls = std::move(epoch_), .first_call = first_call};
+  epoch_ = {};
+  epoch_.reserve(config_.epoch_calls);
+  return absl::OkStatus();
+}
+
 absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
-  const size_t calls = epoch_.size();
+  const std::vector<EpochCall>& epoch = sealed_ ? sealed_->calls : epoch_;
+  const size_t calls = epoch.size();
   if (all_payloads.size() != 2 * calls * num_ranks_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "epoch exchange: expected ", 2 * calls * num_ranks_, " values (", calls, " calls x ",
@@ -231,7 +257,9 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   std::vector<CallTiming> per_rank(num_ranks_);
   const size_t calibration_stride =
       std::max<size_t>(1, calls / std::max(1, config_.calibration_calls_per_epoch));
-  EpochReport report{.epoch = epochs_, .first_call = next_call_ - static_cast<int64_t>(calls)};
+  const int64_t first_call =
+      sealed_ ? sealed_->first_call : next_call_ - static_cast<int64_t>(calls);
+  EpochReport report{.epoch = epochs_, .first_call = first_call};
   report.calls.reserve(calls);
   absl::flat_hash_map<int64_t, double> baseline_by_bytes;
   for (size_t call = 0; call < calls; ++call) {
@@ -244,14 +272,14 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
     // Exploration calls always count: they are what measures the other candidates.
     const bool calibrate =
         config_.calibration_calls_per_epoch > 0 &&
-        (epoch_[call].decision.explored || call % calibration_stride == calibration_stride / 2);
+        (epoch[call].decision.explored || call % calibration_stride == calibration_stride / 2);
     if (calibrate) {
-      Calibrate(epoch_[call], per_rank, lags);
+      Calibrate(epoch[call], per_rank, lags);
     }
     // Estimated after calibrating, so the factor includes this call when it was a sample.
-    const double saved_s = EstimateSaved(epoch_[call], per_rank, lags, baseline_by_bytes);
-    report.calls.push_back({.bytes = epoch_[call].bytes,
-                            .decision = epoch_[call].decision,
+    const double saved_s = EstimateSaved(epoch[call], per_rank, lags, baseline_by_bytes);
+    report.calls.push_back({.bytes = epoch[call].bytes,
+                            .decision = epoch[call].decision,
                             .timing = per_rank,
                             .lag_s = lags,
                             .saved_s = saved_s});
@@ -259,7 +287,7 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);
   if (detector_.straggler() != before) {
     const int rank = detector_.straggler().value_or(before.value_or(0));
-    detections_.push_back({.call = next_call_ - 1,
+    detections_.push_back({.call = first_call + static_cast<int64_t>(calls) - 1,
                            .straggler = detector_.straggler(),
                            .persistence = detector_.persistence(rank),
                            .mean_lag_s = detector_.mean_lag(rank)});
@@ -269,7 +297,11 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   for (int r = 0; r < num_ranks_; ++r) report.persistence[r] = detector_.persistence(r);
   last_epoch_ = std::move(report);
   decisions_by_bytes_.clear();
-  epoch_.clear();
+  if (sealed_) {
+    sealed_.reset();
+  } else {
+    epoch_.clear();
+  }
   ++epochs_;
   return absl::OkStatus();
 }

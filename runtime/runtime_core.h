@@ -126,8 +126,24 @@ class RuntimeCore {
   // [arrival_s, duration_s] per call of the epoch, in call order.
   std::vector<double> EpochPayload() const;
   // Every rank's EpochPayload(), rank after rank: the same values on every rank. Feeds the
-  // detector and prepares the next epoch's decisions. InvalidArgument on a size mismatch.
+  // detector and prepares the next epoch's decisions. Absorbs the sealed epoch when there is one
+  // (see SealEpoch), else the current one. InvalidArgument on a size mismatch.
   absl::Status AbsorbEpoch(absl::Span<const double> all_payloads);
+
+  // Deferred exchange, for backends whose timings arrive after the call has returned (the GPU's:
+  // a call is only enqueued on a stream). SealEpoch() closes the full epoch so that calls go on
+  // into the next one while the backend gathers the sealed epoch's timings, which it measured
+  // itself (PayloadFromTimings); AbsorbEpoch() later absorbs it, at the same call index on every
+  // rank. Decisions meanwhile come from the epochs absorbed before: they lag by one epoch, and
+  // stay identical on every rank. FailedPrecondition when the current epoch is not full or an
+  // epoch is already sealed.
+  absl::Status SealEpoch();
+  bool HasSealedEpoch() const { return sealed_.has_value(); }
+  // Calls in the sealed epoch (0 when none), and the index of its first call.
+  int sealed_calls() const { return sealed_ ? static_cast<int>(sealed_->calls.size()) : 0; }
+  int64_t sealed_first_call() const { return sealed_ ? sealed_->first_call : 0; }
+  // The payload EpochPayload() would give for calls with these timings, in call order.
+  static std::vector<double> PayloadFromTimings(absl::Span<const CallTiming> timings);
 
   int rank() const { return rank_; }
   int num_ranks() const { return num_ranks_; }
@@ -182,6 +198,11 @@ class RuntimeCore {
     bool measured = true;  // the timing belongs to the decision's plan
   };
   std::vector<EpochCall> epoch_;
+  struct SealedEpoch {
+    std::vector<EpochCall> calls;
+    int64_t first_call = 0;
+  };
+  std::optional<SealedEpoch> sealed_;
   std::optional<std::pair<CallDecision, int64_t>> pending_;  // Decide() awaiting its Record()
   Calibration calibration_;
   std::vector<double> predicted_arrival_s_;

@@ -64,6 +64,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.summary_file, expected.summary_file);
   EXPECT_EQ(actual.algorithm, expected.algorithm);
   EXPECT_EQ(actual.straggler, expected.straggler);
+  EXPECT_EQ(actual.prefer_cupti, expected.prefer_cupti);
 }
 
 std::string HostName() {
@@ -89,6 +90,7 @@ void SetAllValid() {
       {"STRAGGLAR_SUMMARY_FILE", "/tmp/summary.json"},
       {"STRAGGLAR_ALGORITHM", "stragglar"},
       {"STRAGGLAR_STRAGGLER", "3"},
+      {"STRAGGLAR_PROFILER", "Events"},
   };
 }
 
@@ -104,6 +106,7 @@ PreloadConfig AllValid() {
   config.summary_file = "/tmp/summary.json";
   config.algorithm = PreloadConfig::Forced::kStragglar;
   config.straggler = 3;
+  config.prefer_cupti = false;
   return config;
 }
 
@@ -137,7 +140,7 @@ TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
   for (const char* name :
        {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS", "STRAGGLAR_MIN_BYTES",
         "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
-        "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER"}) {
+        "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER", "STRAGGLAR_PROFILER"}) {
     FakeEnv()[name] = "";
   }
   std::vector<std::string> lines;
@@ -209,6 +212,22 @@ TEST_F(EnvConfigTest, MinBytesSizes) {
     EXPECT_EQ(Parse(&lines).min_bytes, bytes) << value;
     EXPECT_THAT(lines, IsEmpty()) << value;
   }
+}
+
+TEST_F(EnvConfigTest, ProfilerChoice) {
+  for (const auto& [value, cupti] : std::vector<std::pair<std::string, bool>>{
+           {"cupti", true}, {"CUPTI", true}, {"events", false}, {" Events ", false}}) {
+    FakeEnv()["STRAGGLAR_PROFILER"] = value;
+    std::vector<std::string> lines;
+    EXPECT_EQ(Parse(&lines).prefer_cupti, cupti) << value;
+    EXPECT_THAT(lines, IsEmpty()) << value;
+  }
+  FakeEnv()["STRAGGLAR_PROFILER"] = "nsight";
+  std::vector<std::string> lines;
+  EXPECT_TRUE(Parse(&lines).prefer_cupti);
+  EXPECT_THAT(lines, ElementsAre(HasSubstr(
+                         "STRAGGLAR_PROFILER=\"nsight\" is invalid (accepted: cupti, events); "
+                         "using cupti")));
 }
 
 TEST_F(EnvConfigTest, EveryAlgorithm) {
@@ -369,8 +388,8 @@ TEST_F(EnvConfigTest, DescribeConfig) {
             "mode adapt, epoch 64 calls, min 256 KiB, debug WARN, algorithm auto");
   EXPECT_EQ(DescribeConfig(AllValid()),
             "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
-            "(straggler 3), state /tmp/state.json, trace /tmp/trace.json (Perfetto JSON), "
-            "summary /tmp/summary.json");
+            "(straggler 3), profiler events, state /tmp/state.json, trace /tmp/trace.json "
+            "(Perfetto JSON), summary /tmp/summary.json");
   PreloadConfig config;
   config.algorithm = PreloadConfig::Forced::kStragglar;
   config.trace_file = "t.csv";
@@ -535,6 +554,50 @@ TEST_F(LogTest, ConcurrentLinesStayWholeOnStderr) {
   text << in.rdbuf();
   ExpectWholeLines(text.str());
   std::remove(path.c_str());
+}
+
+// What each STRAGGLAR_ALGORITHM does to the core's decision, and which runs the backend's own
+// collective.
+TEST(ForcedAlgorithmTest, OverridesTheDecision) {
+  using Forced = PreloadConfig::Forced;
+  const CallDecision stragglar{.call = 7, .algorithm = Algorithm::kStragglar, .straggler = 2};
+  const CallDecision ring{.call = 7, .algorithm = Algorithm::kRing};
+  PreloadConfig config;
+  CallDecision decision = stragglar;
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));  // auto keeps the core's choice
+  EXPECT_EQ(decision.algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(decision.straggler, 2);
+  decision = ring;
+  EXPECT_TRUE(ApplyForcedAlgorithm(config, 4, decision));  // auto's Ring is the native one
+
+  config.algorithm = Forced::kNative;
+  decision = stragglar;
+  EXPECT_TRUE(ApplyForcedAlgorithm(config, 4, decision));
+  EXPECT_EQ(decision.algorithm, Algorithm::kRing);
+  EXPECT_FALSE(decision.straggler.has_value());
+
+  config.algorithm = Forced::kRing;  // our Ring plan, not the library's
+  decision = stragglar;
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+  EXPECT_EQ(decision.algorithm, Algorithm::kRing);
+
+  config.algorithm = Forced::kHalvingDoubling;
+  decision = ring;
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+  EXPECT_EQ(decision.algorithm, Algorithm::kHalvingDoubling);
+
+  config.algorithm = Forced::kStragglar;
+  decision = ring;
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+  EXPECT_EQ(decision.algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(decision.straggler, 3);  // unset: the last rank
+  config.straggler = 9;
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+  EXPECT_EQ(decision.straggler, 3);  // capped to the last rank
+  config.straggler = 1;
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+  EXPECT_EQ(decision.straggler, 1);
+  EXPECT_EQ(decision.call, 7);
 }
 
 }  // namespace

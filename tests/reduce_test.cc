@@ -10,11 +10,13 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reduce_element.h"
 
 namespace stragglar {
 namespace {
@@ -624,6 +626,78 @@ TEST(FinalizeReductionTest, OtherOperatorsAndOneRankAreNoOps) {
   EXPECT_EQ(Finalized<float>(DataType::kFloat32, ReduceOp::kAvg, {7.0f}, 1),
             (std::vector<float>{7.0f}));
   FinalizeReduction(DataType::kFloat32, ReduceOp::kAvg, nullptr, 0, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reduce_element.h: the CUDA kernels apply its rules one element at a time, and must get what the
+// CPU's vectorized loops get. Random bit patterns (NaNs, infinities, subnormals included); the one
+// allowed difference is the sign and payload of a NaN that sum, prod or avg produce (x86 returns
+// the first NaN operand, and the compiler may swap the operands of a sum or product).
+
+template <typename Codec>
+bool IsNanElement(typename Codec::Storage value) {
+  const auto decoded = Codec::Load(value);
+  return decoded != decoded;
+}
+
+TEST(ReduceElementTest, OneElementAtATimeMatchesTheLoops) {
+  constexpr int64_t kCount = 1027;
+  for (DataType type : kAllDataTypes) {
+    const bool dispatched =
+        reduce_element::DispatchOnType(type, [&]<typename Codec>(reduce_element::CodecTag<Codec>) {
+          using Storage = typename Codec::Storage;
+          ASSERT_EQ(sizeof(Storage), static_cast<size_t>(DataTypeSize(type)));
+          std::mt19937_64 random(static_cast<int>(type));
+          std::vector<Storage> first(kCount), second(kCount), out(kCount);
+          auto random_bits = [&random] {
+            const uint64_t bits = random();
+            Storage value;
+            std::memcpy(&value, &bits, sizeof(value));  // little-endian: the low bytes
+            return value;
+          };
+          for (Storage& value : first) value = random_bits();
+          for (Storage& value : second) value = random_bits();
+          for (ReduceOp op : kAllReduceOps) {
+            Reduce(type, op, out.data(), first.data(), second.data(), kCount);
+            const bool arithmetic = op != ReduceOp::kMax && op != ReduceOp::kMin;
+            reduce_element::DispatchOnOp(op, [&]<typename Op>(reduce_element::OpTag<Op>) {
+              for (int64_t i = 0; i < kCount; ++i) {
+                const Storage element =
+                    reduce_element::ReduceElement<Codec, Op>(first[i], second[i]);
+                if (arithmetic && IsNanElement<Codec>(element) && IsNanElement<Codec>(out[i])) {
+                  continue;
+                }
+                ASSERT_EQ(std::memcmp(&element, &out[i], sizeof(Storage)), 0)
+                    << DataTypeName(type) << " " << ReduceOpName(op) << " element " << i;
+              }
+            });
+          }
+          std::vector<Storage> divided = first;
+          FinalizeReduction(type, ReduceOp::kAvg, divided.data(), kCount, 3);
+          for (int64_t i = 0; i < kCount; ++i) {
+            const Storage element = reduce_element::DivideElement<Codec>(first[i], 3);
+            if (IsNanElement<Codec>(element) && IsNanElement<Codec>(divided[i])) continue;
+            ASSERT_EQ(std::memcmp(&element, &divided[i], sizeof(Storage)), 0)
+                << DataTypeName(type) << " avg division, element " << i;
+          }
+        });
+    EXPECT_TRUE(dispatched) << DataTypeName(type);
+  }
+}
+
+TEST(ReduceElementTest, DispatchRefusesValuesOutsideTheEnums) {
+  int calls = 0;
+  EXPECT_FALSE(reduce_element::DispatchOnType(
+      static_cast<DataType>(99),
+      [&]<typename Codec>(reduce_element::CodecTag<Codec>) { ++calls; }));
+  EXPECT_FALSE(reduce_element::DispatchOnOp(
+      static_cast<ReduceOp>(99), [&]<typename Op>(reduce_element::OpTag<Op>) { ++calls; }));
+  EXPECT_EQ(calls, 0);
+  bool avg_sums = false;
+  reduce_element::DispatchOnOp(ReduceOp::kAvg, [&]<typename Op>(reduce_element::OpTag<Op>) {
+    avg_sums = std::is_same_v<Op, reduce_element::SumOp>;
+  });
+  EXPECT_TRUE(avg_sums);
 }
 
 }  // namespace

@@ -158,6 +158,90 @@ TEST(RuntimeCoreTest, MismatchedEpochSizesAreRejected) {
               HasSubstr("ranks disagree on the call count"));
 }
 
+// The GPU backend's deferred exchange: an epoch is sealed when full, calls go on into the next,
+// and the sealed epoch is absorbed later with timings the backend measured itself. The result is
+// what an immediate exchange gives, one epoch later, and the ranks stay identical.
+TEST(RuntimeCoreTest, SealedEpochsAreAbsorbedLaterWithTheSameResult) {
+  RuntimeConfig config;
+  config.epoch_calls = 8;
+  config.explore_every = 0;
+  config.detector.min_calls = 8;  // a verdict after one epoch
+  // Without calibration the decisions depend on the lags alone, not on which algorithm ran, so
+  // the deferred cores must reproduce the immediate ones exactly, one epoch later.
+  config.calibration_calls_per_epoch = 0;
+  const int n = 4, late = 2;
+  std::vector<RuntimeCore> cores = Cores(n, config);
+  // Timings by rank and call, known to the backend only after the call (as a GPU's).
+  auto timing = [&](int rank, int64_t call) {
+    return CallTiming{.arrival_s = 1.0 * call + (rank == late ? 20e-3 : 1e-5 * rank),
+                      .duration_s = 1e-3};
+  };
+  std::vector<CallDecision> decisions;
+  for (int64_t call = 0; call < 40; ++call) {
+    // The exchange point: absorb the sealed epoch (half an epoch after it was gathered), then
+    // seal the one that just filled.
+    if (cores[0].ExchangeDue()) {
+      if (cores[0].HasSealedEpoch()) {
+        const int64_t first = cores[0].sealed_first_call();
+        std::vector<double> all;
+        for (int rank = 0; rank < n; ++rank) {
+          std::vector<CallTiming> mine;
+          for (int i = 0; i < cores[rank].sealed_calls(); ++i) {
+            mine.push_back(timing(rank, first + i));
+          }
+          const std::vector<double> payload = RuntimeCore::PayloadFromTimings(mine);
+          all.insert(all.end(), payload.begin(), payload.end());
+        }
+        for (RuntimeCore& core : cores) ASSERT_TRUE(core.AbsorbEpoch(all).ok());
+        EXPECT_EQ(cores[0].last_epoch().first_call, first);
+        EXPECT_FALSE(cores[0].HasSealedEpoch());
+      }
+      for (RuntimeCore& core : cores) ASSERT_TRUE(core.SealEpoch().ok());
+      EXPECT_THAT(cores[0].SealEpoch().message(), HasSubstr("already sealed"));
+    }
+    for (int rank = 0; rank < n; ++rank) {
+      const CallDecision decision = *cores[rank].Decide(1 << 30);
+      if (rank == 0) decisions.push_back(decision);
+      EXPECT_EQ(decision.algorithm, decisions.back().algorithm) << call;
+      EXPECT_EQ(decision.straggler, decisions.back().straggler) << call;
+      cores[rank].Record({});  // the timing is not known yet
+    }
+  }
+  // The same calls with an immediate exchange at every epoch's end: the deferred cores decide in
+  // epoch k + 1 what these decide in epoch k (both have absorbed epochs 0 .. k - 1).
+  std::vector<RuntimeCore> immediate = Cores(n, config);
+  std::vector<CallDecision> reference;
+  for (int64_t call = 0; call < 40; ++call) {
+    for (int rank = 0; rank < n; ++rank) {
+      const CallDecision decision = *immediate[rank].Decide(1 << 30);
+      if (rank == 0) reference.push_back(decision);
+      immediate[rank].Record(timing(rank, call));
+    }
+    if (immediate[0].ExchangeDue()) {
+      std::vector<double> all;
+      for (const RuntimeCore& core : immediate) {
+        const std::vector<double> payload = core.EpochPayload();
+        all.insert(all.end(), payload.begin(), payload.end());
+      }
+      for (RuntimeCore& core : immediate) ASSERT_TRUE(core.AbsorbEpoch(all).ok());
+    }
+  }
+  for (int call = 0; call < 16; ++call) EXPECT_EQ(decisions[call].algorithm, Algorithm::kRing);
+  int stragglar_calls = 0;
+  for (int call = 16; call < 40; ++call) {
+    EXPECT_EQ(decisions[call].algorithm, reference[call - 8].algorithm) << call;
+    EXPECT_EQ(decisions[call].straggler, reference[call - 8].straggler) << call;
+    stragglar_calls += decisions[call].algorithm == Algorithm::kStragglar;
+  }
+  EXPECT_GT(stragglar_calls, 0);
+  EXPECT_EQ(decisions.back().straggler, late);
+  EXPECT_EQ(cores[1].epochs(), 3);  // absorbed at calls 16, 24 and 32
+  EXPECT_EQ(cores[1].detector().straggler(), late);
+  // A partial epoch cannot be sealed.
+  RuntimeCore fresh = *RuntimeCore::Create(config, 0, n, kPaperLink);
+  EXPECT_THAT(fresh.SealEpoch().message(), HasSubstr("0 of 8 calls"));
+}
+
 // The epoch report holds every rank's timing and lags of every call, the verdict, and the time
 // saved: the calibrated model's Ring time on the call's lags minus the measured shortest duration,
 // exactly; 0 for calls that ran the default.

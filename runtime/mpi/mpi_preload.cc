@@ -16,25 +16,21 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "exporters/prometheus_exporter.h"
-#include "exporters/run_summary.h"
 #include "exporters/trace_recorder.h"
 #include "kernels/mpi_executor.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
+#include "runtime/preload_common.h"
 #include "runtime/runtime_core.h"
 #include "runtime/state_file.h"
 
@@ -126,14 +122,8 @@ class CommState {
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
   RuntimeCore& core() { return core_; }
-  void AddObserver(std::shared_ptr<CollectiveObserver> observer) {
-    observers_.push_back(std::move(observer));
-  }
-  void set_recorder(std::shared_ptr<TraceRecorder> recorder) {
-    recorder_ = recorder;
-    if (recorder) observers_.push_back(std::move(recorder));
-  }
-  const std::shared_ptr<TraceRecorder>& recorder() const { return recorder_; }
+  CommObservers& observers() { return observers_; }
+  const std::shared_ptr<TraceRecorder>& recorder() const { return observers_.recorder(); }
 
   int AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 DataType type, ReduceOp reduce_op, const PreloadConfig& config);
@@ -150,50 +140,25 @@ class CommState {
   int size_;
   RuntimeCore core_;
   std::string name_;
-  std::vector<std::shared_ptr<CollectiveObserver>> observers_;
-  std::shared_ptr<TraceRecorder> recorder_;
+  CommObservers observers_;
   std::chrono::steady_clock::time_point last_save_{};
 };
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                          MPI_Op op, DataType type, ReduceOp reduce_op,
                          const PreloadConfig& config) {
-  using Forced = PreloadConfig::Forced;
   const double arrival = Now();
   const int64_t bytes = static_cast<int64_t>(count) * DataTypeSize(type);
-  absl::StatusOr<CallDecision> decision = core_.Decide(bytes);
-  if (!decision.ok()) {
-    // Cannot happen with a valid core; run the library's own and keep the call counts aligned.
-    LogOnce(LogLevel::kWarn, "decide",
-            absl::StrCat("policy failed: ", decision.status().message(), "; using MPI_Allreduce"));
-    decision = CallDecision{.algorithm = Algorithm::kRing};
-  }
-  switch (config.algorithm) {
-    case Forced::kAuto:
-    case Forced::kNative:
-      if (config.algorithm == Forced::kNative) decision->algorithm = Algorithm::kRing;
-      break;
-    case Forced::kRing:
-      decision->algorithm = Algorithm::kRing;
-      break;
-    case Forced::kHalvingDoubling:
-      decision->algorithm = Algorithm::kHalvingDoubling;
-      break;
-    case Forced::kStragglar:
-      decision->algorithm = Algorithm::kStragglar;
-      decision->straggler = std::min(config.straggler.value_or(size_ - 1), size_ - 1);
-      break;
-  }
-  if (decision->algorithm != Algorithm::kStragglar) decision->straggler.reset();
   // The default algorithm is the MPI library's own Allreduce unless our Ring is forced.
-  const bool native = decision->algorithm == Algorithm::kRing && config.algorithm != Forced::kRing;
-  for (const auto& observer : observers_) observer->OnStart(core_, *decision, bytes);
+  const CallStart start = StartCall(core_, config, bytes, observers_, "MPI_Allreduce");
+  const CallDecision& decision = start.decision;
+  const bool native = start.native;
 
   int code = MPI_SUCCESS;
   if (native) {
     code = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, user_);
   } else {
-    absl::StatusOr<const Plan*> plan = core_.PlanFor(*decision);
+    absl::StatusOr<const Plan*> plan = core_.PlanFor(decision);
     absl::Status status = plan.status();
     if (plan.ok()) {
       const MpiAllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
@@ -205,15 +170,15 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
     }
     if (!status.ok()) {
       Log(LogLevel::kWarn,
-          absl::StrCat("MPI_Allreduce on ", name_, " (", AlgorithmName(decision->algorithm),
+          absl::StrCat("MPI_Allreduce on ", name_, " (", AlgorithmName(decision.algorithm),
                        ") failed: ", status.message()));
       if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
     }
   }
   const CallTiming timing{.arrival_s = arrival, .duration_s = Now() - arrival};
   // Recorded even after an error, so that every rank's epoch stays at the same call index.
-  core_.Record(timing, *decision);
-  for (const auto& observer : observers_) observer->OnCall(core_, *decision, bytes, timing);
+  core_.Record(timing, decision);
+  for (const auto& observer : observers_.all()) observer->OnCall(core_, decision, bytes, timing);
   if (code == MPI_SUCCESS && core_.ExchangeDue()) code = Exchange();
   if (code != MPI_SUCCESS && !native) {
     // What MPI itself does with an error: the communicator's handler decides (fatal by default).
@@ -235,7 +200,7 @@ int CommState::Exchange() {
     Log(LogLevel::kWarn, absl::StrCat("epoch exchange on ", name_, ": ", status.message()));
     return MPI_ERR_INTERN;
   }
-  for (const auto& observer : observers_) observer->OnEpoch(core_, core_.last_epoch());
+  for (const auto& observer : observers_.all()) observer->OnEpoch(core_, core_.last_epoch());
   if (LogEnabled(LogLevel::kTrace)) {
     const std::optional<int> straggler = core_.detector().straggler();
     Log(LogLevel::kTrace, absl::StrCat(name_, " epoch ", core_.epochs(), ": straggler ",
@@ -251,17 +216,11 @@ void CommState::Flush() {
 }
 
 void CommState::SaveLearned(bool force) {
-  const std::string& path = core_.config().state_file;
-  if (path.empty() || rank_ != 0 || !core_.HasLearned()) return;
+  if (rank_ != 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (!force && now - last_save_ < std::chrono::seconds(10)) return;
   last_save_ = now;
-  LearnedState state = core_.ExportState();
-  state.machine = MachineId(kBackend);
-  if (absl::Status status = SaveState(path, state); !status.ok()) {
-    LogOnce(LogLevel::kWarn, "save-state",
-            absl::StrCat(status.message(), "; not saving the learned state"));
-  }
+  SaveLearnedState(core_, kBackend);
 }
 
 struct Global {
@@ -301,24 +260,9 @@ void OnInit() {
     PMPI_Comm_rank(node, &local_rank);
     PMPI_Comm_free(&node);
   }
-  std::ostringstream config_log;
-  if (std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(local_rank, config_log)) {
-    g.registry = std::make_shared<prometheus::Registry>();
-    absl::StatusOr<std::unique_ptr<MetricsServer>> server =
-        MetricsServer::Start(endpoint->address, endpoint->port, g.registry);
-    if (server.ok()) {
-      g.server = *std::move(server);
-      Log(LogLevel::kInfo, absl::StrCat("metrics on http://", g.server->endpoint(), "/metrics"));
-    } else {
-      Log(LogLevel::kWarn, absl::StrCat(server.status().message(), "; running without metrics"));
-      g.registry.reset();
-    }
-  }
-  // A bad STRAGGLAR_METRICS_* value is printed whatever the log level, like every setting.
-  if (std::string line = config_log.str(); !line.empty()) {
-    if (line.back() == '\n') line.pop_back();
-    LogAlways(LogLevel::kWarn, line);
-  }
+  MetricsSetup metrics = StartMetricsFromEnv(local_rank);
+  g.registry = std::move(metrics.registry);
+  g.server = std::move(metrics.server);
   g.active = true;
   Log(LogLevel::kInfo, absl::StrCat("libstragglar_mpi: ", DescribeConfig(g.config)));
 }
@@ -401,15 +345,15 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     }
     std::lock_guard<std::mutex> lock(g.mutex);
     if (g.registry != nullptr) {
-      state->AddObserver(std::make_shared<PrometheusObserver>(*g.registry, state->name(), size,
-                                                              std::vector<int>{rank}));
+      state->observers().Add(std::make_shared<PrometheusObserver>(*g.registry, state->name(), size,
+                                                                  std::vector<int>{rank}));
     }
     // The trace and the end-of-run summary follow the first world-sized communicator.
     int compare = MPI_UNEQUAL;
     PMPI_Comm_compare(comm, MPI_COMM_WORLD, &compare);
     if (!g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT)) {
       g.traced = true;
-      state->set_recorder(std::make_shared<TraceRecorder>(0));
+      state->observers().SetRecorder(std::make_shared<TraceRecorder>(0));
     }
   }
   std::lock_guard<std::mutex> lock(g.mutex);
@@ -420,27 +364,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
 void WriteOutputs(Global& g, CommState& state) {
   const std::shared_ptr<TraceRecorder>& recorder = state.recorder();
   if (recorder == nullptr || state.rank() != 0) return;
-  if (!g.config.trace_file.empty()) {
-    if (absl::Status status = recorder->Write(g.config.trace_file, "stragglar (MPI)");
-        !status.ok()) {
-      Log(LogLevel::kWarn, status.message());
-    }
-  }
-  const LagSummary summary = SummarizeLags(recorder->rows());
-  if (summary.calls == 0) return;
-  // A log line is one line: the table goes line by line.
-  for (absl::string_view line :
-       absl::StrSplit(FormatLagSummary(summary), '\n', absl::SkipEmpty())) {
-    Log(LogLevel::kInfo, absl::StrCat(state.name(), ": ", line));
-  }
-  if (!g.config.summary_file.empty()) {
-    nlohmann::json json = LagSummaryJson(summary);
-    json["comm"] = state.name();
-    json["truncated"] = recorder->truncated();
-    std::ofstream file(g.config.summary_file);
-    file << json.dump(2) << "\n";
-    if (!file) Log(LogLevel::kWarn, absl::StrCat("cannot write ", g.config.summary_file));
-  }
+  WriteRunOutputs(*recorder, g.config, state.name(), "stragglar (MPI)");
 }
 
 void OnFinalize() {

@@ -27,6 +27,11 @@ int main() {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     result = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
     std::printf("ncclCommInitRankConfig: %d (%s)\n", result, ncclGetErrorString(result));
+    // Calls the preload would handle (4 MiB of floats) but on no communicator: NCCL's answer.
+    for (ncclRedOp_t op : {ncclSum, ncclAvg}) {
+      result = ncclAllReduce(nullptr, nullptr, 1 << 20, ncclFloat32, op, nullptr, nullptr);
+      std::printf("ncclAllReduce(no communicator): %d (%s)\n", result, ncclGetErrorString(result));
+    }
     return 0;
   }
   float* data = nullptr;

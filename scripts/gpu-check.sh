@@ -1,0 +1,425 @@
+#!/usr/bin/env bash
+# Every GPU check in one go, for a machine with an NVIDIA GPU (docs/results/README.md lists them):
+#   reduce  build/bin/stragglar-gpu-reduce-check: the CUDA reduction kernels against the CPU ones
+#           for every dtype x op, and their bandwidth against a device-to-device copy
+#   timer   build/bin/gpu_timer_test: the GPU call timer (CUPTI / CUDA events)
+#   bench   stragglar-bench, 4 ranks on one GPU (one process each, own NCCL_HOSTID, sockets on lo),
+#           1 MiB..64 MiB x4, float sum, -c 1: (a) without the preload, with it (b) off,
+#           (c) observe, (d) adapt, (e) StragglAR forced; (f) rank 3 spinning 2 ms before every
+#           AllReduce, without the preload, adaptive and forced; then the time ratios per size
+#   sweep   stragglar-bench -c 1 for every dtype x op at a few sizes (odd counts, fewer elements
+#           than ranks): NCCL alone (checks the checker), the preload adaptive, StragglAR forced
+#   ddp     tests/gpu/ddp_check.py under torchrun, 2 ranks on one GPU: the final parameters'
+#           SHA-256 without and with the preload (adaptive, and StragglAR forced) must be identical
+# Each check has a header and its own log, failures do not stop the others, and a PASS/FAIL/SKIP
+# table ends the run. Everything lands in --out DIR: gpu-check.log (all of the output),
+# one log per check, the benchmarks' JSON, ratios.json, summary.json and gpu-<date>.md (a draft
+# for docs/results/).
+#
+# usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR] [--only reduce,timer,bench,sweep,ddp]
+#   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
+#   are built first, otherwise the script says what is missing. --only runs a subset, e.g. to
+#   stay under a per-command time limit (the bench step takes the longest).
+# Exit status: 0 when nothing failed (skips allowed), 1 otherwise, 2 for bad arguments.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+repo=$(pwd)
+
+build_dir=build
+out=""
+only="reduce,timer,bench,sweep,ddp"
+while (($# > 0)); do
+  case "$1" in
+    --out)
+      (($# >= 2)) || { echo "gpu-check: --out needs a directory" >&2; exit 2; }
+      out=$2
+      shift 2
+      ;;
+    --out=*) out=${1#--out=}; shift ;;
+    --only)
+      (($# >= 2)) || { echo "gpu-check: --only needs a list" >&2; exit 2; }
+      only=$2
+      shift 2
+      ;;
+    --only=*) only=${1#--only=}; shift ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) build_dir=$1; shift ;;
+  esac
+done
+for step in ${only//,/ }; do
+  case "$step" in
+    reduce | timer | bench | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, bench, sweep, ddp)" >&2
+      exit 2 ;;
+  esac
+done
+wanted() { [[ ",$only," == *",$1,"* ]]; }
+
+stamp=$(date +%Y-%m-%d-%H%M%S)
+out=${out:-/tmp/stragglar-gpu-check-$stamp}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+log=$out/gpu-check.log
+: >"$log"
+exec > >(tee -a "$log") 2>&1
+
+if command -v python3 >/dev/null; then python=python3; else python=""; fi
+
+# --- bookkeeping --------------------------------------------------------------------------------
+names=()
+statuses=()
+details=()
+record() {  # NAME STATUS DETAIL
+  names+=("$1")
+  statuses+=("$2")
+  details+=("$3")
+  echo ">>> $1: $2${3:+ ($3)}"
+}
+header() { printf '\n==================== %s ====================\n' "$*"; }
+
+# run_logged NAME LIMIT_S COMMAND...: runs with its output on the console and in $out/NAME.log;
+# sets rc (124: ran past LIMIT_S).
+run_logged() {
+  local name=$1 limit=$2
+  shift 2
+  echo "\$ $*"
+  timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  rc=${PIPESTATUS[0]}
+  echo "(exit status $rc)"
+}
+
+# status_of RC: PASS for 0, SKIP for 77, FAIL otherwise.
+status_of() {
+  case "$1" in
+    0) echo PASS ;;
+    77) echo SKIP ;;
+    *) echo FAIL ;;
+  esac
+}
+
+# --- device and build ---------------------------------------------------------------------------
+header "device"
+echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), host $(hostname)"
+echo "command: $0 $build_dir --out $out --only $only"
+echo "commit: $(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)" \
+  "($(git -C "$repo" status --porcelain 2>/dev/null | wc -l) files differ from it)"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv || true
+else
+  echo "nvidia-smi: not found (the device is printed by each check below)"
+fi
+if command -v nvcc >/dev/null; then nvcc --version | tail -n 2; fi
+if [[ -n $python ]]; then
+  $python -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda,
+"devices", torch.cuda.device_count())' 2>/dev/null || echo "torch: cannot import"
+fi
+
+header "build ($build_dir)"
+targets=(stragglar-bench stragglar_preload stragglar-gpu-reduce-check gpu_timer_test)
+if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+  echo "$build_dir is not a configured build; configuring (cmake -S . -B $build_dir -G Ninja)"
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  if ! cmake -S . -B "$build_dir" "${generator[@]}" >"$out/configure.log" 2>&1; then
+    echo "configure FAILED (full log: $out/configure.log). What CMake could not find:"
+    grep -E "Could NOT find|Could not find|not found|No CMAKE_.*_COMPILER" "$out/configure.log" |
+      sort -u | head -20
+    echo "The build needs the Debian packages of scripts/install-deps.sh (abseil, nlohmann-json,"
+    echo "prometheus-cpp, GoogleTest, Google Benchmark) and the CUDA toolkit with NCCL and CUPTI;"
+    echo "run scripts/build.sh where they can be installed."
+  fi
+fi
+if [[ -f $build_dir/CMakeCache.txt ]]; then
+  for target in "${targets[@]}"; do
+    if cmake --build "$build_dir" --target "$target" -j "$(nproc)" >"$out/build-$target.log" 2>&1
+    then
+      echo "built $target"
+    else
+      echo "building $target FAILED (full log: $out/build-$target.log):"
+      grep -E "error|Error" "$out/build-$target.log" | head -10
+    fi
+  done
+  grep -E "^STRAGGLAR_HAVE_CUDA|^STRAGGLAR_CUDA:" "$build_dir/CMakeCache.txt" || true
+fi
+build_dir=$(cd "$build_dir" 2>/dev/null && pwd || echo "$build_dir")
+bench=$build_dir/bin/stragglar-bench
+preload=$build_dir/lib/libstragglar.so
+# need NAME FILE...: true when every file exists, otherwise records NAME as FAIL saying which not.
+need() {
+  local name=$1 missing=()
+  shift
+  for file in "$@"; do [[ -e $file ]] || missing+=("$file"); done
+  ((${#missing[@]} == 0)) && return 0
+  record "$name" FAIL "not built: ${missing[*]}"
+  return 1
+}
+
+# The checks set what they need; nothing from the caller's environment may leak into them.
+unset LD_PRELOAD
+while read -r variable; do unset "$variable"; done < <(compgen -e STRAGGLAR_ || true)
+epoch_calls=16  # the policy decides every 16 calls, so the 48 warm-up calls cover 3 epochs
+
+# --- 1. reduction kernels -----------------------------------------------------------------------
+if wanted reduce; then
+  header "1. CUDA reduction kernels: every dtype x op, bandwidth vs device-to-device copy"
+  if need reduce "$build_dir/bin/stragglar-gpu-reduce-check"; then
+    run_logged reduce 600 "$build_dir/bin/stragglar-gpu-reduce-check"
+    record reduce "$(status_of "$rc")" "exit $rc; $out/reduce.log"
+  fi
+fi
+
+# --- 2. GPU timer -------------------------------------------------------------------------------
+if wanted timer; then
+  header "2. GPU call timer (gpu_timer_test)"
+  if need timer "$build_dir/bin/gpu_timer_test"; then
+    run_logged timer 300 "$build_dir/bin/gpu_timer_test"
+    detail="exit $rc"
+    # GoogleTest exits 0 when every test skipped: say so.
+    skipped=$(grep -c "^\[  SKIPPED \]" "$out/timer.log" || true)
+    ((skipped > 0)) && detail+="; $skipped lines of SKIPPED tests"
+    record timer "$(status_of "$rc")" "$detail"
+  fi
+fi
+
+# bench_run NAME PRELOAD(yes|no) [VAR=VALUE...] -- BENCH_ARGS...: one stragglar-bench run with its
+# JSON in $out/NAME.json; PASS needs exit 0 and the preload active exactly when asked for.
+bench_run() {
+  local name=$1 with_preload=$2 env_args=()
+  shift 2
+  while (($# > 0)) && [[ $1 != -- ]]; do env_args+=("$1"); shift; done
+  shift
+  if [[ $with_preload == yes ]]; then
+    env_args+=("LD_PRELOAD=$preload" "STRAGGLAR_EPOCH_CALLS=$epoch_calls")
+  fi
+  echo "--- $name"
+  run_logged "$name" 590 env "${env_args[@]}" "$bench" --json "$out/$name.json" "$@"
+  local status detail="exit $rc"
+  status=$(status_of "$rc")
+  ((rc == 124)) && detail+=" (timed out)"
+  if [[ $status == PASS ]]; then
+    local active
+    active=$(grep -c "^# preload active: yes" "$out/$name.log" || true)
+    if [[ $with_preload == yes && $active != 1 ]]; then
+      status=FAIL
+      detail+="; the preload is not active (ncclAllReduce is not libstragglar.so's)"
+    elif [[ $with_preload == no && $active != 0 ]]; then
+      status=FAIL
+      detail+="; the preload is active in a run without it"
+    fi
+    detail+="; $(grep -E "^# Out of bounds values" "$out/$name.log" | sed 's/^# //')"
+  fi
+  record "$name" "$status" "$detail"
+}
+
+# ratios A B...: per size, B's time over A's, from the benchmarks' JSON files.
+ratios() {
+  [[ -n $python ]] || { echo "(no python3: ratios not computed)"; return; }
+  $python - "$out" "$@" <<'EOF'
+import json, os, sys
+
+out, names = sys.argv[1], sys.argv[2:]
+runs = {}
+for name in names:
+    try:
+        with open(os.path.join(out, name + ".json")) as f:
+            runs[name] = json.load(f)
+    except (OSError, ValueError):
+        print(f"{name}: no JSON results")
+base = names[0]
+if not runs.get(base, {}).get("rows") or len(runs) < 2:
+    print(f"(no ratios: {base} has no rows)")
+    sys.exit(0)
+short = {name: name.replace("bench-", "").replace("late-", "") for name in names}
+print(f"time of {base} / time of each run (> 1: faster than {base}); 'after' is the time after "
+      "the straggler's arrival")
+head = f"{'size':>12} {'place':>5} {short[base] + ' (us)':>16}"
+for name in names[1:]:
+    head += f" {short[name]:>12}"
+print(head)
+result = json.load(open(os.path.join(out, "ratios.json"))) if os.path.exists(
+    os.path.join(out, "ratios.json")) else {}
+table = result.setdefault(f"{base} vs " + ", ".join(names[1:]), [])
+for i, row in enumerate(runs[base]["rows"]):
+    for place in ("oop", "ip"):
+        for metric in ("time_us", "after_arrival_us"):
+            if metric not in row[place]:
+                continue
+            line = f"{row['size']:>12} {place:>5} {row[place][metric]:>16.1f}"
+            entry = {"size": row["size"], "placement": place, "metric": metric,
+                     base: row[place][metric]}
+            if metric == "after_arrival_us":
+                line = f"{'after':>12} {place:>5} {row[place][metric]:>16.1f}"
+            for name in names[1:]:
+                rows = runs.get(name, {}).get("rows", [])
+                other = rows[i][place].get(metric) if i < len(rows) else None
+                if other:
+                    line += f" {row[place][metric] / other:>11.3f}x"
+                    entry[name] = other
+                else:
+                    line += f" {'-':>12}"
+            print(line)
+            table.append(entry)
+with open(os.path.join(out, "ratios.json"), "w") as f:
+    json.dump(result, f, indent=2)
+EOF
+}
+
+# --- 3. stragglar-bench, 4 ranks on one GPU -----------------------------------------------------
+if wanted bench; then
+  header "3. stragglar-bench: 4 ranks on one GPU, 1 MiB..64 MiB x4, float sum, -c 1"
+  if need bench "$bench" "$preload"; then
+    common=(--ranks 4 --one_gpu -b 1M -e 64M -f 4 -d float -o sum -c 1 -w 48 -n 20
+      --timeout_s 580)
+    late=(--straggler 3 --delay_us 2000)
+    bench_run bench-a-native no -- "${common[@]}"
+    bench_run bench-b-off yes STRAGGLAR_MODE=off -- "${common[@]}"
+    bench_run bench-c-observe yes STRAGGLAR_MODE=observe -- "${common[@]}"
+    bench_run bench-d-adapt yes STRAGGLAR_MODE=adapt -- "${common[@]}"
+    bench_run bench-e-forced yes STRAGGLAR_ALGORITHM=stragglar -- "${common[@]}"
+    bench_run bench-f-late-native no -- "${common[@]}" "${late[@]}"
+    bench_run bench-f-late-adapt yes STRAGGLAR_MODE=adapt -- "${common[@]}" "${late[@]}"
+    bench_run bench-f-late-forced yes STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_STRAGGLER=3 -- \
+      "${common[@]}" "${late[@]}"
+    echo
+    echo "--- ratios without a straggler (c-observe: 1/ratio - 1 is the observe mode's overhead)"
+    ratios bench-a-native bench-b-off bench-c-observe bench-d-adapt bench-e-forced
+    echo
+    echo "--- ratios with rank 3 spinning 2 ms before every AllReduce"
+    ratios bench-f-late-native bench-f-late-adapt bench-f-late-forced
+  fi
+fi
+
+# --- 4. correctness sweep -----------------------------------------------------------------------
+if wanted sweep; then
+  header "4. correctness sweep: -c 1, every dtype x op, 4 ranks on one GPU"
+  if need sweep "$bench" "$preload"; then
+    # 8 B: fewer elements than ranks for the wider types; 1 KiB, 128 KiB; 1 MiB + 28 B: odd
+    # element counts for float and double, above the preload's default STRAGGLAR_MIN_BYTES.
+    sweep=(--ranks 4 --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s 580)
+    for mode in native adapt forced; do
+      case $mode in
+        native) setting=(no) ;;
+        adapt) setting=(yes STRAGGLAR_MODE=adapt) ;;
+        forced) setting=(yes STRAGGLAR_ALGORITHM=stragglar) ;;
+      esac
+      bench_run "sweep-$mode-small" "${setting[@]}" -- "${sweep[@]}" -b 8 -e 1M -f 128
+      bench_run "sweep-$mode-odd" "${setting[@]}" -- "${sweep[@]}" -b 1048604 -e 1048604
+    done
+  fi
+fi
+
+# --- 5. PyTorch DDP -----------------------------------------------------------------------------
+if wanted ddp; then
+  header "5. PyTorch DDP under torchrun, 2 ranks on one GPU: identical final parameters"
+  reason=""
+  if [[ -z $python ]]; then
+    reason="python3 not found"
+  elif ! torch_error=$($python -c 'import torch' 2>&1); then
+    reason="import torch failed: $(echo "$torch_error" | tail -n 1)"
+  elif [[ $($python -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) == 0 ]]; then
+    reason="torch sees no CUDA device"
+  elif ! $python -c 'import torch.distributed as d; assert d.is_nccl_available()' 2>/dev/null; then
+    reason="this torch has no NCCL backend"
+  fi
+  if [[ -n $reason ]]; then
+    record ddp SKIP "$reason"
+  elif need ddp "$preload"; then
+    $python -c 'import torch; print("torch", torch.__version__, "NCCL", torch.cuda.nccl.version())'
+    ddp_status=PASS
+    ddp_detail=""
+    for run in native preload forced; do
+      mkdir -p "$out/ddp-$run"
+      env_args=()
+      case $run in
+        preload) env_args=("LD_PRELOAD=$preload") ;;
+        forced) env_args=("LD_PRELOAD=$preload" STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_MIN_BYTES=0) ;;
+      esac
+      run_logged "ddp-$run" 300 env "${env_args[@]}" "$python" -m torch.distributed.run \
+        --standalone --nproc_per_node 2 "$repo/tests/gpu/ddp_check.py" --out "$out/ddp-$run" \
+        --steps 20 --one-gpu
+      if ((rc != 0)); then
+        ddp_status=FAIL
+        ddp_detail+="$run: exit $rc; "
+        continue
+      fi
+      hashes=$(cat "$out/ddp-$run"/rank*.sha256 2>/dev/null | sort -u)
+      echo "$run: $(grep -h "preload" "$out/ddp-$run"/rank0.txt 2>/dev/null)"
+      if [[ $(echo "$hashes" | wc -l) != 1 || -z $hashes ]]; then
+        ddp_status=FAIL
+        ddp_detail+="$run: the ranks' parameters differ; "
+      elif [[ $run == native ]]; then
+        native_hash=$hashes
+        ddp_detail+="native ${hashes:0:16}; "
+      elif [[ $hashes != "${native_hash:-}" ]]; then
+        ddp_status=FAIL
+        ddp_detail+="$run ${hashes:0:16} differs from native; "
+      else
+        ddp_detail+="$run identical; "
+      fi
+      if [[ $run != native ]] && ! grep -q "preload loaded: yes" "$out/ddp-$run/rank0.txt"; then
+        ddp_status=FAIL
+        ddp_detail+="$run: libstragglar.so not loaded in the workers; "
+      fi
+    done
+    record ddp "$ddp_status" "${ddp_detail%; }"
+  fi
+fi
+
+# --- summary ------------------------------------------------------------------------------------
+header "summary"
+failed=0
+printf '%-24s %-5s %s\n' check status detail
+for i in "${!names[@]}"; do
+  printf '%-24s %-5s %s\n' "${names[$i]}" "${statuses[$i]}" "${details[$i]}"
+  [[ ${statuses[$i]} == FAIL ]] && failed=1
+done
+if [[ -n $python ]]; then
+  for i in "${!names[@]}"; do
+    printf '%s\t%s\t%s\n' "${names[$i]}" "${statuses[$i]}" "${details[$i]}"
+  done | $python -c '
+import json, sys
+rows = [dict(zip(("check", "status", "detail"), line.rstrip("\n").split("\t", 2)))
+        for line in sys.stdin if line.strip()]
+json.dump({"checks": rows}, open(sys.argv[1], "w"), indent=2)' "$out/summary.json"
+fi
+
+# A draft for docs/results/gpu-<date>.md: device, command, summary and the benchmark tables.
+draft=$out/gpu-$(date +%Y-%m-%d).md
+{
+  echo "# GPU run $(date -u '+%Y-%m-%d')"
+  echo
+  echo "Command: \`scripts/gpu-check.sh $build_dir --only $only\`" \
+    "(commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown))."
+  echo
+  echo '```'
+  sed -n '/==== device ====/,/==== build/p' "$log" | sed '1d;$d'
+  echo '```'
+  echo
+  echo "| check | status | detail |"
+  echo "|---|---|---|"
+  for i in "${!names[@]}"; do
+    echo "| ${names[$i]} | ${statuses[$i]} | ${details[$i]//|/\\|} |"
+  done
+  for file in "$out"/bench-*.log; do
+    [[ -e $file ]] || continue
+    echo
+    echo "## $(basename "$file" .log)"
+    echo
+    echo '```'
+    grep -E "^(\\$|#|  )" "$file" | grep -v "^#  Rank" | head -40
+    echo '```'
+  done
+  if [[ -e $out/ratios.json ]]; then
+    echo
+    echo "## Ratios"
+    echo
+    echo '```'
+    sed -n '/^--- ratios/,/^$/p' "$log"
+    echo '```'
+  fi
+} >"$draft"
+echo
+echo "gpu-check: results in $out (gpu-check.log, summary.json, $(basename "$draft"))"
+exit "$failed"
