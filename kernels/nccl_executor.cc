@@ -154,10 +154,14 @@ ncclResult_t NcclPlanExecutor::Run(const GpuAllReduceArgs& args, const NcclPoint
     return true;
   };
 
+  // Where each message of a round goes from and lands (reused across rounds).
+  std::vector<const std::byte*> send_from;
+  std::vector<std::byte*> receive_into;
   for (const Step& step : steps_) {
     // Sends read the chunks as of the start of the round: earlier rounds' kernels and any
     // packing precede them on the stream.
-    std::vector<const std::byte*> send_from;
+    send_from.clear();
+    receive_into.clear();
     int64_t packed_at = 0;
     for (const ChunkRun& run : step.send_runs) {
       if (uniform(run)) {
@@ -176,7 +180,6 @@ ncclResult_t NcclPlanExecutor::Run(const GpuAllReduceArgs& args, const NcclPoint
       send_from.push_back(packed + packed_at);
       packed_at += run_bytes(run);
     }
-    std::vector<std::byte*> receive_into;
     int64_t incoming_at = 0;
     for (size_t i = 0; i < step.receive_runs.size(); ++i) {
       const ChunkRun& run = step.receive_runs[i];
