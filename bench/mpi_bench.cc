@@ -171,13 +171,7 @@ absl::StatusOr<Config> ConfigFromFlags(int ranks) {
 }
 
 std::vector<int64_t> Sizes(const Config& config) {
-  std::vector<int64_t> sizes;
-  for (int64_t bytes = config.min_bytes; bytes <= config.max_bytes;) {
-    sizes.push_back(bytes);
-    if (bytes > config.max_bytes / config.step_factor) break;
-    bytes *= config.step_factor;
-  }
-  return sizes;
+  return GeometricSizes(config.min_bytes, config.max_bytes, config.step_factor);
 }
 
 // The timestamps are only comparable within one host (see the top of the file).

@@ -161,4 +161,14 @@ std::string NormalizeFlagName(absl::string_view arg) {
   return normalized;
 }
 
+std::vector<int64_t> GeometricSizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = min_bytes; bytes <= max_bytes;) {
+    sizes.push_back(bytes);
+    if (bytes > max_bytes / step_factor) break;
+    bytes *= step_factor;
+  }
+  return sizes;
+}
+
 }  // namespace stragglar

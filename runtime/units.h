@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -28,6 +29,11 @@ std::string FormatSeconds(double seconds);
 // Users write --min-bytes, absl flag names are identifiers (min_bytes): "--min-bytes=1MiB" ->
 // "--min_bytes=1MiB". Anything not starting with "--" is returned unchanged.
 std::string NormalizeFlagName(absl::string_view arg);
+
+// A benchmark's message sizes, as nccl-tests sweeps them: min_bytes, then times step_factor while
+// it stays <= max_bytes (without overflowing). Empty when min_bytes > max_bytes; step_factor must
+// be >= 2.
+std::vector<int64_t> GeometricSizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor);
 
 // Flag types for absl::Flag, so `--bytes 16MiB` and `--bandwidth 450GiB/s` parse with a clear
 // error.

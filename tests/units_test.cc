@@ -1,5 +1,8 @@
 #include "runtime/units.h"
 
+#include <limits>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -60,6 +63,17 @@ TEST(UnitsTest, FlagNamesTakeDashes) {
   EXPECT_EQ(NormalizeFlagName("--trace=/tmp/a-b.csv"), "--trace=/tmp/a-b.csv");  // value untouched
   EXPECT_EQ(NormalizeFlagName("run"), "run");
   EXPECT_EQ(NormalizeFlagName("-x-y"), "-x-y");
+}
+
+TEST(UnitsTest, GeometricSizes) {
+  EXPECT_EQ(GeometricSizes(1 << 20, 64 << 20, 4),
+            (std::vector<int64_t>{1 << 20, 4 << 20, 16 << 20, 64 << 20}));
+  EXPECT_EQ(GeometricSizes(8, 100, 2), (std::vector<int64_t>{8, 16, 32, 64}));
+  EXPECT_EQ(GeometricSizes(64, 64, 2), (std::vector<int64_t>{64}));
+  EXPECT_TRUE(GeometricSizes(65, 64, 2).empty());
+  // No overflow past the largest size.
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(GeometricSizes(max / 2 + 1, max, 2).size(), 1u);
 }
 
 }  // namespace
