@@ -53,11 +53,9 @@ template <typename Storage>
 inline constexpr bool kIsUnaligned<Unaligned<Storage>> = true;
 
 // What one element computes. The second operand of kUnary kernels is the first one again.
-// kRegisterHungry: fp16's software conversions, which need fewer accesses in flight (kUnroll).
 template <typename Codec, typename Op>
 struct ReduceFunction {
   using Storage = typename Codec::Storage;
-  static constexpr bool kRegisterHungry = std::is_same_v<Codec, reduce_element::HalfCodec>;
   STRAGGLAR_HOST_DEVICE Storage operator()(Storage first, Storage second) const {
     return ReduceElement<Codec, Op>(first, second);
   }
@@ -66,7 +64,6 @@ struct ReduceFunction {
 template <typename Codec>
 struct DivideFunction {
   using Storage = typename Codec::Storage;
-  static constexpr bool kRegisterHungry = std::is_same_v<Codec, reduce_element::HalfCodec>;
   int divisor;
   STRAGGLAR_HOST_DEVICE Storage operator()(Storage value, Storage) const {
     return DivideElement<Codec>(value, divisor);
@@ -75,13 +72,12 @@ struct DivideFunction {
 
 // Accesses per thread per grid-stride step, all loaded before the first is stored. With 16-byte
 // accesses: 4 (x two loads: 128 KiB in flight per SM, several times what hides an A100's or
-// H100's memory latency), 2 where an access holds 8 or 16 elements and 1 for fp16, whose
-// conversions need the registers (more would spill under __launch_bounds__'s cap). Byte-wise
-// accesses: 1.
+// H100's memory latency), 2 where an access holds 8 or 16 elements (more would spill under
+// __launch_bounds__'s cap). Byte-wise accesses: 1.
 template <typename Access, typename Element, typename Function>
-inline constexpr int kUnroll = kIsUnaligned<Element> || Function::kRegisterHungry ? 1
-                               : sizeof(Access) / sizeof(Element) >= 8            ? 2
-                                                                                  : 4;
+inline constexpr int kUnroll = kIsUnaligned<Element>                   ? 1
+                               : sizeof(Access) / sizeof(Element) >= 8 ? 2
+                                                                       : 4;
 
 // Applies `function` to every element in an access (a uint4, an element or an Unaligned one).
 template <typename Storage, typename Access, typename Function>

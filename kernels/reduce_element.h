@@ -53,6 +53,14 @@ STRAGGLAR_HOST_DEVICE uint32_t SelectBits(bool condition, uint32_t if_true, uint
 // conversion, and emulating them would cost several instructions per lane.
 
 STRAGGLAR_HOST_DEVICE float HalfBitsToFloat(uint32_t half) {
+#if defined(__CUDA_ARCH__)
+  // The GPU converts in one instruction (exact, subnormals included); only NaN is redone here,
+  // to carry the payload exactly as the CPU code below does.
+  float converted;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(converted) : "h"(static_cast<unsigned short>(half)));
+  const uint32_t nan = ((half & 0x8000u) << 16) | kFloatInfinityBits | ((half & 0x3ffu) << 13);
+  return BitCast<float>(SelectBits((half & 0x7fffu) > 0x7c00u, nan, BitCast<uint32_t>(converted)));
+#else
   const uint32_t sign = (half & 0x8000u) << 16;
   const uint32_t exponent = (half >> 10) & 0x1fu;
   const uint32_t mantissa = half & 0x3ffu;
@@ -67,20 +75,28 @@ STRAGGLAR_HOST_DEVICE float HalfBitsToFloat(uint32_t half) {
   const uint32_t magnitude =
       SelectBits(exponent == 0, subnormal, SelectBits(exponent == 0x1f, inf_or_nan, normal));
   return BitCast<float>(sign | magnitude);
+#endif
 }
 
 STRAGGLAR_HOST_DEVICE uint32_t FloatToHalfBits(float value) {
   const uint32_t bits = BitCast<uint32_t>(value);
   const uint32_t sign = (bits & kFloatSignMask) >> 16;
   const uint32_t magnitude = bits & ~kFloatSignMask;
+  // NaN keeps the top of its payload and gets the quiet bit, so it cannot turn into infinity.
+  const uint32_t nan = 0x7e00u | ((magnitude >> 13) & 0x3ffu);
+#if defined(__CUDA_ARCH__)
+  // The GPU rounds to nearest even in one instruction (overflow to infinity and subnormals as
+  // below); only NaN, which it makes canonical, is redone.
+  unsigned short converted;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(converted) : "f"(value));
+  return SelectBits(magnitude > kFloatInfinityBits, sign | nan, converted);
+#else
   const int32_t signed_magnitude = static_cast<int32_t>(magnitude);  // >= 0
   // 65520 is halfway between the largest half (65504) and the next power of two; ties go to the
   // even neighbour, which is infinity, so everything from there up (float infinity included)
   // becomes infinity.
   constexpr int32_t kFirstOverflow = 0x477ff000;       // 65520.0f
   constexpr int32_t kSmallestNormalHalf = 0x38800000;  // 2^-14
-  // NaN keeps the top of its payload and gets the quiet bit, so it cannot turn into infinity.
-  const uint32_t nan = 0x7e00u | ((magnitude >> 13) & 0x3ffu);
   // Normal halves: rebias the exponent and round the 13 dropped mantissa bits to nearest even
   // (adding just under half, plus one if the kept part is odd). A carry out of the mantissa
   // correctly bumps the exponent.
@@ -96,6 +112,7 @@ STRAGGLAR_HOST_DEVICE uint32_t FloatToHalfBits(float value) {
       SelectBits(signed_magnitude > static_cast<int32_t>(kFloatInfinityBits), nan,
                  SelectBits(signed_magnitude >= kFirstOverflow, 0x7c00u, finite));
   return sign | result;
+#endif
 }
 
 STRAGGLAR_HOST_DEVICE float Bfloat16BitsToFloat(uint32_t value) {

@@ -3,6 +3,9 @@
 #   reduce  build/bin/stragglar-gpu-reduce-check: the CUDA reduction kernels against the CPU ones
 #           for every dtype x op, and their bandwidth against a device-to-device copy
 #   timer   build/bin/gpu_timer_test: the GPU call timer (CUPTI / CUDA events)
+#   pass    tests/nccl/passthrough_check.sh: one process, a one-rank communicator and an AllReduce
+#           through the preload in every mode, also with NCCL loaded privately (RTLD_LOCAL, as
+#           PyTorch's is under Python): NCCL's own output each time
 #   bench   stragglar-bench, 4 ranks on one GPU (one process each, own NCCL_HOSTID, sockets on lo),
 #           1 MiB..64 MiB x4, float sum, -c 1: (a) without the preload, with it (b) off,
 #           (c) observe, (d) adapt, (e) StragglAR forced; (f) rank 3 spinning 2 ms before every
@@ -16,10 +19,20 @@
 # one log per check, the benchmarks' JSON, ratios.json, summary.json and gpu-<date>.md (a draft
 # for docs/results/).
 #
-# usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR] [--only reduce,timer,bench,sweep,ddp]
+# usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR] [--only reduce,timer,pass,bench,sweep,ddp]
+#                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
-#   are built first, otherwise the script says what is missing. --only runs a subset, e.g. to
-#   stay under a per-command time limit (the bench step takes the longest).
+#   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
+#   bin/ and lib/ as they are (binaries built elsewhere, e.g. on a machine with the Debian
+#   packages, for a GPU machine without them). --only runs a subset, e.g. to stay under a
+#   per-command time limit (the bench step takes the longest); --quick shrinks the bench step
+#   (1 MiB..16 MiB, fewer iterations); --iters sets its timed iterations per size (default 20);
+#   --limit caps each program's run (default 590 s).
+#   --mps runs the bench and sweep steps under CUDA MPS (nvidia-cuda-mps-control -d, stopped
+#   afterwards): without it the ranks' processes time-slice the one GPU, and every NCCL call
+#   then takes tens of milliseconds whatever its size, which hides the algorithms' differences.
+#   Each run with the preload writes a trace (NAME.trace.csv), and the log shows which algorithm
+#   the calls of each size ran.
 # Exit status: 0 when nothing failed (skips allowed), 1 otherwise, 2 for bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -27,7 +40,12 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,bench,sweep,ddp"
+only="reduce,timer,pass,bench,sweep,ddp"
+prebuilt=0
+quick=0
+mps=0
+iters=20
+limit=590
 while (($# > 0)); do
   case "$1" in
     --out)
@@ -42,6 +60,19 @@ while (($# > 0)); do
       shift 2
       ;;
     --only=*) only=${1#--only=}; shift ;;
+    --prebuilt) prebuilt=1; shift ;;
+    --quick) quick=1; shift ;;
+    --mps) mps=1; shift ;;
+    --iters)
+      [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: --iters needs a count" >&2; exit 2; }
+      iters=$2
+      shift 2
+      ;;
+    --limit)
+      [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: --limit needs seconds" >&2; exit 2; }
+      limit=$2
+      shift 2
+      ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build_dir=$1; shift ;;
@@ -49,8 +80,8 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | bench | sweep | ddp) ;;
-    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, bench, sweep, ddp)" >&2
+    reduce | timer | pass | bench | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, bench, sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -118,7 +149,10 @@ fi
 
 header "build ($build_dir)"
 targets=(stragglar-bench stragglar_preload stragglar-gpu-reduce-check gpu_timer_test)
-if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+if ((prebuilt)); then
+  echo "--prebuilt: using $build_dir/bin and $build_dir/lib as they are"
+  ls -l "$build_dir"/bin "$build_dir"/lib
+elif [[ ! -f $build_dir/CMakeCache.txt ]]; then
   echo "$build_dir is not a configured build; configuring (cmake -S . -B $build_dir -G Ninja)"
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
@@ -131,7 +165,7 @@ if [[ ! -f $build_dir/CMakeCache.txt ]]; then
     echo "run scripts/build.sh where they can be installed."
   fi
 fi
-if [[ -f $build_dir/CMakeCache.txt ]]; then
+if ((!prebuilt)) && [[ -f $build_dir/CMakeCache.txt ]]; then
   for target in "${targets[@]}"; do
     if cmake --build "$build_dir" --target "$target" -j "$(nproc)" >"$out/build-$target.log" 2>&1
     then
@@ -159,13 +193,13 @@ need() {
 # The checks set what they need; nothing from the caller's environment may leak into them.
 unset LD_PRELOAD
 while read -r variable; do unset "$variable"; done < <(compgen -e STRAGGLAR_ || true)
-epoch_calls=16  # the policy decides every 16 calls, so the 48 warm-up calls cover 3 epochs
+epoch_calls=16  # the policy decides every 16 calls: the bench's 96 warm-up calls cover 6 epochs
 
 # --- 1. reduction kernels -----------------------------------------------------------------------
 if wanted reduce; then
   header "1. CUDA reduction kernels: every dtype x op, bandwidth vs device-to-device copy"
   if need reduce "$build_dir/bin/stragglar-gpu-reduce-check"; then
-    run_logged reduce 600 "$build_dir/bin/stragglar-gpu-reduce-check"
+    run_logged reduce "$limit" "$build_dir/bin/stragglar-gpu-reduce-check"
     record reduce "$(status_of "$rc")" "exit $rc; $out/reduce.log"
   fi
 fi
@@ -174,12 +208,25 @@ fi
 if wanted timer; then
   header "2. GPU call timer (gpu_timer_test)"
   if need timer "$build_dir/bin/gpu_timer_test"; then
-    run_logged timer 300 "$build_dir/bin/gpu_timer_test"
+    run_logged timer "$limit" "$build_dir/bin/gpu_timer_test"
     detail="exit $rc"
     # GoogleTest exits 0 when every test skipped: say so.
     skipped=$(grep -c "^\[  SKIPPED \]" "$out/timer.log" || true)
     ((skipped > 0)) && detail+="; $skipped lines of SKIPPED tests"
     record timer "$(status_of "$rc")" "$detail"
+  fi
+fi
+
+# --- 2b. the preload in one process ------------------------------------------------------------
+if wanted pass; then
+  header "2b. libstragglar.so in one process: NCCL's own output in every mode, NCCL loaded privately too"
+  if need pass "$build_dir/bin/nccl_passthrough_check" "$build_dir/bin/nccl_local_load_check" \
+    "$build_dir/lib/libnccl_passthrough_module.so" "$preload"; then
+    run_logged pass "$limit" "$repo/tests/nccl/passthrough_check.sh" "$build_dir"
+    detail="exit $rc"
+    grep -q "^ncclAllReduce: 0 " "$out/pass.log" && detail+="; AllReduce on the GPU" ||
+      detail+="; no GPU communicator (NCCL's errors compared)"
+    record pass "$(status_of "$rc")" "$detail"
   fi
 fi
 
@@ -193,8 +240,10 @@ bench_run() {
   if [[ $with_preload == yes ]]; then
     env_args+=("LD_PRELOAD=$preload" "STRAGGLAR_EPOCH_CALLS=$epoch_calls")
   fi
+  [[ $with_preload == yes ]] && env_args+=("STRAGGLAR_TRACE_FILE=$out/$name.trace.csv")
   echo "--- $name"
-  run_logged "$name" 590 env "${env_args[@]}" "$bench" --json "$out/$name.json" "$@"
+  run_logged "$name" "$limit" env "${env_args[@]}" "$bench" --json "$out/$name.json" "$@"
+  [[ $with_preload == yes ]] && algorithms "$out/$name.trace.csv"
   local status detail="exit $rc"
   status=$(status_of "$rc")
   ((rc == 124)) && detail+=" (timed out)"
@@ -212,6 +261,53 @@ bench_run() {
   fi
   record "$name" "$status" "$detail"
 }
+
+# algorithms TRACE: per message size, how many calls ran each algorithm (rank 0's rows of the
+# preload's trace), over all calls and over the last 20.
+algorithms() {
+  [[ -n $python && -e $1 ]] || { echo "(no trace: $1)"; return; }
+  $python - "$1" <<'EOF'
+import collections, csv, sys
+
+calls = collections.defaultdict(list)
+for row in csv.DictReader(open(sys.argv[1])):
+    if row["rank"] == "0":
+        calls[int(row["bytes"])].append(row["algorithm"] or "?")
+for size, algorithms in sorted(calls.items()):
+    every = ", ".join(f"{a} {n}" for a, n in sorted(collections.Counter(algorithms).items()))
+    last = ", ".join(f"{a} {n}" for a, n in sorted(collections.Counter(algorithms[-20:]).items()))
+    print(f"# algorithms at {size} B: {every} (last 20: {last})")
+EOF
+}
+
+# start_mps / stop_mps: a CUDA MPS control daemon of our own for the multi-process steps (--mps).
+mps_control=""
+start_mps() {
+  ((mps)) || return 0
+  mps_control=$(command -v nvidia-cuda-mps-control || true)
+  if [[ -z $mps_control ]]; then
+    echo "--mps: nvidia-cuda-mps-control not found; the ranks time-slice the GPU"
+    return 0
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if "$mps_control" -d; then
+    echo "--mps: CUDA MPS control daemon started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+  else
+    echo "--mps: the MPS control daemon did not start; the ranks time-slice the GPU"
+    mps_control=""
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  fi
+}
+stop_mps() {
+  [[ -n $mps_control ]] || return 0
+  echo quit | "$mps_control"
+  sleep 1
+  echo "--mps: MPS control daemon stopped"
+  mps_control=""
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+trap stop_mps EXIT
 
 # ratios A B...: per size, B's time over A's, from the benchmarks' JSON files.
 ratios() {
@@ -270,9 +366,12 @@ EOF
 if wanted bench; then
   header "3. stragglar-bench: 4 ranks on one GPU, 1 MiB..64 MiB x4, float sum, -c 1"
   if need bench "$bench" "$preload"; then
-    common=(--ranks 4 --one_gpu -b 1M -e 64M -f 4 -d float -o sum -c 1 -w 48 -n 20
-      --timeout_s 580)
+    common=(--ranks 4 --one_gpu -b 1M -e 64M -f 4 -d float -o sum -c 1 -w 96 -n "$iters"
+      --timeout_s $((limit - 10)))
+    ((quick)) && common=(--ranks 4 --one_gpu -b 1M -e 16M -f 4 -d float -o sum -c 1 -w 48 -n 10
+      --timeout_s $((limit - 10)))
     late=(--straggler 3 --delay_us 2000)
+    start_mps
     bench_run bench-a-native no -- "${common[@]}"
     bench_run bench-b-off yes STRAGGLAR_MODE=off -- "${common[@]}"
     bench_run bench-c-observe yes STRAGGLAR_MODE=observe -- "${common[@]}"
@@ -288,6 +387,7 @@ if wanted bench; then
     echo
     echo "--- ratios with rank 3 spinning 2 ms before every AllReduce"
     ratios bench-f-late-native bench-f-late-adapt bench-f-late-forced
+    stop_mps
   fi
 fi
 
@@ -297,7 +397,8 @@ if wanted sweep; then
   if need sweep "$bench" "$preload"; then
     # 8 B: fewer elements than ranks for the wider types; 1 KiB, 128 KiB; 1 MiB + 28 B: odd
     # element counts for float and double, above the preload's default STRAGGLAR_MIN_BYTES.
-    sweep=(--ranks 4 --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s 580)
+    sweep=(--ranks 4 --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s $((limit - 10)))
+    start_mps
     for mode in native adapt forced; do
       case $mode in
         native) setting=(no) ;;
@@ -307,6 +408,7 @@ if wanted sweep; then
       bench_run "sweep-$mode-small" "${setting[@]}" -- "${sweep[@]}" -b 8 -e 1M -f 128
       bench_run "sweep-$mode-odd" "${setting[@]}" -- "${sweep[@]}" -b 1048604 -e 1048604
     done
+    stop_mps
   fi
 fi
 
@@ -336,7 +438,10 @@ if wanted ddp; then
         preload) env_args=("LD_PRELOAD=$preload") ;;
         forced) env_args=("LD_PRELOAD=$preload" STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_MIN_BYTES=0) ;;
       esac
-      run_logged "ddp-$run" 300 env "${env_args[@]}" "$python" -m torch.distributed.run \
+      # Epochs of 4 calls, so that the 20 steps' AllReduces complete epochs and reach the trace.
+      [[ $run != native ]] &&
+        env_args+=(STRAGGLAR_EPOCH_CALLS=4 "STRAGGLAR_TRACE_FILE=$out/ddp-$run/trace.csv")
+      run_logged "ddp-$run" "$limit" env "${env_args[@]}" "$python" -m torch.distributed.run \
         --standalone --nproc_per_node 2 "$repo/tests/gpu/ddp_check.py" --out "$out/ddp-$run" \
         --steps 20 --one-gpu
       if ((rc != 0)); then
@@ -361,6 +466,14 @@ if wanted ddp; then
       if [[ $run != native ]] && ! grep -q "preload loaded: yes" "$out/ddp-$run/rank0.txt"; then
         ddp_status=FAIL
         ddp_detail+="$run: libstragglar.so not loaded in the workers; "
+      fi
+      # Which algorithm DDP's AllReduce calls ran: forced, they must have gone through our executor.
+      if [[ $run != native ]]; then
+        algorithms "$out/ddp-$run/trace.csv" | tee "$out/ddp-$run/algorithms.txt"
+        if [[ $run == forced ]] && ! grep -q "stragglar [1-9]" "$out/ddp-$run/algorithms.txt"; then
+          ddp_status=FAIL
+          ddp_detail+="forced: no call ran StragglAR; "
+        fi
       fi
     done
     record ddp "$ddp_status" "${ddp_detail%; }"

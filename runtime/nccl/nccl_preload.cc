@@ -51,11 +51,29 @@ namespace {
 
 constexpr absl::string_view kBackend = "nccl";
 
-// The real NCCL function: its pnccl* name (NCCL exports both), or the nccl* one after ours.
+// An NCCL that is loaded but not in the global scope: Python imports extension modules with
+// RTLD_LOCAL, so PyTorch's libnccl.so.2 (a dependency of libtorch_cuda.so) is invisible to
+// RTLD_NEXT, while PyTorch's calls still bind to our definitions, which come first.
+void* PrivatelyLoadedNccl() {
+  for (const char* soname : {"libnccl.so.2", "libnccl.so"}) {
+    if (void* handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD); handle != nullptr) return handle;
+  }
+  return nullptr;
+}
+
+// The real NCCL function: its pnccl* name (NCCL exports both), or the nccl* one after ours;
+// failing that, the one in an NCCL loaded outside the global scope.
 template <typename Function>
 Function* Real(const char* profiling_name, const char* name) {
   void* symbol = dlsym(RTLD_NEXT, profiling_name);
   if (symbol == nullptr) symbol = dlsym(RTLD_NEXT, name);
+  if (symbol == nullptr) {
+    // Looked up from the library itself, so the nccl* name is NCCL's and never ours.
+    if (void* nccl = PrivatelyLoadedNccl(); nccl != nullptr) {
+      symbol = dlsym(nccl, profiling_name);
+      if (symbol == nullptr) symbol = dlsym(nccl, name);
+    }
+  }
   if (symbol == nullptr) {
     LogAlways(LogLevel::kWarn, absl::StrCat("libstragglar.so: ", name,
                                             " not found in the process; is NCCL loaded?"));

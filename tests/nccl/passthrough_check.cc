@@ -2,14 +2,17 @@
 // byte for byte with one without it: ncclGetVersion, ncclGetUniqueId, and (on a machine without a
 // GPU) the failing ncclCommInitRank / ncclCommInitRankConfig with NCCL's own error code and
 // message; with a GPU, a one-rank communicator and an AllReduce of 3 floats. Which library
-// defines ncclAllReduce goes to stderr (it differs by design).
+// defines ncclAllReduce goes to stderr (it differs by design). Built twice: as a program, and as
+// a module that local_load_check.cc loads with RTLD_LOCAL, as Python loads PyTorch and its NCCL.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nccl.h>
 
 #include <cstdio>
 
-int main() {
+namespace {
+
+int Run() {
   Dl_info where{};
   dladdr(reinterpret_cast<void*>(&ncclAllReduce), &where);
   std::fprintf(stderr, "ncclAllReduce from %s\n", where.dli_fname ? where.dli_fname : "?");
@@ -47,3 +50,11 @@ int main() {
   std::printf("ncclCommDestroy: %d\n", ncclCommDestroy(comm));
   return 0;
 }
+
+}  // namespace
+
+#if defined(STRAGGLAR_PASSTHROUGH_MODULE)
+extern "C" __attribute__((visibility("default"))) int PassthroughMain() { return Run(); }
+#else
+int main() { return Run(); }
+#endif

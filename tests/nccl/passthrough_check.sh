@@ -42,5 +42,29 @@ grep -q 'STRAGGLAR_MIN_BYTES="lots" is invalid' "$work/bad.err" ||
   { echo "FAIL: no line for STRAGGLAR_MIN_BYTES"; cat "$work/bad.err"; exit 1; }
 lines=$(grep -c "is invalid" "$work/bad.err")
 ((lines == 2)) || { echo "FAIL: $lines invalid-setting lines, expected 2"; exit 1; }
+# The same checks from a module loaded with RTLD_LOCAL: NCCL is then private to the module, as
+# PyTorch's is under Python, and RTLD_NEXT cannot find it; the preload must find it all the same.
+loader=$build_dir/bin/nccl_local_load_check
+module=$build_dir/lib/libnccl_passthrough_module.so
+timeout 120 "$loader" "$module" >"$work/local-native.out" 2>"$work/local-native.err" ||
+  { echo "FAIL: $loader without the preload"; cat "$work/local-native.err"; exit 1; }
+cmp -s "$work/native.out" "$work/local-native.out" ||
+  { echo "FAIL: the module's output differs from the program's"; exit 1; }
+LD_PRELOAD="$library" timeout 120 "$loader" "$module" >"$work/local.out" 2>"$work/local.err" ||
+  { echo "FAIL: $loader with the preload"; cat "$work/local.err"; exit 1; }
+if ! cmp -s "$work/native.out" "$work/local.out"; then
+  echo "FAIL: NCCL loaded with RTLD_LOCAL: output differs from NCCL's own"
+  diff "$work/native.out" "$work/local.out" || true
+  cat "$work/local.err"
+  exit 1
+fi
+grep -q "ncclAllReduce from .*libstragglar.so" "$work/local.err" ||
+  { echo "FAIL: local: ncclAllReduce is not the preload's"; cat "$work/local.err"; exit 1; }
+if grep -q "not found in the process" "$work/local.err"; then
+  echo "FAIL: local: the preload did not find the module's NCCL"
+  cat "$work/local.err"
+  exit 1
+fi
+echo "local: identical to NCCL's own output with NCCL loaded privately (RTLD_LOCAL)"
 cat "$work/native.out"
 echo OK
