@@ -56,6 +56,7 @@ inline constexpr bool kIsUnaligned<Unaligned<Storage>> = true;
 template <typename Codec, typename Op>
 struct ReduceFunction {
   using Storage = typename Codec::Storage;
+  using Operator = Op;
   STRAGGLAR_HOST_DEVICE Storage operator()(Storage first, Storage second) const {
     return ReduceElement<Codec, Op>(first, second);
   }
@@ -79,11 +80,40 @@ inline constexpr int kUnroll = kIsUnaligned<Element>                   ? 1
                                : sizeof(Access) / sizeof(Element) >= 8 ? 2
                                                                        : 4;
 
+template <typename Function>
+inline constexpr bool kIsHalfReduction = false;
+template <typename Op>
+inline constexpr bool kIsHalfReduction<ReduceFunction<reduce_element::HalfCodec, Op>> = true;
+
+// fp16 two lanes at a time: the plain conversions, and the pair rounded at once (0.95 of copy
+// bandwidth on an H100, against 0.88 converting lane by lane). A NaN operand can only matter
+// through a NaN result (sum and prod propagate it, max and min return it only when both operands
+// are NaN), so when either result is NaN (rare) both lanes are redone by ReduceElement, whose NaN
+// bits match the CPU's.
+template <typename Op>
+STRAGGLAR_HOST_DEVICE uint32_t ReduceHalfPair(uint32_t first, uint32_t second) {
+  using reduce_element::HalfBitsToFloatLooseNaN;
+  const float low = Op::Apply(HalfBitsToFloatLooseNaN(first & 0xffffu),
+                              HalfBitsToFloatLooseNaN(second & 0xffffu));
+  const float high =
+      Op::Apply(HalfBitsToFloatLooseNaN(first >> 16), HalfBitsToFloatLooseNaN(second >> 16));
+  if (low == low && high == high) return reduce_element::NonNaNFloatsToHalfPair(low, high);
+  using reduce_element::HalfCodec;
+  const uint32_t exact_low = ReduceElement<HalfCodec, Op>(first & 0xffffu, second & 0xffffu);
+  const uint32_t exact_high = ReduceElement<HalfCodec, Op>(first >> 16, second >> 16);
+  return exact_low | (exact_high << 16);
+}
+
 // Applies `function` to every element in an access (a uint4, an element or an Unaligned one).
 template <typename Storage, typename Access, typename Function>
 __device__ __forceinline__ Access ApplyToAccess(const Function& function, const Access& first,
                                                 const Access& second) {
   static_assert(sizeof(Access) % sizeof(Storage) == 0);
+  if constexpr (kIsHalfReduction<Function> && std::is_same_v<Access, uint4>) {
+    using Op = typename Function::Operator;
+    return uint4{ReduceHalfPair<Op>(first.x, second.x), ReduceHalfPair<Op>(first.y, second.y),
+                 ReduceHalfPair<Op>(first.z, second.z), ReduceHalfPair<Op>(first.w, second.w)};
+  }
   constexpr int kLanes = sizeof(Access) / sizeof(Storage);
   struct Lanes {
     Storage lane[kLanes];

@@ -115,6 +115,30 @@ STRAGGLAR_HOST_DEVICE uint32_t FloatToHalfBits(float value) {
 #endif
 }
 
+// For the GPU kernels' 16-byte fp16 accesses, which work on pairs packed in a uint32_t (lane 0 in
+// the low half): a half to float where a NaN may become any NaN, and two floats that are not NaN
+// to a pair of halves, each rounded to nearest even. One instruction each on the GPU (two lanes at
+// once for the pair), the exact code above elsewhere.
+STRAGGLAR_HOST_DEVICE float HalfBitsToFloatLooseNaN(uint32_t half) {
+#if defined(__CUDA_ARCH__)
+  float converted;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(converted) : "h"(static_cast<unsigned short>(half)));
+  return converted;
+#else
+  return HalfBitsToFloat(half);
+#endif
+}
+
+STRAGGLAR_HOST_DEVICE uint32_t NonNaNFloatsToHalfPair(float low, float high) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t pair;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(high), "f"(low));
+  return pair;
+#else
+  return FloatToHalfBits(low) | (FloatToHalfBits(high) << 16);
+#endif
+}
+
 STRAGGLAR_HOST_DEVICE float Bfloat16BitsToFloat(uint32_t value) {
   return BitCast<float>(value << 16);
 }
