@@ -148,7 +148,8 @@ if [[ -n $python ]]; then
 fi
 
 header "build ($build_dir)"
-targets=(stragglar-bench stragglar_preload stragglar-gpu-reduce-check gpu_timer_test)
+targets=(stragglar-bench stragglar_preload stragglar-gpu-reduce-check gpu_timer_test
+  nccl_passthrough_check)
 if ((prebuilt)); then
   echo "--prebuilt: using $build_dir/bin and $build_dir/lib as they are"
   ls -l "$build_dir"/bin "$build_dir"/lib
