@@ -6,17 +6,19 @@
 
 namespace stragglar {
 
-void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan) {
+void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int pieces) {
   const int size = static_cast<int>(ring.size());
-  // In step s ring[i] forwards chunk i-s-1, so chunk c starts at ring[c+1], collects every other
+  // In step s ring[i] forwards block i-s-1, so block c starts at ring[c+1], collects every other
   // contribution on its way around and completes at ring[c] after size-1 steps.
   for (int step = 0; step + 1 < size; ++step) {
     Round& round = plan.rounds.emplace_back();
     round.transfers.reserve(size);
     for (int i = 0; i < size; ++i) {
-      const int chunk = ((i - step - 1) % size + size) % size;
+      const int block = ((i - step - 1) % size + size) % size;
+      ChunkList chunks(pieces);
+      std::iota(chunks.begin(), chunks.end(), block * pieces);
       round.transfers.push_back(
-          {ring[i], ring[(i + 1) % size], TransferOp::kReduce, ChunkList{chunk}});
+          {ring[i], ring[(i + 1) % size], TransferOp::kReduce, std::move(chunks)});
     }
   }
 }

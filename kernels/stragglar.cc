@@ -1,5 +1,6 @@
 // StragglAR plans: the pre-arrival ring ReduceScatter among the punctual ranks, then the
-// synthesized post-arrival schedule (kernels/stragglar_schedule.cc), in the canonical labelling
+// synthesized post-arrival schedule (kernels/stragglar_schedule.cc; pipelined, with every chunk cut
+// into pieces: kernels/stragglar_pipelined.cc), in the canonical labelling
 // where the straggler is rank n-1. Other stragglers swap labels with n-1, so rank n-1 then owns the
 // chunk that the straggler would have owned.
 #include <deque>
@@ -16,26 +17,24 @@
 namespace stragglar {
 namespace {
 
-absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks) {
+absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks, int pieces) {
   const int straggler = num_ranks - 1;
-  absl::StatusOr<PostArrivalSchedule> schedule = SynthesizeStragglarPostArrival(num_ranks);
+  absl::StatusOr<PostArrivalSchedule> schedule = SynthesizePipelinedPostArrival(num_ranks, pieces);
   if (!schedule.ok()) return schedule.status();
   Plan plan{.algorithm = Algorithm::kStragglar,
             .num_ranks = num_ranks,
-            .num_chunks = num_ranks - 1,
+            .num_chunks = (num_ranks - 1) * pieces,
             .straggler = straggler};
   std::vector<int> punctual(num_ranks - 1);
   std::iota(punctual.begin(), punctual.end(), 0);
-  AppendRingReduceScatter(punctual, plan);
+  AppendRingReduceScatter(punctual, plan, pieces);
   plan.pre_arrival_rounds = plan.num_rounds();
-  for (int round = 0; round < static_cast<int>(schedule->size()); ++round) {
+  for (const std::vector<ScheduleMove>& moves : *schedule) {
     std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
-    transfers.reserve((*schedule)[round].size());
-    for (const ScheduleMove& move : (*schedule)[round]) {
-      // While the straggler still owes chunks (rounds < n-1) its only transfers are the exchanges,
-      // the sole reductions after arrival; everything else forwards final chunks.
-      const bool exchange = round < straggler && (move.src == straggler || move.dst == straggler);
-      transfers.push_back({move.src, move.dst, exchange ? TransferOp::kReduce : TransferOp::kCopy,
+    transfers.reserve(moves.size());
+    for (const ScheduleMove& move : moves) {
+      transfers.push_back({move.src, move.dst,
+                           move.reduce ? TransferOp::kReduce : TransferOp::kCopy,
                            ChunkList{move.chunk}});
     }
   }
@@ -44,27 +43,29 @@ absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks) {
 
 // A job uses one or two rank counts, but a sweep (`stragglar rounds`) visits a thousand, whose
 // plans together would not fit in memory (O(n^2) transfers each): keep the most recent few.
-constexpr size_t kCachedRankCounts = 16;
+constexpr size_t kCachedPlans = 16;
 
-absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks) {
+absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks, int pieces) {
   // std::mutex: see HostTransport for why not absl::Mutex (ThreadSanitizer builds).
   static std::mutex mutex;
-  static auto& cache = *new absl::flat_hash_map<int, std::shared_ptr<const Plan>>();
-  static auto& insertion_order = *new std::deque<int>();
+  using Key = std::pair<int, int>;  // (num_ranks, pieces)
+  static auto& cache = *new absl::flat_hash_map<Key, std::shared_ptr<const Plan>>();
+  static auto& insertion_order = *new std::deque<Key>();
+  const Key key = {num_ranks, pieces};
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = cache.find(num_ranks); it != cache.end()) return it->second;
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
   // Synthesize outside the lock; a concurrent duplicate is harmless (deterministic output).
-  absl::StatusOr<Plan> plan = SynthesizeCanonical(num_ranks);
+  absl::StatusOr<Plan> plan = SynthesizeCanonical(num_ranks, pieces);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const Plan>(*std::move(plan));
   std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = cache.try_emplace(num_ranks, std::move(shared));
+  auto [it, inserted] = cache.try_emplace(key, std::move(shared));
   std::shared_ptr<const Plan> result = it->second;
   if (inserted) {
-    insertion_order.push_back(num_ranks);
-    if (insertion_order.size() > kCachedRankCounts) {
+    insertion_order.push_back(key);
+    if (insertion_order.size() > kCachedPlans) {
       cache.erase(insertion_order.front());  // callers still holding it keep it alive
       insertion_order.pop_front();
     }
@@ -74,7 +75,7 @@ absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks) {
 
 }  // namespace
 
-absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler) {
+absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces) {
   if (num_ranks < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("stragglar needs at least 2 ranks, got ", num_ranks));
@@ -83,7 +84,7 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler) {
     return absl::InvalidArgumentError(absl::StrCat("straggler ", straggler, " outside [0, ",
                                                    num_ranks - 1, "] for ", num_ranks, " ranks"));
   }
-  absl::StatusOr<std::shared_ptr<const Plan>> canonical = CachedCanonical(num_ranks);
+  absl::StatusOr<std::shared_ptr<const Plan>> canonical = CachedCanonical(num_ranks, pieces);
   if (!canonical.ok()) return canonical.status();
   if (straggler == num_ranks - 1) return **canonical;
   return SwapRanks(**canonical, straggler, num_ranks - 1);

@@ -681,12 +681,19 @@ absl::StatusOr<PostArrivalSchedule> SynthesizeStragglarPostArrival(int num_ranks
         absl::StrCat("StragglAR needs at least 2 ranks, got ", num_ranks));
   }
   PostArrivalSchedule rounds;
-  if (num_ranks >= 4 && (num_ranks & (num_ranks - 1)) == 0 && BuildCyclic(num_ranks, rounds)) {
-    return rounds;
+  const bool built =
+      (num_ranks >= 4 && (num_ranks & (num_ranks - 1)) == 0 && BuildCyclic(num_ranks, rounds)) ||
+      (num_ranks >= 4 && BuildStored(num_ranks, rounds)) ||
+      BuildStoredReceiveRows(num_ranks, rounds);
+  if (!built) rounds = BuildGreedy(num_ranks);
+  // The builders place the exchanges of rounds 0..n-2; they are the only reductions.
+  const int straggler = num_ranks - 1;
+  for (int round = 0; round < static_cast<int>(rounds.size()); ++round) {
+    for (ScheduleMove& move : rounds[round]) {
+      move.reduce = round < straggler && (move.src == straggler || move.dst == straggler);
+    }
   }
-  if (num_ranks >= 4 && BuildStored(num_ranks, rounds)) return rounds;
-  if (BuildStoredReceiveRows(num_ranks, rounds)) return rounds;
-  return BuildGreedy(num_ranks);
+  return rounds;
 }
 
 }  // namespace stragglar

@@ -23,15 +23,19 @@ absl::StatusOr<Plan> SynthesizeHalvingDoubling(int num_ranks);
 
 // StragglAR for any num_ranks >= 2 and straggler in [0, num_ranks): a ring ReduceScatter among the
 // n-1 punctual ranks (pre-arrival, n-2 rounds), then the synthesized post-arrival schedule. The
-// canonical plan (straggler n-1) is synthesized once per n and cached; other stragglers relabel it.
-absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler);
+// canonical plan (straggler n-1) is synthesized once per (n, pieces) and cached; other stragglers
+// relabel it. `pieces` > 1 pipelines it: (n-1)*pieces chunks, rank r's block of the ReduceScatter
+// being chunks [r*pieces, (r+1)*pieces), and the post-arrival schedule of
+// SynthesizePipelinedPostArrival (InvalidArgument beyond kMaxPipelinedPieces chunks).
+absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces = 1);
 
 // Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
                                     std::optional<int> straggler);
 
-// Appends a ring ReduceScatter over `ring` (ring[i] sends to ring[i+1]) with ring.size() chunks
-// that leaves chunk i complete at ring[i]: ring.size()-1 rounds appended to `plan`.
-void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan);
+// Appends a ring ReduceScatter over `ring` (ring[i] sends to ring[i+1]) of ring.size() blocks of
+// `pieces` adjacent chunks each, which leaves block i (chunks [i*pieces, (i+1)*pieces)) complete at
+// ring[i]: ring.size()-1 rounds appended to `plan`.
+void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int pieces = 1);
 
 }  // namespace stragglar

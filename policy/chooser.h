@@ -12,6 +12,7 @@
 
 #include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,9 +33,9 @@ struct Choice {
 class Chooser {
  public:
   // `candidates` in tie-break order, the default first; StragglAR is considered only when a
-  // straggler is given.
+  // straggler is given. `forced_pieces` > 0 fixes StragglarPieces (a benchmark knob).
   Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain = 0.05,
-          double calibrated_min_gain = 0.01);
+          double calibrated_min_gain = 0.01, int forced_pieces = 0);
 
   // `calibration` (optional) corrects each candidate's predicted time after the last arrival.
   absl::StatusOr<Choice> Choose(double bytes, absl::Span<const double> predicted_arrival_s,
@@ -43,17 +44,32 @@ class Chooser {
 
   const std::vector<Algorithm>& candidates() const { return candidates_; }
 
-  // The plan the chooser simulated for (algorithm, straggler), built once and kept: executors
-  // run exactly the plan that was priced.
-  absl::StatusOr<const Plan*> PlanFor(Algorithm algorithm, std::optional<int> straggler);
+  // The plan the chooser simulates for (algorithm, straggler) and a call of `bytes` on `link`,
+  // built once and kept: executors run exactly the plan that was priced. StragglAR's plan is
+  // pipelined with StragglarPieces(bytes, link) pieces per chunk.
+  absl::StatusOr<const Plan*> PlanFor(Algorithm algorithm, std::optional<int> straggler,
+                                      double bytes, const LinkModel& link);
+
+  // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
+  // kMaxPipelinedPieces pieces in all), the one whose post-arrival rounds the model prices fastest
+  // (more pieces keep the straggler's link busier but cost alpha per round); ties keep fewer
+  // pieces. A function of its inputs alone, so every rank picks the same. With forced pieces:
+  // those, lowered to fit kMaxPipelinedPieces.
+  absl::StatusOr<int> StragglarPieces(double bytes, const LinkModel& link);
 
  private:
+  absl::StatusOr<const Plan*> PlanWithPieces(Algorithm algorithm, std::optional<int> straggler,
+                                             int pieces);
+
   int num_ranks_;
   std::vector<Algorithm> candidates_;
   double min_gain_;
   double calibrated_min_gain_;
-  // (algorithm, straggler or -1) -> plan; plans are immutable once built.
-  std::map<std::pair<Algorithm, int>, Plan> plans_;
+  int forced_pieces_;
+  // (algorithm, straggler or -1, pieces) -> plan; plans are immutable once built.
+  std::map<std::tuple<Algorithm, int, int>, Plan> plans_;
+  // (bytes, alpha, bandwidth, lanes) -> StragglarPieces, which simulates every depth once.
+  std::map<std::tuple<int64_t, double, double, double>, int> pieces_;
 };
 
 }  // namespace stragglar

@@ -21,6 +21,7 @@ namespace stragglar {
 namespace {
 
 constexpr int64_t kMaxEpochCalls = 1000000;
+constexpr int kMaxForcedPieces = 16;  // the largest depth the model itself considers
 
 constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
     {"adapt", RuntimeMode::kAdapt},
@@ -189,6 +190,18 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     }
   }
 
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PIECES")) {
+    int pieces = 0;
+    if (absl::EqualsIgnoreCase(*value, "auto")) {
+      config.pieces = 0;
+    } else if (absl::SimpleAtoi(*value, &pieces) && pieces >= 1 && pieces <= kMaxForcedPieces) {
+      config.pieces = pieces;
+    } else {
+      env.Invalid("STRAGGLAR_PIECES", *value,
+                  absl::StrCat("auto or an integer from 1 to ", kMaxForcedPieces), "auto");
+    }
+  }
+
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_STRAGGLER")) {
     int rank = 0;
     if (absl::SimpleAtoi(*value, &rank) && rank >= 0) {
@@ -207,6 +220,7 @@ RuntimeConfig ToRuntimeConfig(const PreloadConfig& config) {
   runtime.epoch_calls = config.epoch_calls;
   runtime.min_bytes = config.min_bytes;
   runtime.state_file = config.state_file;
+  runtime.stragglar_pieces = config.pieces;
   return runtime;
 }
 
@@ -247,6 +261,7 @@ std::string DescribeConfig(const PreloadConfig& config) {
     absl::StrAppend(&text, ", straggler ", *config.straggler,
                     " ignored (algorithm is not stragglar)");
   }
+  if (config.pieces > 0) absl::StrAppend(&text, ", stragglar pieces ", config.pieces);
   if (!config.prefer_cupti) absl::StrAppend(&text, ", profiler events");
   if (!config.state_file.empty()) absl::StrAppend(&text, ", state ", config.state_file);
   if (!config.trace_file.empty()) {

@@ -33,6 +33,10 @@ struct PreloadConfig {
   // STRAGGLAR_STRAGGLER: the straggler of a forced stragglar plan (>= 0; unset: the last rank).
   // Only the backend knows the world size, so it checks the upper bound.
   std::optional<int> straggler;
+  // STRAGGLAR_PIECES=auto|1..16: pieces per chunk of StragglAR's plans (a benchmark knob, like
+  // STRAGGLAR_ALGORITHM). auto (0, default): the model's choice per message size
+  // (Chooser::StragglarPieces); a number is capped so that (n-1)*pieces <= kMaxPipelinedPieces.
+  int pieces = 0;
 };
 
 // "auto", "native", "ring", "halving-doubling", "stragglar".
@@ -48,9 +52,9 @@ absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);
 PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*) = nullptr,
                                    std::ostream* log = nullptr);
 
-// The RuntimeConfig for the core: mode, epoch_calls, min_bytes and state_file; the rest keeps
-// RuntimeConfig's defaults. A forced algorithm is the backend's business (it bypasses the core's
-// decisions, including for calls under min_bytes).
+// The RuntimeConfig for the core: mode, epoch_calls, min_bytes, state_file and pieces; the rest
+// keeps RuntimeConfig's defaults. A forced algorithm is the backend's business (it bypasses the
+// core's decisions, including for calls under min_bytes).
 RuntimeConfig ToRuntimeConfig(const PreloadConfig& config);
 
 // Applies STRAGGLAR_ALGORITHM (and STRAGGLAR_STRAGGLER, capped to the last rank) to the core's

@@ -163,7 +163,7 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   const int64_t bytes = args.count * DataTypeSize(args.type);
   absl::StatusOr<CallDecision> decision = self.core.Decide(bytes);
   if (!decision.ok()) return fail(decision.status());
-  absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision);
+  absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision, bytes);
   if (!plan.ok()) return fail(plan.status());
   for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
     observer->OnStart(self.core, *decision, bytes);

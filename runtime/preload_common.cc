@@ -6,10 +6,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "exporters/run_summary.h"
 #include "runtime/log.h"
 #include "runtime/state_file.h"
+#include "runtime/units.h"
 
 namespace stragglar {
 
@@ -35,6 +37,30 @@ MetricsSetup StartMetricsFromEnv(int local_rank) {
     LogAlways(LogLevel::kWarn, line);
   }
   return setup;
+}
+
+std::string DescribePlan(const Plan& plan, int64_t bytes) {
+  std::string text = absl::StrCat(AlgorithmName(plan.algorithm));
+  if (plan.straggler.has_value()) absl::StrAppend(&text, " around rank ", *plan.straggler);
+  absl::StrAppend(&text, " for ", FormatBytes(static_cast<double>(bytes)), ": ", plan.num_chunks,
+                  " chunks");
+  if (plan.straggler.has_value() && plan.num_ranks > 1 && plan.num_chunks > plan.num_ranks - 1) {
+    absl::StrAppend(&text, " (", plan.num_chunks / (plan.num_ranks - 1), " pieces per rank)");
+  }
+  if (plan.straggler.has_value()) {
+    absl::StrAppend(&text, ", ", plan.pre_arrival_rounds,
+                    " rounds before the straggler arrives and ", plan.post_arrival_rounds(),
+                    " after");
+  } else {
+    absl::StrAppend(&text, ", ", plan.num_rounds(), " rounds");
+  }
+  return text;
+}
+
+std::string DescribeLink(const LinkModel& link) {
+  return absl::StrCat("link: ", FormatSeconds(link.alpha_s), " + ",
+                      absl::StrFormat("%.3g", link.bandwidth_bytes_per_s / 1e9),
+                      " GB/s per message");
 }
 
 CallStart StartCall(RuntimeCore& core, const PreloadConfig& config, int64_t bytes,

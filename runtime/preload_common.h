@@ -3,7 +3,9 @@
 // trace and lag summary.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -54,6 +56,14 @@ struct CallStart {
 };
 CallStart StartCall(RuntimeCore& core, const PreloadConfig& config, int64_t bytes,
                     const CommObservers& observers, absl::string_view library);
+
+// One line for the log when a communicator first runs `plan` on calls of `bytes`, e.g.
+// "stragglar around rank 3 for 16 MiB: 24 chunks (8 pieces per rank), 2 rounds before the
+// straggler arrives and 25 after".
+std::string DescribePlan(const Plan& plan, int64_t bytes);
+
+// The link model a communicator measured, e.g. "link: 12.5 us + 1.52 GB/s per message".
+std::string DescribeLink(const LinkModel& link);
 
 // Saves what `core` learned to STRAGGLAR_STATE_FILE (the core's config().state_file), tagged with
 // this machine and `backend`; a failure is logged once per process. No-op without a path or with

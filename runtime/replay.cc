@@ -258,7 +258,7 @@ absl::Status PolicyReplayer::Complete(absl::Span<const CallTiming> timing, bool 
 
 absl::StatusOr<SimulationResult> PolicyReplayer::Price(const CallDecision& decision, int64_t bytes,
                                                        absl::Span<const double> arrival_s) {
-  absl::StatusOr<const Plan*> plan = core_.PlanFor(decision);
+  absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
   if (!plan.ok()) return plan.status();
   return SimulatePlan(**plan, static_cast<double>(bytes), core_.link(), arrival_s);
 }

@@ -44,7 +44,7 @@ RuntimeCore::RuntimeCore(RuntimeConfig config, int rank, int num_ranks, LinkMode
       link_(link),
       detector_(num_ranks, config_.detector),
       chooser_(num_ranks, config_.candidates, config_.min_predicted_gain,
-               config_.calibrated_min_predicted_gain),
+               config_.calibrated_min_predicted_gain, config_.stragglar_pieces),
       predicted_arrival_s_(num_ranks, 0.0) {
   epoch_.reserve(config_.epoch_calls);
 }
@@ -179,7 +179,7 @@ void RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> 
   if (!(measured_s > 0)) return;  // no durations (e.g. a trace without them)
   // Best effort: a call the model cannot price (it ran, so its plan exists) is just not counted,
   // rather than leaving the epoch half absorbed.
-  absl::StatusOr<const Plan*> plan = PlanFor(call.decision);
+  absl::StatusOr<const Plan*> plan = PlanFor(call.decision, call.bytes);
   if (!plan.ok()) return;
   absl::StatusOr<SimulationResult> predicted =
       SimulatePlan(**plan, static_cast<double>(call.bytes), link_, lag_s);
@@ -203,7 +203,8 @@ double RuntimeCore::EstimateSaved(const EpochCall& call, absl::Span<const CallTi
   auto cached = baseline_by_bytes.find(call.bytes);
   if (cached == baseline_by_bytes.end()) {
     double predicted_s = 0;  // 0: cannot be priced, so no estimate
-    absl::StatusOr<const Plan*> plan = chooser_.PlanFor(baseline, std::nullopt);
+    absl::StatusOr<const Plan*> plan =
+        chooser_.PlanFor(baseline, std::nullopt, static_cast<double>(call.bytes), link_);
     if (plan.ok()) {
       absl::StatusOr<SimulationResult> simulated =
           SimulatePlan(**plan, static_cast<double>(call.bytes), link_, lag_s);

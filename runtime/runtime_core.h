@@ -50,6 +50,9 @@ struct RuntimeConfig {
   // Calls per epoch whose measured time feeds the calibration (spread over the epoch), which
   // bounds the simulations an exchange costs. 0: no calibration (the raw model decides).
   int calibration_calls_per_epoch = 8;
+  // Pieces per chunk of StragglAR's plans: 0 lets the model choose per message size; a number
+  // fixes it (STRAGGLAR_PIECES; capped as Chooser does).
+  int stragglar_pieces = 0;
   DetectorConfig detector;
   LagSource lag_source = LagSource::kArrivalClock;
   // STRAGGLAR_STATE_FILE: where the backend keeps what the policy learned across restarts (see
@@ -109,9 +112,11 @@ class RuntimeCore {
   // What the policy would choose for `bytes` now, without exploration and without counting a
   // call (replay's per-size summary).
   absl::StatusOr<CallDecision> Preview(int64_t bytes);
-  // The plan to execute for `decision` (shared with the chooser's cache).
-  absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision) {
-    return chooser_.PlanFor(decision.algorithm, decision.straggler);
+  // The plan to execute for `decision` on a call of `bytes` (shared with the chooser's cache;
+  // StragglAR's is pipelined as the model prefers for that size).
+  absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision, int64_t bytes) {
+    return chooser_.PlanFor(decision.algorithm, decision.straggler, static_cast<double>(bytes),
+                            link_);
   }
   // This rank's timing of the call Decide() last returned.
   // `ran_decision` false: the timing is not of the decision's plan (a replayed trace in which

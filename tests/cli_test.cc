@@ -140,6 +140,18 @@ TEST(CliTest, VerifyAcceptsGoodPlansAndExplainsBadOnes) {
   EXPECT_THAT(missing.err, HasSubstr("cannot open plan file"));
 }
 
+TEST(CliTest, PipelinedPlansPrintAndVerify) {
+  CliResult plan = RunCli("plan --algorithm stragglar --ranks 4 --straggler 1 --pieces 4 --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const nlohmann::json json = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(json["chunks"], 12);
+  EXPECT_EQ(json["straggler"], 1);
+  EXPECT_EQ(json["rounds"].size(), 2u + 13u);  // 3k + 1 = 13 rounds after arrival
+  CliResult verified = RunCli("verify --plan -", plan.out);
+  EXPECT_EQ(verified.exit_code, 0) << verified.err;
+  EXPECT_THAT(verified.out, StartsWith("ok: stragglar plan for 4 ranks"));
+}
+
 TEST(CliTest, RoundsTableComparesWithTheLowerBound) {
   CliResult result = RunCli("rounds --min-ranks 2 --max-ranks 9 --verify --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -162,6 +174,9 @@ TEST(CliTest, BadInputGetsOneClearLine) {
       {"plan --algorithm stragglar --ranks 4 --straggler x", "--straggler must be a rank index"},
       {"plan --algorithm ring --ranks 4 --straggler 1", "applies to --algorithm stragglar only"},
       {"plan --algorithm ring --ranks 4 --bytes 1MiB", "--bytes does not apply"},
+      {"plan --algorithm ring --ranks 4 --pieces 2", "--pieces applies to --algorithm stragglar"},
+      {"plan --algorithm stragglar --ranks 4 --pieces 0", "got 4 ranks x 0 pieces"},
+      {"plan --algorithm stragglar --ranks 40 --pieces 8", "1 to 128 pieces in all"},
       {"sim --ranks 4", "--bytes is required"},
       {"sim --bytes 1MiB", "--ranks is required"},
       {"sim --ranks 4 --bytes 12XB", "malformed size \"12XB\""},

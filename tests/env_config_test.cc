@@ -65,6 +65,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.algorithm, expected.algorithm);
   EXPECT_EQ(actual.straggler, expected.straggler);
   EXPECT_EQ(actual.prefer_cupti, expected.prefer_cupti);
+  EXPECT_EQ(actual.pieces, expected.pieces);
 }
 
 std::string HostName() {
@@ -91,6 +92,7 @@ void SetAllValid() {
       {"STRAGGLAR_ALGORITHM", "stragglar"},
       {"STRAGGLAR_STRAGGLER", "3"},
       {"STRAGGLAR_PROFILER", "Events"},
+      {"STRAGGLAR_PIECES", "8"},
   };
 }
 
@@ -107,6 +109,7 @@ PreloadConfig AllValid() {
   config.algorithm = PreloadConfig::Forced::kStragglar;
   config.straggler = 3;
   config.prefer_cupti = false;
+  config.pieces = 8;
   return config;
 }
 
@@ -257,6 +260,17 @@ TEST_F(EnvConfigTest, StragglerRank) {
   EXPECT_THAT(lines, IsEmpty());
 }
 
+TEST_F(EnvConfigTest, PiecesAutoOrANumber) {
+  std::vector<std::string> lines;
+  FakeEnv()["STRAGGLAR_PIECES"] = "AUTO";
+  EXPECT_EQ(Parse(&lines).pieces, 0);
+  FakeEnv()["STRAGGLAR_PIECES"] = "1";
+  EXPECT_EQ(Parse(&lines).pieces, 1);
+  FakeEnv()["STRAGGLAR_PIECES"] = " 16 ";
+  EXPECT_EQ(Parse(&lines).pieces, 16);
+  EXPECT_THAT(lines, IsEmpty());
+}
+
 TEST_F(EnvConfigTest, PathsAreTakenVerbatim) {
   FakeEnv()["STRAGGLAR_STATE_FILE"] = "my state.json";
   FakeEnv()["STRAGGLAR_TRACE_FILE"] = "trace.csv";
@@ -290,6 +304,11 @@ std::vector<InvalidCase> InvalidCases() {
     return absl::StrCat("STRAGGLAR_MIN_BYTES=\"", value, "\" is invalid (accepted: ", kSizeAccepted,
                         "); using 256 KiB");
   };
+  const auto pieces = [](PreloadConfig& c) { c.pieces = 0; };
+  const auto pieces_line = [](absl::string_view value) {
+    return absl::StrCat("STRAGGLAR_PIECES=\"", value,
+                        "\" is invalid (accepted: auto or an integer from 1 to 16); using auto");
+  };
   const auto straggler_line = [](absl::string_view value) {
     return absl::StrCat("STRAGGLAR_STRAGGLER=\"", value,
                         "\" is invalid (accepted: a rank >= 0); using the last rank");
@@ -313,6 +332,9 @@ std::vector<InvalidCase> InvalidCases() {
        [](PreloadConfig& c) { c.algorithm = PreloadConfig::Forced::kAuto; }},
       {"STRAGGLAR_STRAGGLER", "-1", straggler_line("-1"), straggler},
       {"STRAGGLAR_STRAGGLER", "x", straggler_line("x"), straggler},
+      {"STRAGGLAR_PIECES", "0", pieces_line("0"), pieces},
+      {"STRAGGLAR_PIECES", "17", pieces_line("17"), pieces},
+      {"STRAGGLAR_PIECES", "many", pieces_line("many"), pieces},
   };
 }
 
@@ -371,6 +393,7 @@ TEST_F(EnvConfigTest, ToRuntimeConfigMapsFields) {
   EXPECT_EQ(runtime.epoch_calls, 128);
   EXPECT_EQ(runtime.min_bytes, 1 << 20);
   EXPECT_EQ(runtime.state_file, "/tmp/state.json");
+  EXPECT_EQ(runtime.stragglar_pieces, 8);
   // The rest keeps the core's defaults.
   const RuntimeConfig defaults;
   EXPECT_EQ(runtime.default_algorithm, defaults.default_algorithm);
@@ -381,6 +404,7 @@ TEST_F(EnvConfigTest, ToRuntimeConfigMapsFields) {
   EXPECT_EQ(from_defaults.epoch_calls, 64);
   EXPECT_EQ(from_defaults.min_bytes, 256 << 10);
   EXPECT_EQ(from_defaults.state_file, "");
+  EXPECT_EQ(from_defaults.stragglar_pieces, 0);
 }
 
 TEST_F(EnvConfigTest, DescribeConfig) {
@@ -388,7 +412,8 @@ TEST_F(EnvConfigTest, DescribeConfig) {
             "mode adapt, epoch 64 calls, min 256 KiB, debug WARN, algorithm auto");
   EXPECT_EQ(DescribeConfig(AllValid()),
             "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
-            "(straggler 3), profiler events, state /tmp/state.json, trace /tmp/trace.json "
+            "(straggler 3), stragglar pieces 8, profiler events, state /tmp/state.json, trace "
+            "/tmp/trace.json "
             "(Perfetto JSON), summary /tmp/summary.json");
   PreloadConfig config;
   config.algorithm = PreloadConfig::Forced::kStragglar;

@@ -215,6 +215,32 @@ INSTANTIATE_TEST_SUITE_P(SubsetOfRanks, HostExecutorStragglerTest,
                          });
 
 // ---------------------------------------------------------------------------------------------
+// Pipelined StragglAR plans: (n-1)*pieces chunks, many of them empty at small counts.
+
+TEST(HostExecutorPipelinedTest, MatchesReferenceOnEveryRank) {
+  for (int num_ranks : {2, 3, 4, 5, 8, 13}) {
+    for (int pieces : {2, 3, 8}) {
+      absl::StatusOr<Plan> plan = SynthesizeStragglar(num_ranks, num_ranks / 2, pieces);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt64}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+          for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001}}) {
+            CheckExact(*plan, {.type = type, .op = op, .count = count, .in_place = count == 7},
+                       SplitMix64(num_ranks * 100 + pieces));
+          }
+        }
+      }
+    }
+  }
+  absl::StatusOr<Plan> plan = SynthesizeStragglar(5, 4, 16);
+  ASSERT_TRUE(plan.ok());
+  CheckExact(
+      *plan,
+      {.type = DataType::kFloat32, .op = ReduceOp::kSum, .count = (1 << 18) + 3, .in_place = true},
+      7);
+}
+
+// ---------------------------------------------------------------------------------------------
 // 1 MiB + 3 elements (a 1 MiB buffer plus a remainder that no chunk count divides evenly) on a
 // representative subset.
 

@@ -3,9 +3,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/synthesizers.h"
 #include "policy/calibration.h"
 #include "policy/chooser.h"
 #include "policy/detector.h"
+#include "policy/simulator.h"
 
 namespace stragglar {
 namespace {
@@ -103,6 +105,59 @@ TEST(ChooserTest, PicksStragglarOnlyWhenTheDelayPaysForIt) {
   choice = chooser.Choose(bytes, late, std::nullopt, paper);
   ASSERT_TRUE(choice.ok());
   EXPECT_NE(choice->algorithm, Algorithm::kStragglar);
+}
+
+TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
+  const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  Chooser chooser(8, {Algorithm::kRing, Algorithm::kStragglar});
+  // 1 GiB: 8 pieces per rank take 60 rounds of s/56 (16 would take 117 of s/112, whose extra
+  // alpha outweighs the 2.6% less bandwidth time).
+  EXPECT_EQ(*chooser.StragglarPieces(1 << 30, paper), 8);
+  // 64 KiB: every extra round costs alpha for little bandwidth.
+  EXPECT_EQ(*chooser.StragglarPieces(64 << 10, paper), 1);
+  absl::StatusOr<const Plan*> plan = chooser.PlanFor(Algorithm::kStragglar, 5, 1 << 30, paper);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)->num_chunks, 7 * 8);
+  EXPECT_EQ((*plan)->straggler, 5);
+  EXPECT_EQ((*chooser.PlanFor(Algorithm::kStragglar, 5, 64 << 10, paper))->num_chunks, 7);
+  EXPECT_EQ((*chooser.PlanFor(Algorithm::kRing, std::nullopt, 1 << 30, paper))->num_chunks, 8);
+
+  // The choice is priced with the pipelined plan: 1.15 s/B after arrival (alpha included) where
+  // the paper's L(8) = 9 rounds of s/7 take 1.29 s/B.
+  std::vector<double> late(8, 0.0);
+  late[5] = 50e-3;
+  absl::StatusOr<Choice> choice = chooser.Choose(1 << 30, late, 5, paper);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
+  const double after_arrival_s = choice->predicted_s - late[5];
+  const double s_over_b = (1 << 30) / paper.bandwidth_bytes_per_s;
+  EXPECT_LT(after_arrival_s, 1.16 * s_over_b);
+  absl::StatusOr<SimulationResult> unpipelined =
+      SimulatePlan(*SynthesizeStragglar(8, 5), 1 << 30, paper, late);
+  ASSERT_TRUE(unpipelined.ok());
+  EXPECT_GT(unpipelined->after_last_arrival_s, 1.28 * s_over_b);
+}
+
+TEST(ChooserTest, RanksSharingTwoCoresKeepTheUnpipelinedSchedule) {
+  // The MPI preload's model of 4 processes on 2 cores: every transfer of a crowded round shares
+  // the cores, so pipelining (every port busy in every round) gains nothing and pays alpha.
+  const LinkModel cores{.alpha_s = 7e-6, .bandwidth_bytes_per_s = 5.7e9, .shared_lanes = 2};
+  Chooser chooser(4, {Algorithm::kRing, Algorithm::kStragglar});
+  EXPECT_EQ(*chooser.StragglarPieces(16 << 20, cores), 1);
+  LinkModel switched = cores;
+  switched.shared_lanes = 0;
+  EXPECT_GT(*chooser.StragglarPieces(16 << 20, switched), 1);
+}
+
+TEST(ChooserTest, ForcedPiecesAreCappedToThePlanSizeLimit) {
+  const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  Chooser four(4, {Algorithm::kRing, Algorithm::kStragglar}, 0.05, 0.01, /*forced_pieces=*/8);
+  EXPECT_EQ(*four.StragglarPieces(1 << 10, paper), 8);
+  EXPECT_EQ((*four.PlanFor(Algorithm::kStragglar, 0, 1 << 10, paper))->num_chunks, 24);
+  Chooser many(33, {Algorithm::kRing, Algorithm::kStragglar}, 0.05, 0.01, /*forced_pieces=*/16);
+  EXPECT_EQ(*many.StragglarPieces(1 << 30, paper), 4);  // 32 x 4 = 128 pieces
+  Chooser huge(200, {Algorithm::kRing, Algorithm::kStragglar}, 0.05, 0.01, /*forced_pieces=*/2);
+  EXPECT_EQ(*huge.StragglarPieces(1 << 30, paper), 1);
 }
 
 TEST(ChooserTest, SharedLanesChargeCrowdedRoundsMore) {

@@ -113,6 +113,23 @@ TEST(SimulatorTest, BreakEvenDelayMatchesTheClosedForm) {
   }
 }
 
+TEST(SimulatorTest, PipeliningBringsStragglarTowardsTheSOverBBound) {
+  // n = 4: the paper's schedule takes 4 rounds of s/3 after the straggler arrives (4/3 s/B);
+  // 8 pieces per rank take 3*8 + 1 = 25 rounds of s/24 (25/24 s/B), every port busy throughout.
+  const LinkModel link{.alpha_s = 0, .bandwidth_bytes_per_s = 1e9};
+  const double bytes = 24e6;
+  const std::vector<double> arrival = OneLateRank(4, 2, 1.0);
+  absl::StatusOr<SimulationResult> plain =
+      SimulatePlan(*SynthesizeStragglar(4, 2), bytes, link, arrival);
+  absl::StatusOr<SimulationResult> pipelined =
+      SimulatePlan(*SynthesizeStragglar(4, 2, 8), bytes, link, arrival);
+  ASSERT_TRUE(plain.ok() && pipelined.ok());
+  EXPECT_NEAR(plain->after_last_arrival_s, 4.0 / 3 * bytes / 1e9, 1e-12);
+  EXPECT_NEAR(pipelined->after_last_arrival_s, 25.0 / 24 * bytes / 1e9, 1e-12);
+  // The ReduceScatter before arrival moves the same bytes either way.
+  EXPECT_NEAR(pipelined->completion_s, 1.0 + pipelined->after_last_arrival_s, 1e-12);
+}
+
 TEST(SimulatorTest, BadInputsAreRejected) {
   const Plan ring = Synthesize(Algorithm::kRing, 4, 0);
   EXPECT_THAT(SimulatePlan(ring, 1e6, kPaperLink, {0, 0, 0}).status().message(),

@@ -141,12 +141,112 @@ TEST(StragglarTest, SynthesisIsDeterministic) {
   }
 }
 
+// Pipelined StragglAR: (n-1)*k pieces, every one handed out by the straggler in its own round.
+std::vector<std::pair<int, int>> PipelinedShapes() {
+  std::vector<std::pair<int, int>> shapes;
+  for (int n = 2; n <= 24; ++n) {
+    for (int pieces : {2, 3, 4, 8, 16}) {
+      if ((n - 1) * pieces <= kMaxPipelinedPieces) shapes.emplace_back(n, pieces);
+    }
+  }
+  for (int n : {33, 48, 65}) shapes.emplace_back(n, 2);
+  return shapes;
+}
+
+TEST(PipelinedStragglarTest, EveryShapeVerifiesAndStaysNearTheLowerBound) {
+  for (auto [n, pieces] : PipelinedShapes()) {
+    absl::StatusOr<Plan> plan = SynthesizeStragglar(n, n - 1, pieces);
+    ASSERT_TRUE(plan.ok()) << n << "x" << pieces << ": " << plan.status();
+    EXPECT_TRUE(VerifyPlan(*plan).ok()) << n << "x" << pieces << ": " << VerifyPlan(*plan);
+    EXPECT_EQ(plan->num_chunks, (n - 1) * pieces);
+    EXPECT_EQ(plan->pre_arrival_rounds, n - 2);
+    const int bound = PipelinedRoundLowerBound(n, pieces);
+    EXPECT_GE(plan->post_arrival_rounds(), bound) << n << "x" << pieces;
+    // The greedy's overshoot: a few rounds, never a whole unpipelined schedule's worth.
+    EXPECT_LE(plan->post_arrival_rounds(), bound + n / 2 + 2) << n << "x" << pieces;
+  }
+}
+
+TEST(PipelinedStragglarTest, RoundCountsAreExact) {
+  // n = 4 meets the lower bound 3k - 1 + 2 at every depth: every port is busy in every round.
+  for (int pieces : {2, 4, 8, 16}) {
+    EXPECT_EQ(SynthesizeStragglar(4, 3, pieces)->post_arrival_rounds(), 3 * pieces + 1) << pieces;
+  }
+  EXPECT_EQ(SynthesizeStragglar(4, 3, 1)->post_arrival_rounds(), 4);  // the paper's schedule
+  // Larger n: the greedy lands a few rounds above the bound (30 and 123).
+  EXPECT_EQ(SynthesizeStragglar(8, 7, 4)->post_arrival_rounds(), 33);
+  EXPECT_EQ(SynthesizeStragglar(16, 15, 8)->post_arrival_rounds(), 129);
+}
+
+TEST(PipelinedStragglarTest, TheStragglerHandsOutOneRawPiecePerRoundAndOnlyItsPiecesAreAdded) {
+  for (auto [n, pieces] : std::vector<std::pair<int, int>>{{2, 4}, {3, 4}, {4, 8}, {8, 4}}) {
+    absl::StatusOr<Plan> plan = SynthesizeStragglar(n, n - 1, pieces);
+    ASSERT_TRUE(plan.ok());
+    const int sigma = n - 1, num_pieces = (n - 1) * pieces;
+    std::vector<int> raw_sent(num_pieces, 0);
+    for (int t = 0; t < plan->post_arrival_rounds(); ++t) {
+      int straggler_sends = 0;
+      for (const Transfer& transfer : plan->rounds[plan->pre_arrival_rounds + t].transfers) {
+        straggler_sends += transfer.src == sigma;
+        if (transfer.op != TransferOp::kReduce) continue;
+        // A reduction is the straggler's raw piece meeting its owner's partial sum (either way).
+        ASSERT_EQ(transfer.chunks.size(), 1u);
+        const int piece = transfer.chunks[0], owner = piece / pieces;
+        EXPECT_TRUE((transfer.src == sigma && transfer.dst == owner) ||
+                    (transfer.src == owner && transfer.dst == sigma))
+            << n << "x" << pieces << " round " << t;
+        if (transfer.src == sigma) {
+          EXPECT_EQ(t, owner + (piece % pieces) * (n - 1)) << "round-robin over the owners";
+          ++raw_sent[piece];
+        }
+      }
+      if (t < num_pieces) {
+        EXPECT_EQ(straggler_sends, 1) << n << "x" << pieces << " round " << t;
+      }
+    }
+    EXPECT_EQ(raw_sent, std::vector<int>(num_pieces, 1));
+  }
+}
+
+TEST(PipelinedStragglarTest, TheReduceScatterMovesWholeBlocksOfAdjacentPieces) {
+  absl::StatusOr<Plan> plan = SynthesizeStragglar(5, 1, 3);
+  ASSERT_TRUE(plan.ok());
+  for (int r = 0; r < plan->pre_arrival_rounds; ++r) {
+    for (const Transfer& transfer : plan->rounds[r].transfers) {
+      ASSERT_EQ(transfer.chunks.size(), 3u);
+      EXPECT_EQ(transfer.chunks[0] % 3, 0);
+      EXPECT_EQ(transfer.chunks[1], transfer.chunks[0] + 1);
+      EXPECT_EQ(transfer.chunks[2], transfer.chunks[0] + 2);
+      EXPECT_NE(transfer.src, 1);  // relabelled: rank 1 is the straggler
+      EXPECT_NE(transfer.dst, 1);
+    }
+  }
+  EXPECT_EQ(*plan, SwapRanks(*SynthesizeStragglar(5, 4, 3), 1, 4));
+}
+
+TEST(PipelinedStragglarTest, SynthesisIsDeterministicAndOnePieceIsThePlainSchedule) {
+  EXPECT_EQ(*SynthesizeStragglar(11, 10, 4), *SynthesizeStragglar(11, 10, 4));
+  absl::StatusOr<PostArrivalSchedule> plain = SynthesizeStragglarPostArrival(9);
+  absl::StatusOr<PostArrivalSchedule> one_piece = SynthesizePipelinedPostArrival(9, 1);
+  ASSERT_TRUE(plain.ok() && one_piece.ok());
+  ASSERT_EQ(plain->size(), one_piece->size());
+  for (size_t r = 0; r < plain->size(); ++r) {
+    for (size_t m = 0; m < (*plain)[r].size(); ++m) {
+      EXPECT_EQ((*plain)[r][m].chunk, (*one_piece)[r][m].chunk);
+      EXPECT_EQ((*plain)[r][m].reduce, (*one_piece)[r][m].reduce);
+    }
+  }
+}
+
 TEST(SynthesizerTest, BadArgumentsGetClearErrors) {
   EXPECT_THAT(SynthesizeRing(1).status().message(), HasSubstr("at least 2 ranks"));
   EXPECT_THAT(SynthesizeHalvingDoubling(0).status().message(), HasSubstr("at least 2 ranks"));
   EXPECT_THAT(SynthesizeStragglar(1, 0).status().message(), HasSubstr("at least 2 ranks"));
   EXPECT_THAT(SynthesizeStragglar(4, 4).status().message(), HasSubstr("straggler 4 outside"));
   EXPECT_THAT(SynthesizeStragglar(4, -1).status().message(), HasSubstr("outside"));
+  EXPECT_THAT(SynthesizeStragglar(4, 3, 0).status().message(), HasSubstr("got 4 ranks x 0 pieces"));
+  EXPECT_THAT(SynthesizeStragglar(33, 3, 8).status().message(),
+              HasSubstr("pipelined, 1 to 128 pieces in all, got 33 ranks x 8 pieces"));
   EXPECT_THAT(SynthesizePlan(Algorithm::kRing, 4, 1).status().message(),
               HasSubstr("takes no straggler"));
   EXPECT_THAT(SynthesizePlan(Algorithm::kStragglar, 4, std::nullopt).status().message(),

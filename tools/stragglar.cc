@@ -41,6 +41,8 @@
 ABSL_FLAG(std::string, algorithm, "", "plan: ring, halving-doubling or stragglar");
 ABSL_FLAG(std::optional<int>, ranks, std::nullopt, "number of ranks (>= 2)");
 ABSL_FLAG(std::string, straggler, "", "the late rank (default: the last rank)");
+ABSL_FLAG(int, pieces, 1,
+          "plan: stragglar's pieces per chunk (pipelined; 1: the unpipelined schedule)");
 ABSL_FLAG(std::optional<stragglar::ByteSize>, bytes, std::nullopt, "buffer size, e.g. 16MiB");
 ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message latency, e.g. 3us");
 ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
@@ -179,7 +181,13 @@ absl::Status RunPlan() {
   } else if (!absl::GetFlag(FLAGS_straggler).empty()) {
     return Usage("--straggler applies to --algorithm stragglar only");
   }
-  absl::StatusOr<Plan> plan = SynthesizePlan(*algorithm, *ranks, straggler);
+  const int pieces = absl::GetFlag(FLAGS_pieces);
+  if (pieces != 1 && *algorithm != Algorithm::kStragglar) {
+    return Usage("--pieces applies to --algorithm stragglar only");
+  }
+  absl::StatusOr<Plan> plan = straggler.has_value()
+                                  ? SynthesizeStragglar(*ranks, *straggler, pieces)
+                                  : SynthesizePlan(*algorithm, *ranks, straggler);
   if (!plan.ok()) return plan.status();
   if (absl::GetFlag(FLAGS_json)) {
     PrintJson(PlanToJson(*plan));
@@ -619,7 +627,7 @@ absl::Status RunScenarios() {
 
 const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
-      {"plan", {"algorithm", "ranks", "straggler", "json"}, RunPlan},
+      {"plan", {"algorithm", "ranks", "straggler", "pieces", "json"}, RunPlan},
       {"sim",
        {"ranks", "bytes", "alpha", "bandwidth", "delay", "straggler", "algorithms", "json"},
        RunSim},

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/prometheus_exporter.h"
 #include "exporters/trace_recorder.h"
@@ -141,6 +142,7 @@ class CommState {
   RuntimeCore core_;
   std::string name_;
   CommObservers observers_;
+  absl::flat_hash_set<const Plan*> described_plans_;  // logged on first use (rank 0, INFO)
   std::chrono::steady_clock::time_point last_save_{};
 };
 
@@ -158,8 +160,11 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
   if (native) {
     code = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, user_);
   } else {
-    absl::StatusOr<const Plan*> plan = core_.PlanFor(decision);
+    absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
     absl::Status status = plan.status();
+    if (plan.ok() && described_plans_.insert(*plan).second && rank_ == 0) {
+      Log(LogLevel::kInfo, absl::StrCat(name_, ": ", DescribePlan(**plan, bytes)));
+    }
     if (plan.ok()) {
       const MpiAllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
                                   .recv = recvbuf,
@@ -308,6 +313,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
       config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
       config.lag_source = one_host ? LagSource::kArrivalClock : LagSource::kDuration;
       const LinkModel link = MeasureMpiLink(own, rank, size, one_host);
+      if (rank == 0) Log(LogLevel::kInfo, absl::StrCat(CommName(comm), ": ", DescribeLink(link)));
       absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, rank, size, link);
       if (core.ok()) {
         state =

@@ -228,7 +228,7 @@ class CommState {
   Failure AdvanceEpoch(cudaStream_t stream, GpuCallTimer* timer);
   Failure GatherSealed(cudaStream_t stream, GpuCallTimer* timer);
   Failure EnsureExchangeBuffers();
-  absl::StatusOr<const NcclPlanExecutor*> ExecutorFor(const CallDecision& decision);
+  absl::StatusOr<const NcclPlanExecutor*> ExecutorFor(const CallDecision& decision, int64_t bytes);
   void SaveLearned(bool force);
 
   ncclComm_t comm_;
@@ -259,14 +259,16 @@ CommState::~CommState() {
   if (host_exchange_ != nullptr) cudaFreeHost(host_exchange_);
 }
 
-absl::StatusOr<const NcclPlanExecutor*> CommState::ExecutorFor(const CallDecision& decision) {
-  absl::StatusOr<const Plan*> plan = core_.PlanFor(decision);
+absl::StatusOr<const NcclPlanExecutor*> CommState::ExecutorFor(const CallDecision& decision,
+                                                               int64_t bytes) {
+  absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
   if (!plan.ok()) return plan.status();
   auto it = executors_.find(*plan);
   if (it == executors_.end()) {
     absl::StatusOr<NcclPlanExecutor> executor = NcclPlanExecutor::Create(**plan, rank_);
     if (!executor.ok()) return executor.status();
     it = executors_.emplace(*plan, *std::move(executor)).first;
+    if (rank_ == 0) Log(LogLevel::kInfo, absl::StrCat(name_, ": ", DescribePlan(**plan, bytes)));
   }
   return &it->second;
 }
@@ -423,7 +425,7 @@ ncclResult_t CommState::AllReduce(const void* sendbuff, void* recvbuff, size_t c
     result = api.all_reduce(sendbuff, recvbuff, count, datatype, op, comm_, stream);
   } else {
     std::string error;
-    absl::StatusOr<const NcclPlanExecutor*> executor = ExecutorFor(decision);
+    absl::StatusOr<const NcclPlanExecutor*> executor = ExecutorFor(decision, bytes);
     if (executor.ok()) {
       const GpuAllReduceArgs args{.send = sendbuff,
                                   .recv = recvbuff,
@@ -637,6 +639,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
     DeviceScope scope(device);
     auto scratch = std::make_unique<DeviceScratch>();
     absl::StatusOr<LinkModel> link = MeasureNcclLink(comm, rank, size, stream, *scratch);
+    if (link.ok() && rank == 0) Log(LogLevel::kInfo, absl::StrCat(name, ": ", DescribeLink(*link)));
     RuntimeConfig config = ToRuntimeConfig(g.config);
     config.default_algorithm = Algorithm::kRing;  // priced as Ring; runs NCCL's own AllReduce
     config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
