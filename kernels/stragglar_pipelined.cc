@@ -12,7 +12,9 @@
 // sends, which frees the owner's outgoing port in that round and σ's incoming port for a final
 // piece from anyone; at n = 4 this is what makes every port busy in every round.
 #include <algorithm>
+#include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,6 +56,7 @@ std::optional<PostArrivalSchedule> BuildPipelined(int n, int k, Variant variant)
   std::vector<int> holders, receivers;
   PostArrivalSchedule rounds;
   const int round_limit = 4 * num_pieces + 4 * n;
+  auto ring_distance = [n](int from, int to) { return ((to - from) % n + n) % n; };
   for (int t = 0; missing > 0; ++t) {
     if (t >= round_limit) return std::nullopt;
     std::vector<ScheduleMove>& moves = rounds.emplace_back();
@@ -76,7 +79,6 @@ std::optional<PostArrivalSchedule> BuildPipelined(int n, int k, Variant variant)
         if (!holds[r][piece] && !receive_busy[r]) receivers.push_back(r);
       }
       if (holders.empty() || receivers.empty()) continue;
-      auto ring_distance = [n](int from, int to) { return ((to - from) % n + n) % n; };
       if (variant.order == ReceiverOrder::kStragglerFirst) {
         // σ's outgoing port is the scarce one: let punctual holders send first.
         std::stable_sort(holders.begin(), holders.end(), [&](int a, int b) {
