@@ -142,7 +142,7 @@ class CommState {
   RuntimeCore core_;
   std::string name_;
   CommObservers observers_;
-  absl::flat_hash_set<const Plan*> described_plans_;  // logged on first use (rank 0, INFO)
+  absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
   std::chrono::steady_clock::time_point last_save_{};
 };
 
@@ -162,7 +162,8 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
   } else {
     absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
     absl::Status status = plan.status();
-    if (plan.ok() && described_plans_.insert(*plan).second && rank_ == 0) {
+    if (plan.ok() && rank_ == 0 && LogEnabled(LogLevel::kInfo) &&
+        described_plans_.insert(*plan).second) {
       Log(LogLevel::kInfo, absl::StrCat(name_, ": ", DescribePlan(**plan, bytes)));
     }
     if (plan.ok()) {
