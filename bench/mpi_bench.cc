@@ -321,7 +321,13 @@ class Bench {
                     MPI_COMM_WORLD);
     }
     *completion = Now();
-    if (config_.check) std::memcpy(results_[impl].data(), out, count * config_.dtype.size);
+    if (config_.check) {
+      // Only once every rank is done: a rank that finishes early would otherwise copy and fill
+      // 16 MiB while the others still run the collective, and on a node with fewer cores than
+      // ranks that costs the algorithm whose ranks finish at different times (StragglAR) most.
+      PMPI_Barrier(MPI_COMM_WORLD);
+      std::memcpy(results_[impl].data(), out, count * config_.dtype.size);
+    }
   }
 
   const Config& config_;

@@ -21,15 +21,23 @@ struct MpiAllReduceArgs {
   ReduceOp op = ReduceOp::kSum;
 };
 
+// How the executor cuts messages: it must be the same on every rank of a communicator.
+struct MpiExecutorOptions {
+  // A reduce transfer of more bytes travels as messages of at most this many (a multiple of 16),
+  // each added while it is still in cache and while the next one arrives. 0: one message.
+  int64_t reduce_segment_bytes = 0;
+};
+
 // Runs `plan` as `rank` of `comm`, which must have plan.num_ranks ranks and carry no other traffic
 // (messages are matched by round tags). Round semantics as the plan contract: each round a rank
 // posts its receive, sends the chunks as of the start of the round, and applies what it received
-// once both completed. Every chunk of a message is one MPI message of bytes (so each transfer
-// must stay below 2 GiB). InvalidArgument for a plan that does not fit `comm` or a peer that sent
-// a different amount ("mismatched counts across ranks"); when an MPI call fails, Internal naming
-// the call and MPI's message, with the MPI error code in `*mpi_error` (MPI_SUCCESS otherwise), so
-// the caller can return it unchanged.
+// (a segment at a time for segmented reduce transfers) once its own send of those chunks has
+// left. A transfer is one MPI message of bytes, or consecutive pieces of reduce_segment_bytes
+// (either way each transfer must stay below 2 GiB). InvalidArgument for a plan that does not fit
+// `comm` or a peer that sent a different amount ("mismatched counts across ranks"); when an MPI
+// call fails, Internal naming the call and MPI's message, with the MPI error code in `*mpi_error`
+// (MPI_SUCCESS otherwise), so the caller can return it unchanged.
 absl::Status ExecutePlanWithMpi(const Plan& plan, int rank, const MpiAllReduceArgs& args,
-                                MPI_Comm comm, int* mpi_error);
+                                const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error);
 
 }  // namespace stragglar

@@ -22,6 +22,7 @@ namespace {
 
 constexpr int64_t kMaxEpochCalls = 1000000;
 constexpr int kMaxForcedPieces = 16;  // the largest depth the model itself considers
+constexpr int64_t kMaxMpiSegmentBytes = int64_t{1} << 30;
 
 constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
     {"adapt", RuntimeMode::kAdapt},
@@ -202,6 +203,17 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     }
   }
 
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_MPI_SEGMENT")) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(*value);
+    if (bytes.ok() && *bytes % 16 == 0 && *bytes <= kMaxMpiSegmentBytes) {
+      config.mpi_segment_bytes = *bytes;
+    } else {
+      env.Invalid("STRAGGLAR_MPI_SEGMENT", *value,
+                  "0 or a multiple of 16 bytes up to 1GiB, e.g. 256KiB",
+                  FormatBytes(static_cast<double>(defaults.mpi_segment_bytes)));
+    }
+  }
+
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_STRAGGLER")) {
     int rank = 0;
     if (absl::SimpleAtoi(*value, &rank) && rank >= 0) {
@@ -248,6 +260,7 @@ bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecisi
 bool TraceFileIsJson(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }
 
 std::string DescribeConfig(const PreloadConfig& config) {
+  const PreloadConfig defaults;
   std::string text = absl::StrCat(
       "mode ", ModeName(config.mode), ", epoch ", config.epoch_calls, " calls, min ",
       FormatBytes(static_cast<double>(config.min_bytes)), ", debug ", LogLevelName(config.debug),
@@ -263,6 +276,12 @@ std::string DescribeConfig(const PreloadConfig& config) {
   }
   if (config.pieces > 0) absl::StrAppend(&text, ", stragglar pieces ", config.pieces);
   if (!config.prefer_cupti) absl::StrAppend(&text, ", profiler events");
+  if (config.mpi_segment_bytes != defaults.mpi_segment_bytes) {
+    absl::StrAppend(&text, ", mpi segment ",
+                    config.mpi_segment_bytes == 0
+                        ? std::string("off")
+                        : FormatBytes(static_cast<double>(config.mpi_segment_bytes)));
+  }
   if (!config.state_file.empty()) absl::StrAppend(&text, ", state ", config.state_file);
   if (!config.trace_file.empty()) {
     absl::StrAppend(&text, ", trace ", config.trace_file,

@@ -37,6 +37,10 @@ struct PreloadConfig {
   // STRAGGLAR_ALGORITHM). auto (0, default): the model's choice per message size
   // (Chooser::StragglarPieces); a number is capped so that (n-1)*pieces <= kMaxPipelinedPieces.
   int pieces = 0;
+  // STRAGGLAR_MPI_SEGMENT, MPI library only: reduce transfers travel in messages of at most this
+  // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
+  // while still in cache. It must be the same on every rank (mpirun -x passes it to all).
+  int64_t mpi_segment_bytes = 256 << 10;
 };
 
 // "auto", "native", "ring", "halving-doubling", "stragglar".

@@ -66,6 +66,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.straggler, expected.straggler);
   EXPECT_EQ(actual.prefer_cupti, expected.prefer_cupti);
   EXPECT_EQ(actual.pieces, expected.pieces);
+  EXPECT_EQ(actual.mpi_segment_bytes, expected.mpi_segment_bytes);
 }
 
 std::string HostName() {
@@ -93,6 +94,7 @@ void SetAllValid() {
       {"STRAGGLAR_STRAGGLER", "3"},
       {"STRAGGLAR_PROFILER", "Events"},
       {"STRAGGLAR_PIECES", "8"},
+      {"STRAGGLAR_MPI_SEGMENT", "64KiB"},
   };
 }
 
@@ -110,6 +112,7 @@ PreloadConfig AllValid() {
   config.straggler = 3;
   config.prefer_cupti = false;
   config.pieces = 8;
+  config.mpi_segment_bytes = 64 << 10;
   return config;
 }
 
@@ -137,13 +140,14 @@ TEST_F(EnvConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(config.summary_file, "");
   EXPECT_EQ(config.algorithm, PreloadConfig::Forced::kAuto);
   EXPECT_EQ(config.straggler, std::nullopt);
+  EXPECT_EQ(config.mpi_segment_bytes, 256 << 10);
 }
 
 TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
-  for (const char* name :
-       {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS", "STRAGGLAR_MIN_BYTES",
-        "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
-        "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER", "STRAGGLAR_PROFILER"}) {
+  for (const char* name : {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS",
+                           "STRAGGLAR_MIN_BYTES", "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE",
+                           "STRAGGLAR_SUMMARY_FILE", "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER",
+                           "STRAGGLAR_PROFILER", "STRAGGLAR_PIECES", "STRAGGLAR_MPI_SEGMENT"}) {
     FakeEnv()[name] = "";
   }
   std::vector<std::string> lines;
@@ -271,6 +275,17 @@ TEST_F(EnvConfigTest, PiecesAutoOrANumber) {
   EXPECT_THAT(lines, IsEmpty());
 }
 
+TEST_F(EnvConfigTest, MpiSegment) {
+  std::vector<std::string> lines;
+  FakeEnv()["STRAGGLAR_MPI_SEGMENT"] = "0";  // one message per transfer
+  EXPECT_EQ(Parse(&lines).mpi_segment_bytes, 0);
+  FakeEnv()["STRAGGLAR_MPI_SEGMENT"] = "48";
+  EXPECT_EQ(Parse(&lines).mpi_segment_bytes, 48);
+  FakeEnv()["STRAGGLAR_MPI_SEGMENT"] = "1GiB";
+  EXPECT_EQ(Parse(&lines).mpi_segment_bytes, int64_t{1} << 30);
+  EXPECT_THAT(lines, IsEmpty());
+}
+
 TEST_F(EnvConfigTest, PathsAreTakenVerbatim) {
   FakeEnv()["STRAGGLAR_STATE_FILE"] = "my state.json";
   FakeEnv()["STRAGGLAR_TRACE_FILE"] = "trace.csv";
@@ -309,6 +324,13 @@ std::vector<InvalidCase> InvalidCases() {
     return absl::StrCat("STRAGGLAR_PIECES=\"", value,
                         "\" is invalid (accepted: auto or an integer from 1 to 16); using auto");
   };
+  const auto segment = [](PreloadConfig& c) { c.mpi_segment_bytes = 256 << 10; };
+  const auto segment_line = [](absl::string_view value) {
+    return absl::StrCat(
+        "STRAGGLAR_MPI_SEGMENT=\"", value,
+        "\" is invalid (accepted: 0 or a multiple of 16 bytes up to 1GiB, e.g. 256KiB); using "
+        "256 KiB");
+  };
   const auto straggler_line = [](absl::string_view value) {
     return absl::StrCat("STRAGGLAR_STRAGGLER=\"", value,
                         "\" is invalid (accepted: a rank >= 0); using the last rank");
@@ -335,6 +357,10 @@ std::vector<InvalidCase> InvalidCases() {
       {"STRAGGLAR_PIECES", "0", pieces_line("0"), pieces},
       {"STRAGGLAR_PIECES", "17", pieces_line("17"), pieces},
       {"STRAGGLAR_PIECES", "many", pieces_line("many"), pieces},
+      {"STRAGGLAR_MPI_SEGMENT", "100", segment_line("100"), segment},  // not a multiple of 16
+      {"STRAGGLAR_MPI_SEGMENT", "2GiB", segment_line("2GiB"), segment},
+      {"STRAGGLAR_MPI_SEGMENT", "-16", segment_line("-16"), segment},
+      {"STRAGGLAR_MPI_SEGMENT", "big", segment_line("big"), segment},
   };
 }
 
@@ -412,7 +438,8 @@ TEST_F(EnvConfigTest, DescribeConfig) {
             "mode adapt, epoch 64 calls, min 256 KiB, debug WARN, algorithm auto");
   EXPECT_EQ(DescribeConfig(AllValid()),
             "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
-            "(straggler 3), stragglar pieces 8, profiler events, state /tmp/state.json, trace "
+            "(straggler 3), stragglar pieces 8, profiler events, mpi segment 64 KiB, state "
+            "/tmp/state.json, trace "
             "/tmp/trace.json "
             "(Perfetto JSON), summary /tmp/summary.json");
   PreloadConfig config;
@@ -423,6 +450,8 @@ TEST_F(EnvConfigTest, DescribeConfig) {
   config.algorithm = PreloadConfig::Forced::kRing;
   config.straggler = 2;
   EXPECT_THAT(DescribeConfig(config), HasSubstr("straggler 2 ignored"));
+  config.mpi_segment_bytes = 0;
+  EXPECT_THAT(DescribeConfig(config), HasSubstr("mpi segment off"));
 }
 
 TEST_F(EnvConfigTest, TraceFileIsJson) {

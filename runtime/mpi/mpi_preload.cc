@@ -127,7 +127,8 @@ class CommState {
   const std::shared_ptr<TraceRecorder>& recorder() const { return observers_.recorder(); }
 
   int AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                DataType type, ReduceOp reduce_op, const PreloadConfig& config);
+                DataType type, ReduceOp reduce_op, const PreloadConfig& config,
+                const MpiExecutorOptions& options);
   // Exchanges a partial epoch (at finalize), so its calls reach the trace and the summary.
   void Flush();
   void SaveLearned(bool force);
@@ -147,8 +148,8 @@ class CommState {
 };
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                         MPI_Op op, DataType type, ReduceOp reduce_op,
-                         const PreloadConfig& config) {
+                         MPI_Op op, DataType type, ReduceOp reduce_op, const PreloadConfig& config,
+                         const MpiExecutorOptions& options) {
   const double arrival = Now();
   const int64_t bytes = static_cast<int64_t>(count) * DataTypeSize(type);
   // The default algorithm is the MPI library's own Allreduce unless our Ring is forced.
@@ -172,7 +173,7 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                                   .count = count,
                                   .type = type,
                                   .op = reduce_op};
-      status = ExecutePlanWithMpi(**plan, rank_, args, own_, &code);
+      status = ExecutePlanWithMpi(**plan, rank_, args, options, own_, &code);
     }
     if (!status.ok()) {
       Log(LogLevel::kWarn,
@@ -233,6 +234,7 @@ struct Global {
   std::mutex mutex;
   bool active = false;  // MPI initialized through us, and not off
   PreloadConfig config;
+  MpiExecutorOptions executor_options;  // from config
   int world_rank = 0;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<MetricsServer> server;
@@ -266,6 +268,7 @@ void OnInit() {
     PMPI_Comm_rank(node, &local_rank);
     PMPI_Comm_free(&node);
   }
+  g.executor_options.reduce_segment_bytes = g.config.mpi_segment_bytes;
   MetricsSetup metrics = StartMetricsFromEnv(local_rank);
   g.registry = std::move(metrics.registry);
   g.server = std::move(metrics.server);
@@ -451,7 +454,8 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   }
   stragglar::CommState* state = stragglar::StateFor(g, comm);
   if (state == nullptr) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  return state->AllReduce(sendbuf, recvbuf, count, datatype, op, *type, *reduce_op, g.config);
+  return state->AllReduce(sendbuf, recvbuf, count, datatype, op, *type, *reduce_op, g.config,
+                          g.executor_options);
 }
 
 }  // extern "C"
