@@ -39,7 +39,7 @@ struct PreloadConfig {
   int pieces = 0;
   // STRAGGLAR_MPI_SEGMENT, MPI library only: reduce transfers travel in messages of at most this
   // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
-  // while still in cache. It must be the same on every rank (mpirun -x passes it to all).
+  // while still in cache. The MPI library uses rank 0's value on every rank.
   int64_t mpi_segment_bytes = 256 << 10;
 };
 

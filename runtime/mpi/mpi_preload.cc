@@ -111,13 +111,15 @@ LinkModel MeasureMpiLink(MPI_Comm comm, int rank, int size, bool one_host) {
 // One communicator stragglar handles.
 class CommState {
  public:
-  CommState(MPI_Comm user, MPI_Comm own, int rank, int size, RuntimeCore core, std::string name)
+  CommState(MPI_Comm user, MPI_Comm own, int rank, int size, RuntimeCore core, std::string name,
+            MpiExecutorOptions options)
       : user_(user),
         own_(own),
         rank_(rank),
         size_(size),
         core_(std::move(core)),
-        name_(std::move(name)) {}
+        name_(std::move(name)),
+        options_(options) {}
 
   MPI_Comm own() const { return own_; }
   const std::string& name() const { return name_; }
@@ -127,8 +129,7 @@ class CommState {
   const std::shared_ptr<TraceRecorder>& recorder() const { return observers_.recorder(); }
 
   int AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                DataType type, ReduceOp reduce_op, const PreloadConfig& config,
-                const MpiExecutorOptions& options);
+                DataType type, ReduceOp reduce_op, const PreloadConfig& config);
   // Exchanges a partial epoch (at finalize), so its calls reach the trace and the summary.
   void Flush();
   void SaveLearned(bool force);
@@ -143,13 +144,14 @@ class CommState {
   RuntimeCore core_;
   std::string name_;
   CommObservers observers_;
+  const MpiExecutorOptions options_;                  // the same on every rank (rank 0's)
   absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
   std::chrono::steady_clock::time_point last_save_{};
 };
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                         MPI_Op op, DataType type, ReduceOp reduce_op, const PreloadConfig& config,
-                         const MpiExecutorOptions& options) {
+                         MPI_Op op, DataType type, ReduceOp reduce_op,
+                         const PreloadConfig& config) {
   const double arrival = Now();
   const int64_t bytes = static_cast<int64_t>(count) * DataTypeSize(type);
   // The default algorithm is the MPI library's own Allreduce unless our Ring is forced.
@@ -173,7 +175,7 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                                   .count = count,
                                   .type = type,
                                   .op = reduce_op};
-      status = ExecutePlanWithMpi(**plan, rank_, args, options, own_, &code);
+      status = ExecutePlanWithMpi(**plan, rank_, args, options_, own_, &code);
     }
     if (!status.ok()) {
       Log(LogLevel::kWarn,
@@ -234,7 +236,6 @@ struct Global {
   std::mutex mutex;
   bool active = false;  // MPI initialized through us, and not off
   PreloadConfig config;
-  MpiExecutorOptions executor_options;  // from config
   int world_rank = 0;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<MetricsServer> server;
@@ -268,7 +269,6 @@ void OnInit() {
     PMPI_Comm_rank(node, &local_rank);
     PMPI_Comm_free(&node);
   }
-  g.executor_options.reduce_segment_bytes = g.config.mpi_segment_bytes;
   MetricsSetup metrics = StartMetricsFromEnv(local_rank);
   g.registry = std::move(metrics.registry);
   g.server = std::move(metrics.server);
@@ -287,6 +287,20 @@ std::string CommName(MPI_Comm comm) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return text.empty() ? "comm" : text;
+}
+
+// Sender and receiver must cut a message alike, so every rank takes rank 0's segment size; a rank
+// whose own setting differs says so (collective over `own`).
+MpiExecutorOptions AgreedExecutorOptions(const PreloadConfig& config, MPI_Comm own, int rank) {
+  int64_t segment_bytes = config.mpi_segment_bytes;
+  PMPI_Bcast(&segment_bytes, 1, MPI_INT64_T, 0, own);
+  if (segment_bytes != config.mpi_segment_bytes) {
+    LogOnce(LogLevel::kWarn, "mpi-segment-differs",
+            absl::StrCat("STRAGGLAR_MPI_SEGMENT differs across ranks: rank ", rank, " has ",
+                         config.mpi_segment_bytes, " bytes, rank 0 ", segment_bytes,
+                         "; every rank uses rank 0's"));
+  }
+  return {.reduce_segment_bytes = segment_bytes};
 }
 
 // The state of `comm`, created at its first handled call (collective: every rank is in the same
@@ -320,8 +334,8 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
       if (rank == 0) Log(LogLevel::kInfo, absl::StrCat(CommName(comm), ": ", DescribeLink(link)));
       absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, rank, size, link);
       if (core.ok()) {
-        state =
-            std::make_unique<CommState>(comm, own, rank, size, *std::move(core), CommName(comm));
+        state = std::make_unique<CommState>(comm, own, rank, size, *std::move(core), CommName(comm),
+                                            AgreedExecutorOptions(g.config, own, rank));
       } else {
         Log(LogLevel::kWarn, absl::StrCat("passing through: ", core.status().message()));
       }
@@ -454,8 +468,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   }
   stragglar::CommState* state = stragglar::StateFor(g, comm);
   if (state == nullptr) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  return state->AllReduce(sendbuf, recvbuf, count, datatype, op, *type, *reduce_op, g.config,
-                          g.executor_options);
+  return state->AllReduce(sendbuf, recvbuf, count, datatype, op, *type, *reduce_op, g.config);
 }
 
 }  // extern "C"
