@@ -31,7 +31,49 @@ cudaError_t CopyOnDevice(void* dst, const void* src, size_t bytes, cudaStream_t 
   return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
 }
 
+// The pre-arrival collectives sum for kAvg: the division comes once, at the end of the call.
+ncclRedOp_t PreArrivalOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd:
+      return ncclProd;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      break;
+  }
+  return ncclSum;
+}
+
 }  // namespace
+
+ncclDataType_t NcclDataType(DataType type) {
+  switch (type) {
+    case DataType::kInt8:
+      return ncclInt8;
+    case DataType::kUint8:
+      return ncclUint8;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kUint32:
+      return ncclUint32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUint64:
+      return ncclUint64;
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+    case DataType::kBfloat16:
+      return ncclBfloat16;
+  }
+  return ncclUint8;
+}
 
 const DeviceOps& CudaDeviceOps() {
   static constexpr DeviceOps kOps{
@@ -77,7 +119,7 @@ absl::StatusOr<NcclPlanExecutor> NcclPlanExecutor::Create(const Plan& plan, int 
   if (!rank_steps.ok()) return rank_steps.status();
   NcclPlanExecutor executor(plan, rank);
   for (const RankStep& rank_step : *rank_steps) {
-    Step step;
+    Step step{.round = rank_step.round};
     if (rank_step.send != nullptr) {
       step.send_peer = rank_step.send->dst;
       step.send_runs = RunsOf(rank_step.send->chunks);
@@ -100,12 +142,91 @@ absl::StatusOr<NcclPlanExecutor> NcclPlanExecutor::Create(const Plan& plan, int 
     }
     executor.steps_.push_back(std::move(step));
   }
+  executor.FindPreArrivalBlocks();
   return executor;
+}
+
+void NcclPlanExecutor::FindPreArrivalBlocks() {
+  const Plan& plan = *plan_;
+  const int blocks = plan.num_ranks - 1;
+  if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
+      plan.pre_arrival_rounds < 1 || plan.pre_arrival_rounds > plan.num_rounds() || blocks < 2 ||
+      plan.num_chunks % blocks != 0) {
+    return;
+  }
+  // A ReduceScatter's last round completes what it delivers: each receiver's block.
+  const int pieces = plan.num_chunks / blocks;
+  std::vector<int> owner(blocks, -1);
+  std::vector<int> block_of(plan.num_ranks, -1);
+  for (const Transfer& transfer : plan.rounds[plan.pre_arrival_rounds - 1].transfers) {
+    const ChunkList& chunks = transfer.chunks;
+    if (static_cast<int>(chunks.size()) != pieces || chunks[0] < 0 || chunks[0] % pieces != 0 ||
+        chunks[0] >= plan.num_chunks || transfer.dst < 0 || transfer.dst >= plan.num_ranks ||
+        transfer.dst == *plan.straggler) {
+      return;
+    }
+    for (int i = 1; i < pieces; ++i) {
+      if (chunks[i] != chunks[0] + i) return;
+    }
+    const int block = chunks[0] / pieces;
+    if (owner[block] != -1 || block_of[transfer.dst] != -1) return;
+    owner[block] = transfer.dst;
+    block_of[transfer.dst] = block;
+  }
+  if (std::find(owner.begin(), owner.end(), -1) != owner.end()) return;
+  pre_arrival_blocks_ = blocks;
+  pre_arrival_block_ = block_of[rank_];
+}
+
+ncclResult_t NcclPlanExecutor::RunNativePreArrival(const GpuAllReduceArgs& args,
+                                                   const NcclPointToPoint& groups,
+                                                   const NativePreArrival& native,
+                                                   const std::vector<int64_t>& offsets,
+                                                   cudaStream_t stream, std::string* error) const {
+  const int blocks = pre_arrival_blocks_;
+  const int pieces = plan_->num_chunks / blocks;
+  const int64_t element_size = DataTypeSize(args.type);
+  const ncclDataType_t type = NcclDataType(args.type);
+  const ncclRedOp_t op = PreArrivalOp(args.op);
+  const std::byte* input = static_cast<const std::byte*>(args.send);
+  std::byte* result = static_cast<std::byte*>(args.recv);
+  auto block_at = [&](int block) { return offsets[block * pieces]; };
+  if (args.count % blocks == 0) {
+    // Equal blocks: NCCL's ReduceScatter lays them out as the plan does (in place too, since
+    // this rank's index in ready_comm is its block).
+    const size_t per_block = args.count / blocks;
+    if (per_block == 0) return ncclSuccess;
+    const ncclResult_t code =
+        native.nccl.reduce_scatter(input, result + block_at(pre_arrival_block_), per_block, type,
+                                   op, native.ready_comm, stream);
+    if (code != ncclSuccess) *error = "ncclReduceScatter (pre-arrival) failed";
+    return code;
+  }
+  // Blocks differ by one element, which ReduceScatter cannot express: one Reduce per block, to
+  // its owner, grouped so that NCCL runs them together.
+  if (ncclResult_t code = groups.group_start(); code != ncclSuccess) {
+    *error = "ncclGroupStart (pre-arrival) failed";
+    return code;
+  }
+  ncclResult_t posted = ncclSuccess;
+  for (int block = 0; block < blocks && posted == ncclSuccess; ++block) {
+    const int64_t begin = block_at(block);
+    const int64_t bytes = block_at(block + 1) - begin;
+    if (bytes == 0) continue;
+    posted = native.nccl.reduce(input + begin, result + begin, bytes / element_size, type, op,
+                                block, native.ready_comm, stream);
+    if (posted != ncclSuccess) *error = absl::StrCat("ncclReduce (pre-arrival, block ", block, ")");
+  }
+  const ncclResult_t ended = groups.group_end();
+  if (posted != ncclSuccess) return posted;
+  if (ended != ncclSuccess) *error = "ncclGroupEnd (pre-arrival) failed";
+  return ended;
 }
 
 ncclResult_t NcclPlanExecutor::Run(const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
                                    const DeviceOps& device, ncclComm_t comm, cudaStream_t stream,
-                                   ScratchSpace& scratch, std::string* error) const {
+                                   ScratchSpace& scratch, std::string* error,
+                                   const NativePreArrival* native) const {
   const Plan& plan = *plan_;
   if (args.count < 0 || (args.count > 0 && (args.send == nullptr || args.recv == nullptr))) {
     *error = absl::StrCat("rank ", rank_, ": bad count ", args.count, " or null buffer");
@@ -154,10 +275,23 @@ ncclResult_t NcclPlanExecutor::Run(const GpuAllReduceArgs& args, const NcclPoint
     return true;
   };
 
+  // The pre-arrival phase as NCCL collectives: this rank's block complete, its other chunks as
+  // they were.
+  const bool native_pre_arrival = native != nullptr && SupportsNativePreArrival();
+  if (native_pre_arrival && pre_arrival_block_ >= 0) {
+    if (ncclResult_t code = RunNativePreArrival(args, nccl, *native, offsets, stream, error);
+        code != ncclSuccess) {
+      return code;
+    }
+    const int pieces = plan.num_chunks / pre_arrival_blocks_;
+    std::fill_n(written.begin() + pre_arrival_block_ * pieces, pieces, true);
+  }
+
   // Where each message of a round goes from and lands (reused across rounds).
   std::vector<const std::byte*> send_from;
   std::vector<std::byte*> receive_into;
   for (const Step& step : steps_) {
+    if (native_pre_arrival && step.round < plan.pre_arrival_rounds) continue;
     // Sends read the chunks as of the start of the round: earlier rounds' kernels and any
     // packing precede them on the stream.
     send_from.clear();

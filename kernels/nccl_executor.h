@@ -3,10 +3,11 @@
 // call returns before the GPU has run it, like NCCL's own AllReduce. The same plans and per-rank
 // steps as the host and MPI executors; only the transport differs.
 //
-// StragglAR's pre-arrival ReduceScatter runs as the plan's own send/recv rounds among the ready
-// ranks. (The alternative, NCCL's ReduceScatter on a cached sub-communicator without the
-// straggler, needs one communicator per straggler and a chunk layout matching NCCL's; it is not
-// built. docs/nccl.md says why and what a GPU measurement should compare.)
+// StragglAR's pre-arrival ReduceScatter among the ready ranks runs either as the plan's own
+// send/recv rounds or, given a communicator of the ready ranks (NativePreArrival), as one NCCL
+// collective on it: ncclReduceScatter when the blocks are equal, else one ncclReduce per block in a
+// group. Both leave each ready rank's block complete and its other chunks at its own input, which
+// is all the post-arrival rounds read. docs/nccl.md compares them.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,6 +34,25 @@ struct NcclPointToPoint {
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
 };
+
+// NCCL's ReduceScatter and Reduce (the pnccl* names), for StragglAR's pre-arrival phase.
+struct NcclCollectives {
+  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                 ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                         cudaStream_t) = nullptr;
+};
+
+// StragglAR's pre-arrival ReduceScatter as NCCL collectives on `ready_comm`: the ready ranks only,
+// each at the index of the block it owns (NcclPlanExecutor::PreArrivalBlock), e.g. from
+// ncclCommSplit with that index as the key and NCCL_SPLIT_NOCOLOR for the straggler.
+struct NativePreArrival {
+  NcclCollectives nccl;
+  ncclComm_t ready_comm = nullptr;  // nullptr on the straggler, which takes no part
+};
+
+// NCCL's name for each of our types.
+ncclDataType_t NcclDataType(DataType type);
 
 struct GpuAllReduceArgs {
   const void* send = nullptr;  // device memory, never modified; may equal `recv` (in place)
@@ -99,16 +119,28 @@ class NcclPlanExecutor {
   static absl::StatusOr<NcclPlanExecutor> Create(const Plan& plan, int rank);
 
   // Enqueues the AllReduce on `stream` (of the device `comm` uses). Returns NCCL's error from a
-  // send/recv/group call unchanged, ncclUnhandledCudaError for a CUDA failure and
-  // ncclInvalidArgument for bad arguments, with `*error` saying what failed.
+  // send/recv/group/collective call unchanged, ncclUnhandledCudaError for a CUDA failure and
+  // ncclInvalidArgument for bad arguments, with `*error` saying what failed. With `native` (and a
+  // plan for which SupportsNativePreArrival()), the pre-arrival rounds run as NCCL collectives;
+  // every rank of the call must pass it alike.
   ncclResult_t Run(const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
                    const DeviceOps& device, ncclComm_t comm, cudaStream_t stream,
-                   ScratchSpace& scratch, std::string* error) const;
+                   ScratchSpace& scratch, std::string* error,
+                   const NativePreArrival* native = nullptr) const;
 
   const Plan& plan() const { return *plan_; }
 
+  // True for StragglAR plans whose pre-arrival rounds end with every ready rank owning one block
+  // of equally many adjacent chunks (what the synthesizer's ring ReduceScatter leaves), on every
+  // rank of the plan alike.
+  bool SupportsNativePreArrival() const { return pre_arrival_blocks_ > 0; }
+  // The block this rank owns after the pre-arrival phase, in [0, ready ranks); -1 on the straggler
+  // or without SupportsNativePreArrival().
+  int PreArrivalBlock() const { return pre_arrival_block_; }
+
  private:
   struct Step {
+    int32_t round = 0;
     int32_t send_peer = -1;  // -1: this rank sends nothing this round
     int32_t receive_peer = -1;
     TransferOp receive_op = TransferOp::kCopy;
@@ -120,9 +152,19 @@ class NcclPlanExecutor {
   };
   NcclPlanExecutor(const Plan& plan, int rank) : plan_(&plan), rank_(rank) {}
 
+  // Sets pre_arrival_blocks_ and pre_arrival_block_ when the plan qualifies.
+  void FindPreArrivalBlocks();
+  // Enqueues the pre-arrival phase as collectives on native.ready_comm (grouped with `groups`).
+  ncclResult_t RunNativePreArrival(const GpuAllReduceArgs& args, const NcclPointToPoint& groups,
+                                   const NativePreArrival& native,
+                                   const std::vector<int64_t>& offsets, cudaStream_t stream,
+                                   std::string* error) const;
+
   const Plan* plan_;
   int rank_;
   std::vector<Step> steps_;
+  int pre_arrival_blocks_ = 0;  // the ready ranks; 0: the plan has no such phase
+  int pre_arrival_block_ = -1;
 };
 
 }  // namespace stragglar

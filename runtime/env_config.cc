@@ -191,6 +191,15 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     }
   }
 
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PRE_ARRIVAL")) {
+    if (absl::EqualsIgnoreCase(*value, "rounds") || absl::EqualsIgnoreCase(*value, "nccl")) {
+      config.nccl_pre_arrival = absl::EqualsIgnoreCase(*value, "nccl");
+    } else {
+      env.Invalid("STRAGGLAR_PRE_ARRIVAL", *value, "rounds, nccl",
+                  defaults.nccl_pre_arrival ? "nccl" : "rounds");
+    }
+  }
+
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PIECES")) {
     int pieces = 0;
     if (absl::EqualsIgnoreCase(*value, "auto")) {
@@ -276,6 +285,9 @@ std::string DescribeConfig(const PreloadConfig& config) {
   }
   if (config.pieces > 0) absl::StrAppend(&text, ", stragglar pieces ", config.pieces);
   if (!config.prefer_cupti) absl::StrAppend(&text, ", profiler events");
+  if (config.nccl_pre_arrival != defaults.nccl_pre_arrival) {
+    absl::StrAppend(&text, ", pre-arrival ", config.nccl_pre_arrival ? "nccl" : "rounds");
+  }
   if (config.mpi_segment_bytes != defaults.mpi_segment_bytes) {
     absl::StrAppend(&text, ", mpi segment ",
                     config.mpi_segment_bytes == 0

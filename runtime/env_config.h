@@ -41,6 +41,11 @@ struct PreloadConfig {
   // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
   // while still in cache. The MPI library uses rank 0's value on every rank.
   int64_t mpi_segment_bytes = 256 << 10;
+  // STRAGGLAR_PRE_ARRIVAL=rounds|nccl (case-insensitive), NCCL library only: StragglAR's
+  // pre-arrival ReduceScatter as the plan's send/recv rounds (rounds), or as NCCL's ReduceScatter
+  // on a communicator of the ready ranks split off once per straggler (nccl). The NCCL library
+  // uses rank 0's value on every rank.
+  bool nccl_pre_arrival = false;
 };
 
 // "auto", "native", "ring", "halving-doubling", "stragglar".

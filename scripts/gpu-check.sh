@@ -12,6 +12,11 @@
 #           AllReduce, without the preload, adaptive and forced; then the time ratios per size
 #   sweep   stragglar-bench -c 1 for every dtype x op at a few sizes (odd counts, fewer elements
 #           than ranks): NCCL alone (checks the checker), the preload adaptive, StragglAR forced
+#   prearrival  StragglAR forced (straggler 3), 4 ranks on one GPU: its pre-arrival phase as the
+#           plan's send/recv rounds against NCCL collectives on the ready ranks' communicator
+#           (STRAGGLAR_PRE_ARRIVAL=rounds|nccl), side by side: 3, 12, 48 MiB (equal blocks:
+#           ReduceScatter) and 16 MiB (uneven: Reduce per block), without and with rank 3
+#           spinning 2 ms; then -c 1 for every dtype x op with nccl at both kinds of size
 #   ddp     tests/gpu/ddp_check.py under torchrun, 2 ranks on one GPU: the final parameters'
 #           SHA-256 without and with the preload (adaptive, and StragglAR forced) must be identical
 # Each check has a header and its own log, failures do not stop the others, and a PASS/FAIL/SKIP
@@ -19,7 +24,8 @@
 # one log per check, the benchmarks' JSON, ratios.json, summary.json and gpu-<date>.md (a draft
 # for docs/results/).
 #
-# usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR] [--only reduce,timer,pass,bench,sweep,ddp]
+# usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
+#                            [--only reduce,timer,pass,bench,prearrival,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -40,7 +46,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,bench,sweep,ddp"
+only="reduce,timer,pass,bench,prearrival,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -80,8 +86,9 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | bench | sweep | ddp) ;;
-    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, bench, sweep, ddp)" >&2
+    reduce | timer | pass | bench | prearrival | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, bench, prearrival," \
+      "sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -388,6 +395,39 @@ if wanted bench; then
     echo
     echo "--- ratios with rank 3 spinning 2 ms before every AllReduce"
     ratios bench-f-late-native bench-f-late-adapt bench-f-late-forced
+    stop_mps
+  fi
+fi
+
+# --- 3b. StragglAR's pre-arrival phase: the plan's rounds against NCCL collectives -------------
+if wanted prearrival; then
+  header "3b. StragglAR's pre-arrival phase: send/recv rounds vs NCCL collectives, 4 ranks on one GPU"
+  if need prearrival "$bench" "$preload"; then
+    forced=(STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_STRAGGLER=3)
+    pre=(--ranks 4 --one_gpu -d float -o sum -c 1 -w 48 -n "$iters" --timeout_s $((limit - 10)))
+    equal=(-b 3M -e 48M -f 4)  # float counts divisible by the 3 ready ranks
+    uneven=(-b 16M -e 16M)
+    late=(--straggler 3 --delay_us 2000)
+    start_mps
+    for kind in rounds nccl; do
+      bench_run "pre-$kind" yes "${forced[@]}" "STRAGGLAR_PRE_ARRIVAL=$kind" -- "${pre[@]}" "${equal[@]}"
+      bench_run "pre-$kind-uneven" yes "${forced[@]}" "STRAGGLAR_PRE_ARRIVAL=$kind" -- \
+        "${pre[@]}" "${uneven[@]}"
+      bench_run "pre-$kind-late" yes "${forced[@]}" "STRAGGLAR_PRE_ARRIVAL=$kind" -- \
+        "${pre[@]}" "${equal[@]}" "${late[@]}"
+    done
+    # Every dtype x op through NCCL's collectives: 1.5 MiB (equal blocks for every type size),
+    # 1 MiB + 28 B (uneven).
+    pre_sweep=(--ranks 4 --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s $((limit - 10)))
+    bench_run pre-nccl-sweep-equal yes "${forced[@]}" STRAGGLAR_PRE_ARRIVAL=nccl -- \
+      "${pre_sweep[@]}" -b 1536K -e 1536K
+    bench_run pre-nccl-sweep-uneven yes "${forced[@]}" STRAGGLAR_PRE_ARRIVAL=nccl -- \
+      "${pre_sweep[@]}" -b 1048604 -e 1048604
+    echo
+    echo "--- ratios: pre-arrival as NCCL collectives against the plan's rounds (> 1: nccl faster)"
+    ratios pre-rounds pre-nccl
+    ratios pre-rounds-uneven pre-nccl-uneven
+    ratios pre-rounds-late pre-nccl-late
     stop_mps
   fi
 fi

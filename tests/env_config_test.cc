@@ -67,6 +67,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.prefer_cupti, expected.prefer_cupti);
   EXPECT_EQ(actual.pieces, expected.pieces);
   EXPECT_EQ(actual.mpi_segment_bytes, expected.mpi_segment_bytes);
+  EXPECT_EQ(actual.nccl_pre_arrival, expected.nccl_pre_arrival);
 }
 
 std::string HostName() {
@@ -95,6 +96,7 @@ void SetAllValid() {
       {"STRAGGLAR_PROFILER", "Events"},
       {"STRAGGLAR_PIECES", "8"},
       {"STRAGGLAR_MPI_SEGMENT", "64KiB"},
+      {"STRAGGLAR_PRE_ARRIVAL", "NCCL"},
   };
 }
 
@@ -113,6 +115,7 @@ PreloadConfig AllValid() {
   config.prefer_cupti = false;
   config.pieces = 8;
   config.mpi_segment_bytes = 64 << 10;
+  config.nccl_pre_arrival = true;
   return config;
 }
 
@@ -141,13 +144,15 @@ TEST_F(EnvConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(config.algorithm, PreloadConfig::Forced::kAuto);
   EXPECT_EQ(config.straggler, std::nullopt);
   EXPECT_EQ(config.mpi_segment_bytes, 256 << 10);
+  EXPECT_FALSE(config.nccl_pre_arrival);
 }
 
 TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
-  for (const char* name : {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS",
-                           "STRAGGLAR_MIN_BYTES", "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE",
-                           "STRAGGLAR_SUMMARY_FILE", "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER",
-                           "STRAGGLAR_PROFILER", "STRAGGLAR_PIECES", "STRAGGLAR_MPI_SEGMENT"}) {
+  for (const char* name :
+       {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS", "STRAGGLAR_MIN_BYTES",
+        "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
+        "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER", "STRAGGLAR_PROFILER", "STRAGGLAR_PIECES",
+        "STRAGGLAR_MPI_SEGMENT", "STRAGGLAR_PRE_ARRIVAL"}) {
     FakeEnv()[name] = "";
   }
   std::vector<std::string> lines;
@@ -286,6 +291,16 @@ TEST_F(EnvConfigTest, MpiSegment) {
   EXPECT_THAT(lines, IsEmpty());
 }
 
+TEST_F(EnvConfigTest, PreArrival) {
+  std::vector<std::string> lines;
+  for (const auto& [value, nccl] : std::vector<std::pair<std::string, bool>>{
+           {"rounds", false}, {"nccl", true}, {" Rounds ", false}}) {
+    FakeEnv()["STRAGGLAR_PRE_ARRIVAL"] = value;
+    EXPECT_EQ(Parse(&lines).nccl_pre_arrival, nccl) << value;
+  }
+  EXPECT_THAT(lines, IsEmpty());
+}
+
 TEST_F(EnvConfigTest, PathsAreTakenVerbatim) {
   FakeEnv()["STRAGGLAR_STATE_FILE"] = "my state.json";
   FakeEnv()["STRAGGLAR_TRACE_FILE"] = "trace.csv";
@@ -361,6 +376,9 @@ std::vector<InvalidCase> InvalidCases() {
       {"STRAGGLAR_MPI_SEGMENT", "2GiB", segment_line("2GiB"), segment},
       {"STRAGGLAR_MPI_SEGMENT", "-16", segment_line("-16"), segment},
       {"STRAGGLAR_MPI_SEGMENT", "big", segment_line("big"), segment},
+      {"STRAGGLAR_PRE_ARRIVAL", "subcomm",
+       "STRAGGLAR_PRE_ARRIVAL=\"subcomm\" is invalid (accepted: rounds, nccl); using rounds",
+       [](PreloadConfig& c) { c.nccl_pre_arrival = false; }},
   };
 }
 
@@ -436,12 +454,14 @@ TEST_F(EnvConfigTest, ToRuntimeConfigMapsFields) {
 TEST_F(EnvConfigTest, DescribeConfig) {
   EXPECT_EQ(DescribeConfig(PreloadConfig()),
             "mode adapt, epoch 64 calls, min 256 KiB, debug WARN, algorithm auto");
-  EXPECT_EQ(DescribeConfig(AllValid()),
-            "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
-            "(straggler 3), stragglar pieces 8, profiler events, mpi segment 64 KiB, state "
-            "/tmp/state.json, trace "
-            "/tmp/trace.json "
-            "(Perfetto JSON), summary /tmp/summary.json");
+  EXPECT_EQ(
+      DescribeConfig(AllValid()),
+      "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
+      "(straggler 3), stragglar pieces 8, profiler events, pre-arrival nccl, mpi segment 64 KiB, "
+      "state "
+      "/tmp/state.json, trace "
+      "/tmp/trace.json "
+      "(Perfetto JSON), summary /tmp/summary.json");
   PreloadConfig config;
   config.algorithm = PreloadConfig::Forced::kStragglar;
   config.trace_file = "t.csv";

@@ -5,12 +5,14 @@
 // the same code runs with NCCL and our CUDA kernels (scripts/gpu-check.sh).
 #include "kernels/nccl_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -32,12 +34,24 @@ using namespace exact_data;  // NOLINT: the test data helpers
 // A fake NCCL: ranks are threads; a send is copied when posted (NCCL reads the data during the
 // group, after everything enqueued before it), a receive is filled at ncclGroupEnd.
 
+// Every ready rank's send buffer at one collective, by its index in the ready communicator.
+struct Deposit {
+  std::vector<Bytes> inputs;
+  int arrived = 0;
+  int left = 0;
+};
+
 struct FakeWorld {
   std::mutex mutex;
   std::condition_variable arrived;
   std::map<std::pair<int, int>, std::deque<Bytes>> channels;  // (src, dst) -> messages
   ncclResult_t fail_sends_with = ncclSuccess;                 // injected failure
   int sends = 0;
+  // The communicator of the ready ranks (NativePreArrival).
+  int ready_ranks = 0;
+  std::map<int64_t, Deposit> deposits;  // by collective sequence number
+  int reduce_scatters = 0;
+  int reduces = 0;
 };
 
 FakeWorld* world = nullptr;
@@ -118,6 +132,100 @@ ncclResult_t FakeGroupEnd() {
 constexpr NcclPointToPoint kFakeNccl{
     .send = FakeSend, .recv = FakeRecv, .group_start = FakeGroupStart, .group_end = FakeGroupEnd};
 
+// NCCL's ReduceScatter and Reduce on the ready ranks' communicator: each ready rank deposits its
+// whole send buffer, waits for the others' and computes its own part, in index order. They run
+// when called (inside a group too): every ready rank calls the same collectives in the same order.
+const ncclComm_t kReadyComm = reinterpret_cast<ncclComm_t>(uintptr_t{0x5eed});
+thread_local int my_ready_index = -1;
+thread_local int64_t my_collectives = 0;
+
+std::vector<Bytes> Rendezvous(const void* data, size_t bytes) {
+  std::unique_lock<std::mutex> lock(world->mutex);
+  const int64_t sequence = my_collectives++;
+  Deposit& deposit = world->deposits[sequence];
+  deposit.inputs.resize(world->ready_ranks);
+  const std::byte* begin = static_cast<const std::byte*>(data);
+  deposit.inputs[my_ready_index].assign(begin, begin + bytes);
+  ++deposit.arrived;
+  world->arrived.notify_all();
+  if (!world->arrived.wait_for(lock, std::chrono::seconds(20),
+                               [&] { return deposit.arrived == world->ready_ranks; })) {
+    ADD_FAILURE() << "rank " << my_rank << " waited 20 s in collective " << sequence;
+    return {};
+  }
+  std::vector<Bytes> inputs = deposit.inputs;
+  if (++deposit.left == world->ready_ranks) world->deposits.erase(sequence);
+  return inputs;
+}
+
+DataType OurType(ncclDataType_t type) {
+  for (DataType ours : kAllDataTypes) {
+    if (NcclDataType(ours) == type) return ours;
+  }
+  ADD_FAILURE() << "NCCL type " << type;
+  return DataType::kUint8;
+}
+
+ReduceOp OurOp(ncclRedOp_t op) {
+  switch (op) {
+    case ncclProd:
+      return ReduceOp::kProd;
+    case ncclMax:
+      return ReduceOp::kMax;
+    case ncclMin:
+      return ReduceOp::kMin;
+    case ncclSum:
+      return ReduceOp::kSum;
+    default:  // ncclAvg would divide by the ready ranks, not all of them
+      ADD_FAILURE() << "NCCL op " << op;
+      return ReduceOp::kSum;
+  }
+}
+
+// `count` elements at element `first` of the inputs, reduced in index order into `out`.
+void ReduceInputs(const std::vector<Bytes>& inputs, int64_t first, int64_t count,
+                  ncclDataType_t nccl_type, ncclRedOp_t nccl_op, void* out) {
+  const DataType type = OurType(nccl_type);
+  const int64_t size = DataTypeSize(type);
+  Bytes sum(inputs[0].begin() + first * size, inputs[0].begin() + (first + count) * size);
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    ReduceInto(type, OurOp(nccl_op), sum.data(), inputs[i].data() + first * size, count);
+  }
+  if (!sum.empty()) std::memcpy(out, sum.data(), sum.size());
+}
+
+ncclResult_t FakeReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  if (comm != kReadyComm || my_ready_index < 0) return ncclInvalidUsage;
+  {
+    std::lock_guard<std::mutex> lock(world->mutex);
+    ++world->reduce_scatters;
+  }
+  const int64_t size = DataTypeSize(OurType(type));
+  const std::vector<Bytes> inputs = Rendezvous(send, count * world->ready_ranks * size);
+  if (inputs.empty()) return ncclSystemError;
+  ReduceInputs(inputs, my_ready_index * static_cast<int64_t>(count), count, type, op, recv);
+  return ncclSuccess;
+}
+
+ncclResult_t FakeReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+  if (comm != kReadyComm || my_ready_index < 0 || root < 0 || root >= world->ready_ranks) {
+    return ncclInvalidUsage;
+  }
+  {
+    std::lock_guard<std::mutex> lock(world->mutex);
+    ++world->reduces;
+  }
+  const std::vector<Bytes> inputs = Rendezvous(send, count * DataTypeSize(OurType(type)));
+  if (inputs.empty()) return ncclSystemError;
+  if (my_ready_index == root) ReduceInputs(inputs, 0, count, type, op, recv);
+  return ncclSuccess;
+}
+
+constexpr NcclCollectives kFakeCollectives{.reduce_scatter = FakeReduceScatter,
+                                           .reduce = FakeReduce};
+
 // The device operations, on the host: the CPU kernels the GPU ones are bit-identical to.
 cudaError_t HostCopy(void* dst, const void* src, size_t bytes, cudaStream_t) {
   std::memcpy(dst, src, bytes);
@@ -154,10 +262,20 @@ struct Outcome {
   std::vector<Bytes> sent;  // the send buffers after the call (out of place)
 };
 
+struct Counts {
+  int sends = 0;
+  int reduce_scatters = 0;
+  int reduces = 0;
+};
+
+// With `native_pre_arrival`, the ready ranks get the fake ready communicator at their block's
+// index (as the preload's ncclCommSplit gives it).
 Outcome RunOnFakeNccl(const Plan& plan, DataType type, ReduceOp op, int64_t count, bool in_place,
-                      const std::vector<Bytes>& inputs, const DeviceOps& device = kHostOps) {
+                      const std::vector<Bytes>& inputs, const DeviceOps& device = kHostOps,
+                      bool native_pre_arrival = false, Counts* counts = nullptr) {
   const int n = plan.num_ranks;
   FakeWorld fake;
+  fake.ready_ranks = n - 1;
   world = &fake;
   Outcome outcome{.results = std::vector<ncclResult_t>(n, ncclSuccess),
                   .errors = std::vector<std::string>(n)};
@@ -184,12 +302,21 @@ Outcome RunOnFakeNccl(const Plan& plan, DataType type, ReduceOp op, int64_t coun
           .count = count,
           .type = type,
           .op = op};
+      my_ready_index = executor->PreArrivalBlock();
+      my_collectives = 0;
+      const NativePreArrival native{.nccl = kFakeCollectives,
+                                    .ready_comm = my_ready_index >= 0 ? kReadyComm : nullptr};
       outcome.results[rank] =
-          executor->Run(args, kFakeNccl, device, nullptr, nullptr, scratch, &outcome.errors[rank]);
+          executor->Run(args, kFakeNccl, device, nullptr, nullptr, scratch, &outcome.errors[rank],
+                        native_pre_arrival ? &native : nullptr);
       EXPECT_EQ(group_depth, 0) << "rank " << rank << " left a group open";
     });
   }
   for (std::thread& thread : threads) thread.join();
+  if (counts != nullptr) {
+    *counts = {
+        .sends = fake.sends, .reduce_scatters = fake.reduce_scatters, .reduces = fake.reduces};
+  }
   world = nullptr;
   return outcome;
 }
@@ -200,6 +327,32 @@ Plan MakePlan(Algorithm algorithm, int n, int straggler) {
       algorithm == Algorithm::kStragglar ? std::optional<int>(straggler) : std::nullopt);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *std::move(plan) : Plan{};
+}
+
+// Every rank succeeded with `expected`, and (out of place) left its send buffer alone.
+::testing::AssertionResult ExactOnEveryRank(const Outcome& outcome, const Bytes& expected,
+                                            const std::vector<Bytes>& inputs, DataType type,
+                                            bool in_place) {
+  for (size_t rank = 0; rank < inputs.size(); ++rank) {
+    if (outcome.results[rank] != ncclSuccess) {
+      return ::testing::AssertionFailure() << "rank " << rank << ": " << outcome.errors[rank];
+    }
+    if (outcome.received[rank] != expected) {
+      int64_t first = 0;
+      const int size = DataTypeSize(type);
+      while (std::memcmp(outcome.received[rank].data() + first * size,
+                         expected.data() + first * size, size) == 0) {
+        ++first;
+      }
+      return ::testing::AssertionFailure() << "rank " << rank << ": element " << first << " is "
+                                           << ElementString(type, outcome.received[rank], first)
+                                           << ", expected " << ElementString(type, expected, first);
+    }
+    if (!in_place && outcome.sent[rank] != inputs[rank]) {
+      return ::testing::AssertionFailure() << "rank " << rank << ": the send buffer changed";
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // (algorithm, ranks, straggler)
@@ -226,28 +379,9 @@ TEST_P(NcclExecutorTest, EveryRankGetsTheExactResult) {
         }
         const Bytes expected = Reference(type, op, inputs, count);
         const Outcome outcome = RunOnFakeNccl(plan, type, op, count, in_place, inputs);
-        const std::string context =
-            absl::StrCat(DataTypeName(type), " ", ReduceOpName(op), " count ", count,
-                         in_place ? " in place" : " out of place");
-        for (int rank = 0; rank < n; ++rank) {
-          ASSERT_EQ(outcome.results[rank], ncclSuccess)
-              << context << " rank " << rank << ": " << outcome.errors[rank];
-          if (outcome.received[rank] != expected) {
-            int64_t first = 0;
-            const int size = DataTypeSize(type);
-            while (std::memcmp(outcome.received[rank].data() + first * size,
-                               expected.data() + first * size, size) == 0) {
-              ++first;
-            }
-            FAIL() << context << " rank " << rank << ": element " << first << " is "
-                   << ElementString(type, outcome.received[rank], first) << ", expected "
-                   << ElementString(type, expected, first);
-          }
-          if (!in_place) {
-            ASSERT_TRUE(outcome.sent[rank] == inputs[rank])
-                << context << " rank " << rank << ": the send buffer changed";
-          }
-        }
+        ASSERT_TRUE(ExactOnEveryRank(outcome, expected, inputs, type, in_place))
+            << DataTypeName(type) << " " << ReduceOpName(op) << " count " << count
+            << (in_place ? " in place" : " out of place");
       }
     }
   }
@@ -278,6 +412,120 @@ std::string PlanName(const ::testing::TestParamInfo<PlanParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithmsAndRanks, NcclExecutorTest, ::testing::ValuesIn(AllPlans()),
                          PlanName);
+
+// StragglAR's pre-arrival phase as NCCL collectives on the ready ranks' communicator: the same
+// exact result as the plan's rounds, for every straggler, pipelined plans too; ReduceScatter when
+// the blocks are equal, one Reduce per block otherwise, and no pre-arrival messages.
+// (ranks, straggler, pieces)
+using NativeParam = std::tuple<int, int, int>;
+
+class NativePreArrivalTest : public ::testing::TestWithParam<NativeParam> {};
+
+TEST_P(NativePreArrivalTest, SameExactResultAsTheRounds) {
+  const auto [n, straggler, pieces] = GetParam();
+  absl::StatusOr<Plan> plan = SynthesizeStragglar(n, straggler, pieces);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const int blocks = n - 1;
+  const std::vector<std::pair<DataType, ReduceOp>> cases = {
+      {DataType::kFloat32, ReduceOp::kSum},  {DataType::kInt32, ReduceOp::kAvg},
+      {DataType::kBfloat16, ReduceOp::kMax}, {DataType::kInt8, ReduceOp::kProd},
+      {DataType::kFloat16, ReduceOp::kMin},  {DataType::kUint64, ReduceOp::kSum}};
+  for (const auto& [type, op] : cases) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{blocks}, int64_t{293},
+                          int64_t{blocks * pieces * 37}, int64_t{blocks * 1000 + 1}}) {
+      for (bool in_place : {false, true}) {
+        std::vector<Bytes> inputs;
+        for (int rank = 0; rank < n; ++rank) {
+          inputs.push_back(MakeInput(type, op, rank, count, /*seed=*/count * 7 + n));
+        }
+        const Bytes expected = Reference(type, op, inputs, count);
+        const std::string context =
+            absl::StrCat(DataTypeName(type), " ", ReduceOpName(op), " count ", count,
+                         in_place ? " in place" : " out of place");
+        Counts rounds, native;
+        RunOnFakeNccl(*plan, type, op, count, in_place, inputs, kHostOps, false, &rounds);
+        const Outcome outcome =
+            RunOnFakeNccl(*plan, type, op, count, in_place, inputs, kHostOps, true, &native);
+        ASSERT_TRUE(ExactOnEveryRank(outcome, expected, inputs, type, in_place)) << context;
+        const bool equal_blocks = count % blocks == 0;
+        EXPECT_EQ(native.reduce_scatters, equal_blocks && count > 0 ? blocks : 0) << context;
+        // Every ready rank calls one Reduce per non-empty block.
+        int non_empty = 0;
+        for (int block = 0; block < blocks; ++block) {
+          non_empty += ChunkElements(count, blocks, block).size() > 0;
+        }
+        EXPECT_EQ(native.reduces, equal_blocks ? 0 : blocks * non_empty) << context;
+        if (count >= plan->num_chunks) {
+          EXPECT_LT(native.sends, rounds.sends) << context;
+        }
+      }
+    }
+  }
+}
+
+std::vector<NativeParam> NativePlans() {
+  std::vector<NativeParam> params;
+  for (int n : {3, 4, 5, 8}) {
+    for (int straggler : {0, n / 2, n - 1}) {
+      if (straggler == n / 2 && n / 2 == n - 1) continue;
+      for (int pieces : {1, 3}) params.emplace_back(n, straggler, pieces);
+    }
+  }
+  return params;
+}
+
+std::string NativeName(const ::testing::TestParamInfo<NativeParam>& info) {
+  const auto& [n, straggler, pieces] = info.param;
+  return absl::StrCat("n", n, "_straggler", straggler, "_pieces", pieces);
+}
+
+INSTANTIATE_TEST_SUITE_P(StragglersAndPieces, NativePreArrivalTest,
+                         ::testing::ValuesIn(NativePlans()), NativeName);
+
+// Each ready rank owns a different block (its index in the ready communicator); the straggler
+// none. Two ranks (no pre-arrival phase), Ring and Halving-Doubling have nothing to replace: a
+// NativePreArrival passed to them changes nothing.
+TEST(NativePreArrivalBlocksTest, OneBlockPerReadyRank) {
+  for (int n : {3, 4, 8}) {
+    for (int straggler = 0; straggler < n; ++straggler) {
+      const Plan plan = *SynthesizeStragglar(n, straggler, 2);
+      std::vector<int> blocks;
+      for (int rank = 0; rank < n; ++rank) {
+        const NcclPlanExecutor executor = *NcclPlanExecutor::Create(plan, rank);
+        EXPECT_TRUE(executor.SupportsNativePreArrival());
+        if (rank == straggler) {
+          EXPECT_EQ(executor.PreArrivalBlock(), -1);
+        } else {
+          blocks.push_back(executor.PreArrivalBlock());
+        }
+      }
+      std::sort(blocks.begin(), blocks.end());
+      std::vector<int> every(n - 1);
+      std::iota(every.begin(), every.end(), 0);
+      EXPECT_EQ(blocks, every) << n << " ranks, straggler " << straggler;
+      // The straggler's block goes to the rank that takes its place (n - 1).
+      if (straggler != n - 1) {
+        EXPECT_EQ(NcclPlanExecutor::Create(plan, n - 1)->PreArrivalBlock(), straggler);
+      }
+    }
+  }
+  std::vector<Bytes> inputs;
+  for (int rank = 0; rank < 4; ++rank) {
+    inputs.push_back(MakeInput(DataType::kInt32, ReduceOp::kSum, rank, 101, 5));
+  }
+  const Bytes expected = Reference(DataType::kInt32, ReduceOp::kSum, inputs, 101);
+  for (const Plan& plan :
+       {MakePlan(Algorithm::kRing, 4, 0), MakePlan(Algorithm::kHalvingDoubling, 4, 0)}) {
+    EXPECT_FALSE(NcclPlanExecutor::Create(plan, 0)->SupportsNativePreArrival());
+    Counts counts;
+    const Outcome outcome = RunOnFakeNccl(plan, DataType::kInt32, ReduceOp::kSum, 101, false,
+                                          inputs, kHostOps, true, &counts);
+    EXPECT_TRUE(ExactOnEveryRank(outcome, expected, inputs, DataType::kInt32, false));
+    EXPECT_EQ(counts.reduce_scatters + counts.reduces, 0);
+  }
+  const Plan two = MakePlan(Algorithm::kStragglar, 2, 1);
+  EXPECT_FALSE(NcclPlanExecutor::Create(two, 0)->SupportsNativePreArrival());
+}
 
 // NCCL's error from a send comes back unchanged, with the group closed.
 TEST(NcclExecutorErrorsTest, NcclErrorsReturnUnchanged) {

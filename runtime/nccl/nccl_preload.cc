@@ -91,6 +91,11 @@ struct NcclApi {
   decltype(&pncclCommCount) comm_count = STRAGGLAR_REAL(ncclCommCount);
   decltype(&pncclCommUserRank) comm_user_rank = STRAGGLAR_REAL(ncclCommUserRank);
   decltype(&pncclCommCuDevice) comm_cu_device = STRAGGLAR_REAL(ncclCommCuDevice);
+  // For STRAGGLAR_PRE_ARRIVAL=nccl: the ready ranks' communicators and their collectives.
+  decltype(&pncclCommSplit) comm_split = STRAGGLAR_REAL(ncclCommSplit);
+  decltype(&pncclCommDestroy) comm_destroy = STRAGGLAR_REAL(ncclCommDestroy);
+  NcclCollectives collectives{.reduce_scatter = STRAGGLAR_REAL(ncclReduceScatter),
+                              .reduce = STRAGGLAR_REAL(ncclReduce)};
   NcclPointToPoint point_to_point{.send = STRAGGLAR_REAL(ncclSend),
                                   .recv = STRAGGLAR_REAL(ncclRecv),
                                   .group_start = STRAGGLAR_REAL(ncclGroupStart),
@@ -112,31 +117,12 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// fp8 and anything newer: nullopt.
 std::optional<DataType> MapType(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-      return DataType::kInt8;
-    case ncclUint8:
-      return DataType::kUint8;
-    case ncclInt32:
-      return DataType::kInt32;
-    case ncclUint32:
-      return DataType::kUint32;
-    case ncclInt64:
-      return DataType::kInt64;
-    case ncclUint64:
-      return DataType::kUint64;
-    case ncclFloat16:
-      return DataType::kFloat16;
-    case ncclFloat32:
-      return DataType::kFloat32;
-    case ncclFloat64:
-      return DataType::kFloat64;
-    case ncclBfloat16:
-      return DataType::kBfloat16;
-    default:  // fp8 and anything newer
-      return std::nullopt;
+  for (DataType ours : kAllDataTypes) {
+    if (NcclDataType(ours) == type) return ours;
   }
+  return std::nullopt;
 }
 
 std::optional<ReduceOp> MapOp(ncclRedOp_t op) {
@@ -203,13 +189,15 @@ struct PendingCall {
 
 class CommState {
  public:
-  CommState(ncclComm_t comm, int rank, int size, int device, RuntimeCore core, std::string name)
+  CommState(ncclComm_t comm, int rank, int size, int device, RuntimeCore core, std::string name,
+            bool nccl_pre_arrival)
       : comm_(comm),
         rank_(rank),
         size_(size),
         device_(device),
         core_(std::move(core)),
-        name_(std::move(name)) {}
+        name_(std::move(name)),
+        nccl_pre_arrival_(nccl_pre_arrival) {}
   ~CommState();
 
   const std::string& name() const { return name_; }
@@ -229,6 +217,10 @@ class CommState {
   Failure GatherSealed(cudaStream_t stream, GpuCallTimer* timer);
   Failure EnsureExchangeBuffers();
   absl::StatusOr<const NcclPlanExecutor*> ExecutorFor(const CallDecision& decision, int64_t bytes);
+  // STRAGGLAR_PRE_ARRIVAL=nccl: the ready ranks' communicator for the executor's straggler, split
+  // off at its first use (a collective call: every rank, the straggler too, is in the same call).
+  // nullopt: the plan's rounds run the pre-arrival phase.
+  absl::StatusOr<std::optional<NativePreArrival>> PreArrivalFor(const NcclPlanExecutor& executor);
   void SaveLearned(bool force);
 
   ncclComm_t comm_;
@@ -240,10 +232,12 @@ class CommState {
   CommObservers observers_;
   DeviceScratch scratch_;
   absl::flat_hash_map<const Plan*, NcclPlanExecutor> executors_;
-  std::vector<PendingCall> current_;  // calls of the current epoch
-  std::vector<PendingCall> sealed_;   // calls of the sealed epoch, until gathered
-  bool gathered_ = false;             // the sealed epoch's AllGather has been enqueued
-  bool disabled_ = false;             // the exchange failed: NCCL's own from now on (on every rank)
+  bool nccl_pre_arrival_;
+  absl::flat_hash_map<int, ncclComm_t> ready_comms_;  // by straggler; nullptr on the straggler
+  std::vector<PendingCall> current_;                  // calls of the current epoch
+  std::vector<PendingCall> sealed_;                   // calls of the sealed epoch, until gathered
+  bool gathered_ = false;  // the sealed epoch's AllGather has been enqueued
+  bool disabled_ = false;  // the exchange failed: NCCL's own from now on (on every rank)
   // The exchange's buffers: device in/out and their pinned host copies, and the event that says
   // the host copy of the AllGather's result has landed.
   double* device_exchange_ = nullptr;  // [2 * epoch_calls] this rank's, then [.. * size] all
@@ -254,6 +248,9 @@ class CommState {
 
 CommState::~CommState() {
   DeviceScope scope(device_);
+  for (const auto& [straggler, ready_comm] : ready_comms_) {
+    if (ready_comm != nullptr) Api().comm_destroy(ready_comm);
+  }
   if (gathered_event_ != nullptr) cudaEventDestroy(gathered_event_);
   if (device_exchange_ != nullptr) cudaFree(device_exchange_);
   if (host_exchange_ != nullptr) cudaFreeHost(host_exchange_);
@@ -271,6 +268,36 @@ absl::StatusOr<const NcclPlanExecutor*> CommState::ExecutorFor(const CallDecisio
     if (rank_ == 0) Log(LogLevel::kInfo, absl::StrCat(name_, ": ", DescribePlan(**plan, bytes)));
   }
   return &it->second;
+}
+
+absl::StatusOr<std::optional<NativePreArrival>> CommState::PreArrivalFor(
+    const NcclPlanExecutor& executor) {
+  if (!nccl_pre_arrival_ || !executor.SupportsNativePreArrival()) return std::nullopt;
+  const NcclApi& api = Api();
+  if (api.comm_split == nullptr || api.collectives.reduce_scatter == nullptr ||
+      api.collectives.reduce == nullptr) {
+    return absl::InternalError("ncclCommSplit, ncclReduceScatter or ncclReduce not found");
+  }
+  const int straggler = *executor.plan().straggler;
+  auto it = ready_comms_.find(straggler);
+  if (it == ready_comms_.end()) {
+    // The key orders the ready ranks by the block each owns, which NCCL's layout then matches.
+    const int block = executor.PreArrivalBlock();
+    ncclComm_t ready_comm = nullptr;
+    if (ncclResult_t code = api.comm_split(comm_, block >= 0 ? 0 : NCCL_SPLIT_NOCOLOR,
+                                           std::max(block, 0), &ready_comm, nullptr);
+        code != ncclSuccess) {
+      return absl::InternalError(absl::StrCat("ncclCommSplit (ready ranks without straggler ",
+                                              straggler, ") failed: ", code));
+    }
+    it = ready_comms_.emplace(straggler, ready_comm).first;
+    if (rank_ == 0) {
+      Log(LogLevel::kInfo,
+          absl::StrCat(name_, ": StragglAR's pre-arrival phase as NCCL collectives on the ",
+                       size_ - 1, " ranks other than ", straggler));
+    }
+  }
+  return NativePreArrival{.nccl = api.collectives, .ready_comm = it->second};
 }
 
 Failure CommState::EnsureExchangeBuffers() {
@@ -426,17 +453,19 @@ ncclResult_t CommState::AllReduce(const void* sendbuff, void* recvbuff, size_t c
   } else {
     std::string error;
     absl::StatusOr<const NcclPlanExecutor*> executor = ExecutorFor(decision, bytes);
-    if (executor.ok()) {
+    absl::StatusOr<std::optional<NativePreArrival>> pre_arrival =
+        executor.ok() ? PreArrivalFor(**executor) : executor.status();
+    if (pre_arrival.ok()) {
       const GpuAllReduceArgs args{.send = sendbuff,
                                   .recv = recvbuff,
                                   .count = static_cast<int64_t>(count),
                                   .type = type,
                                   .op = reduce_op};
       result = (*executor)->Run(args, api.point_to_point, CudaDeviceOps(), comm_, stream, scratch_,
-                                &error);
+                                &error, pre_arrival->has_value() ? &**pre_arrival : nullptr);
     } else {
       result = ncclInternalError;
-      error = std::string(executor.status().message());
+      error = std::string(pre_arrival.status().message());
     }
     if (result != ncclSuccess) {
       Log(LogLevel::kWarn, absl::StrCat("ncclAllReduce on ", name_, " (",
@@ -529,6 +558,21 @@ absl::StatusOr<LinkModel> MeasureNcclLink(ncclComm_t comm, int rank, int size, c
   return LinkModel{.alpha_s = std::max(measured[0], 1e-7), .bandwidth_bytes_per_s = 1 / per_byte};
 }
 
+// `bytes` of host memory as rank 0 has them, on every rank (through device scratch).
+absl::Status BroadcastFromRankZero(void* host, size_t bytes, ncclComm_t comm, cudaStream_t stream,
+                                   DeviceScratch& scratch) {
+  cudaError_t code = cudaSuccess;
+  std::byte* device = scratch.Get(bytes, &code);
+  if (device == nullptr) return absl::InternalError(cudaGetErrorString(code));
+  if (cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream) != cudaSuccess ||
+      Api().broadcast(device, device, bytes, ncclUint8, 0, comm, stream) != ncclSuccess ||
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
+    return absl::InternalError("broadcast from rank 0 failed");
+  }
+  return absl::OkStatus();
+}
+
 // STRAGGLAR_STATE_FILE as rank 0 reads it, broadcast so that every rank starts from the same
 // state (and so decides the same). Empty when there is none; rank 0 logs why.
 absl::StatusOr<std::string> BroadcastStateText(const std::string& path, ncclComm_t comm, int rank,
@@ -543,25 +587,35 @@ absl::StatusOr<std::string> BroadcastStateText(const std::string& path, ncclComm
     }
   }
   int64_t length = static_cast<int64_t>(text.size());
-  cudaError_t code = cudaSuccess;
-  std::byte* device = scratch.Get(sizeof(length), &code);
-  if (device == nullptr) return absl::InternalError(cudaGetErrorString(code));
-  auto broadcast = [&](void* host, size_t bytes) -> absl::Status {
-    if (cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream) != cudaSuccess ||
-        Api().broadcast(device, device, bytes, ncclUint8, 0, comm, stream) != ncclSuccess ||
-        cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
-        cudaStreamSynchronize(stream) != cudaSuccess) {
-      return absl::InternalError("broadcasting the learned state failed");
-    }
-    return absl::OkStatus();
-  };
-  if (absl::Status status = broadcast(&length, sizeof(length)); !status.ok()) return status;
+  if (absl::Status status = BroadcastFromRankZero(&length, sizeof(length), comm, stream, scratch);
+      !status.ok()) {
+    return status;
+  }
   if (length == 0) return std::string();
   text.resize(length);
-  device = scratch.Get(length, &code);
-  if (device == nullptr) return absl::InternalError(cudaGetErrorString(code));
-  if (absl::Status status = broadcast(text.data(), length); !status.ok()) return status;
+  if (absl::Status status = BroadcastFromRankZero(text.data(), length, comm, stream, scratch);
+      !status.ok()) {
+    return status;
+  }
   return text;
+}
+
+// STRAGGLAR_PRE_ARRIVAL as rank 0 has it: the ranks must agree, or the ready ranks would wait
+// for each other in different calls. A rank whose own setting differs says so once.
+absl::StatusOr<bool> AgreedNcclPreArrival(bool mine, ncclComm_t comm, cudaStream_t stream,
+                                          DeviceScratch& scratch) {
+  int32_t agreed = mine ? 1 : 0;
+  if (absl::Status status = BroadcastFromRankZero(&agreed, sizeof(agreed), comm, stream, scratch);
+      !status.ok()) {
+    return status;
+  }
+  if ((agreed != 0) != mine) {
+    LogOnce(LogLevel::kWarn, "pre-arrival-differs",
+            absl::StrCat("STRAGGLAR_PRE_ARRIVAL is ", mine ? "nccl" : "rounds",
+                         " here but rank 0's is ", agreed != 0 ? "nccl" : "rounds",
+                         "; every rank uses rank 0's"));
+  }
+  return agreed != 0;
 }
 
 struct Global {
@@ -646,8 +700,12 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
     config.lag_source = LagSource::kDuration;  // clock-free: right across hosts too
     absl::StatusOr<RuntimeCore> core =
         link.ok() ? RuntimeCore::Create(config, rank, size, *link) : link.status();
-    if (core.ok()) {
-      state = std::make_unique<CommState>(comm, rank, size, device, *std::move(core), name);
+    absl::StatusOr<bool> nccl_pre_arrival =
+        core.ok() ? AgreedNcclPreArrival(g.config.nccl_pre_arrival, comm, stream, *scratch)
+                  : core.status();
+    if (nccl_pre_arrival.ok()) {
+      state = std::make_unique<CommState>(comm, rank, size, device, *std::move(core), name,
+                                          *nccl_pre_arrival);
       if (!config.state_file.empty()) {
         absl::StatusOr<std::string> text =
             BroadcastStateText(config.state_file, comm, rank, stream, *scratch);
@@ -662,7 +720,8 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
         }
       }
     } else {
-      Log(LogLevel::kWarn, absl::StrCat("passing communicator through: ", core.status().message()));
+      Log(LogLevel::kWarn,
+          absl::StrCat("passing communicator through: ", nccl_pre_arrival.status().message()));
     }
   }
   std::lock_guard<std::mutex> lock(g.mutex);
