@@ -35,13 +35,15 @@ check off STRAGGLAR_MODE=off
 check info STRAGGLAR_DEBUG=INFO
 grep -q "stragglar INFO libstragglar.so loaded: mode adapt" "$work/info.err" ||
   { echo "FAIL: no load line at INFO"; cat "$work/info.err"; exit 1; }
-check bad STRAGGLAR_MODE=fast STRAGGLAR_MIN_BYTES=lots
+check bad STRAGGLAR_MODE=fast STRAGGLAR_MIN_BYTES=lots STRAGGLAR_PRE_ARRIVAL=subcomm
 grep -q 'STRAGGLAR_MODE="fast" is invalid (accepted: adapt, observe, off); using adapt' \
   "$work/bad.err" || { echo "FAIL: no line for STRAGGLAR_MODE"; cat "$work/bad.err"; exit 1; }
 grep -q 'STRAGGLAR_MIN_BYTES="lots" is invalid' "$work/bad.err" ||
   { echo "FAIL: no line for STRAGGLAR_MIN_BYTES"; cat "$work/bad.err"; exit 1; }
+grep -q 'STRAGGLAR_PRE_ARRIVAL="subcomm" is invalid (accepted: rounds, nccl); using rounds' \
+  "$work/bad.err" || { echo "FAIL: no line for STRAGGLAR_PRE_ARRIVAL"; cat "$work/bad.err"; exit 1; }
 lines=$(grep -c "is invalid" "$work/bad.err")
-((lines == 2)) || { echo "FAIL: $lines invalid-setting lines, expected 2"; exit 1; }
+((lines == 3)) || { echo "FAIL: $lines invalid-setting lines, expected 3"; exit 1; }
 # The same checks from a module loaded with RTLD_LOCAL: NCCL is then private to the module, as
 # PyTorch's is under Python, and RTLD_NEXT cannot find it; the preload must find it all the same.
 loader=$build_dir/bin/nccl_local_load_check
