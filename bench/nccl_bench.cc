@@ -67,6 +67,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "bench/spin_kernel.h"
+#include "kernels/nccl_types.h"
 #include "kernels/reduce.h"
 #include "nlohmann/json.hpp"
 #include "runtime/units.h"
@@ -297,48 +298,6 @@ absl::string_view TypeName(DataType type) {
     default:
       return DataTypeName(type);
   }
-}
-
-ncclDataType_t NcclType(DataType type) {
-  switch (type) {
-    case DataType::kInt8:
-      return ncclInt8;
-    case DataType::kUint8:
-      return ncclUint8;
-    case DataType::kInt32:
-      return ncclInt32;
-    case DataType::kUint32:
-      return ncclUint32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kUint64:
-      return ncclUint64;
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kFloat32:
-      return ncclFloat32;
-    case DataType::kFloat64:
-      return ncclFloat64;
-    case DataType::kBfloat16:
-      return ncclBfloat16;
-  }
-  return ncclFloat32;
-}
-
-ncclRedOp_t NcclOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-  }
-  return ncclSum;
 }
 
 absl::StatusOr<std::vector<DataType>> ParseTypes(const std::string& text) {
@@ -826,9 +785,10 @@ class Rank {
     if (before != nullptr) {
       STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(before, stream_), "cudaEventRecord"));
     }
-    STRAGGLAR_RETURN_IF_ERROR(NcclStatus(
-        ncclAllReduce(send, recv, row.count, NcclType(row.type), NcclOp(row.op), comm_, stream_),
-        "ncclAllReduce", comm_));
+    STRAGGLAR_RETURN_IF_ERROR(
+        NcclStatus(ncclAllReduce(send, recv, row.count, NcclDataType(row.type), NcclRedOp(row.op),
+                                 comm_, stream_),
+                   "ncclAllReduce", comm_));
     if (after != nullptr) {
       STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(after, stream_), "cudaEventRecord"));
     }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda_reduce.h"
+#include "kernels/nccl_types.h"
 
 namespace stragglar {
 namespace {
@@ -32,48 +33,9 @@ cudaError_t CopyOnDevice(void* dst, const void* src, size_t bytes, cudaStream_t 
 }
 
 // The pre-arrival collectives sum for kAvg: the division comes once, at the end of the call.
-ncclRedOp_t PreArrivalOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      break;
-  }
-  return ncclSum;
-}
+ncclRedOp_t PreArrivalOp(ReduceOp op) { return op == ReduceOp::kAvg ? ncclSum : NcclRedOp(op); }
 
 }  // namespace
-
-ncclDataType_t NcclDataType(DataType type) {
-  switch (type) {
-    case DataType::kInt8:
-      return ncclInt8;
-    case DataType::kUint8:
-      return ncclUint8;
-    case DataType::kInt32:
-      return ncclInt32;
-    case DataType::kUint32:
-      return ncclUint32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kUint64:
-      return ncclUint64;
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kFloat32:
-      return ncclFloat32;
-    case DataType::kFloat64:
-      return ncclFloat64;
-    case DataType::kBfloat16:
-      return ncclBfloat16;
-  }
-  return ncclUint8;
-}
 
 const DeviceOps& CudaDeviceOps() {
   static constexpr DeviceOps kOps{

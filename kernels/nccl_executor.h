@@ -51,9 +51,6 @@ struct NativePreArrival {
   ncclComm_t ready_comm = nullptr;  // nullptr on the straggler, which takes no part
 };
 
-// NCCL's name for each of our types.
-ncclDataType_t NcclDataType(DataType type);
-
 struct GpuAllReduceArgs {
   const void* send = nullptr;  // device memory, never modified; may equal `recv` (in place)
   void* recv = nullptr;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/nccl_types.h"
 #include "kernels/synthesizers.h"
 #include "tests/exact_data.h"
 
@@ -166,20 +167,13 @@ DataType OurType(ncclDataType_t type) {
   return DataType::kUint8;
 }
 
+// ncclAvg would divide by the ready ranks, not all of them: the executor must never pass it.
 ReduceOp OurOp(ncclRedOp_t op) {
-  switch (op) {
-    case ncclProd:
-      return ReduceOp::kProd;
-    case ncclMax:
-      return ReduceOp::kMax;
-    case ncclMin:
-      return ReduceOp::kMin;
-    case ncclSum:
-      return ReduceOp::kSum;
-    default:  // ncclAvg would divide by the ready ranks, not all of them
-      ADD_FAILURE() << "NCCL op " << op;
-      return ReduceOp::kSum;
+  for (ReduceOp ours : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin}) {
+    if (NcclRedOp(ours) == op) return ours;
   }
+  ADD_FAILURE() << "NCCL op " << op;
+  return ReduceOp::kSum;
 }
 
 // `count` elements at element `first` of the inputs, reduced in index order into `out`.

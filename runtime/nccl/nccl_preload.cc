@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/nccl_executor.h"
+#include "kernels/nccl_types.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
@@ -125,21 +126,12 @@ std::optional<DataType> MapType(ncclDataType_t type) {
   return std::nullopt;
 }
 
+// PreMulSum handles (>= ncclNumOps): nullopt.
 std::optional<ReduceOp> MapOp(ncclRedOp_t op) {
-  switch (op) {
-    case ncclSum:
-      return ReduceOp::kSum;
-    case ncclProd:
-      return ReduceOp::kProd;
-    case ncclMax:
-      return ReduceOp::kMax;
-    case ncclMin:
-      return ReduceOp::kMin;
-    case ncclAvg:
-      return ReduceOp::kAvg;
-    default:  // PreMulSum handles (>= ncclNumOps)
-      return std::nullopt;
+  for (ReduceOp ours : kAllReduceOps) {
+    if (NcclRedOp(ours) == op) return ours;
   }
+  return std::nullopt;
 }
 
 // The node-local rank, for the metrics port: from the launcher (torchrun, OpenMPI, Slurm).
