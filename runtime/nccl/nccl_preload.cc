@@ -95,6 +95,7 @@ struct NcclApi {
   // For STRAGGLAR_PRE_ARRIVAL=nccl: the ready ranks' communicators and their collectives.
   decltype(&pncclCommSplit) comm_split = STRAGGLAR_REAL(ncclCommSplit);
   decltype(&pncclCommDestroy) comm_destroy = STRAGGLAR_REAL(ncclCommDestroy);
+  decltype(&pncclCommAbort) comm_abort = STRAGGLAR_REAL(ncclCommAbort);
   NcclCollectives collectives{.reduce_scatter = STRAGGLAR_REAL(ncclReduceScatter),
                               .reduce = STRAGGLAR_REAL(ncclReduce)};
   NcclPointToPoint point_to_point{.send = STRAGGLAR_REAL(ncclSend),
@@ -192,6 +193,10 @@ class CommState {
         nccl_pre_arrival_(nccl_pre_arrival) {}
   ~CommState();
 
+  // Frees the ready ranks' communicators: aborted when the user's communicator is (a peer may be
+  // gone, and destroying would wait for it), destroyed otherwise.
+  void ReleaseReadyComms(bool abort);
+
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
   int device() const { return device_; }
@@ -238,11 +243,21 @@ class CommState {
   std::chrono::steady_clock::time_point last_save_{};
 };
 
+void CommState::ReleaseReadyComms(bool abort) {
+  for (const auto& [straggler, ready_comm] : ready_comms_) {
+    if (ready_comm == nullptr) continue;
+    if (abort && Api().comm_abort != nullptr) {
+      Api().comm_abort(ready_comm);
+    } else if (Api().comm_destroy != nullptr) {
+      Api().comm_destroy(ready_comm);
+    }
+  }
+  ready_comms_.clear();
+}
+
 CommState::~CommState() {
   DeviceScope scope(device_);
-  for (const auto& [straggler, ready_comm] : ready_comms_) {
-    if (ready_comm != nullptr) Api().comm_destroy(ready_comm);
-  }
+  ReleaseReadyComms(/*abort=*/false);
   if (gathered_event_ != nullptr) cudaEventDestroy(gathered_event_);
   if (device_exchange_ != nullptr) cudaFree(device_exchange_);
   if (host_exchange_ != nullptr) cudaFreeHost(host_exchange_);
@@ -744,9 +759,9 @@ void WriteOutputsAtExit() {
   }
 }
 
-// The communicator is going away: save, write its outputs, forget it. Its device memory is freed
-// here, before NCCL frees the communicator's.
-void Forget(ncclComm_t comm) {
+// The communicator is going away (`aborting`: aborted or revoked): save, write its outputs, forget
+// it. Its device memory and the communicators split off it are freed here, before NCCL frees it.
+void Forget(ncclComm_t comm, bool aborting) {
   Global& g = G();
   std::unique_ptr<CommState> state;
   {
@@ -758,6 +773,10 @@ void Forget(ncclComm_t comm) {
     g.comms.erase(it);
   }
   if (state == nullptr) return;
+  {
+    DeviceScope scope(state->device());
+    state->ReleaseReadyComms(aborting);
+  }
   SaveLearnedState(state->core(), kBackend);
   WriteOutputs(g, *state);
 }
@@ -839,28 +858,28 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude_ranks, int exclude_cou
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   static auto* real = STRAGGLAR_REAL(ncclCommFinalize);
   if (real == nullptr) return ncclInternalError;
-  stragglar::Forget(comm);
+  stragglar::Forget(comm, /*aborting=*/false);
   return real(comm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   static auto* real = STRAGGLAR_REAL(ncclCommDestroy);
   if (real == nullptr) return ncclInternalError;
-  stragglar::Forget(comm);
+  stragglar::Forget(comm, /*aborting=*/false);
   return real(comm);
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   static auto* real = STRAGGLAR_REAL(ncclCommAbort);
   if (real == nullptr) return ncclInternalError;
-  stragglar::Forget(comm);
+  stragglar::Forget(comm, /*aborting=*/true);
   return real(comm);
 }
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revoke_flags) {
   static auto* real = STRAGGLAR_REAL(ncclCommRevoke);
   if (real == nullptr) return ncclInternalError;
-  stragglar::Forget(comm);
+  stragglar::Forget(comm, /*aborting=*/true);
   return real(comm, revoke_flags);
 }
 
