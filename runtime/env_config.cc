@@ -69,6 +69,19 @@ class EnvReader {
     return value;
   }
 
+  // A variable with two values, e.g. STRAGGLAR_PROFILER=cupti|events (case-insensitive): true
+  // for `first`, false for `second`, nullopt when unset or invalid (after the invalid line,
+  // which names the default).
+  std::optional<bool> IsFirstOfTwo(const char* name, absl::string_view first,
+                                   absl::string_view second, bool default_is_first) const {
+    std::optional<std::string> value = Stripped(name);
+    if (!value.has_value()) return std::nullopt;
+    if (absl::EqualsIgnoreCase(*value, first)) return true;
+    if (absl::EqualsIgnoreCase(*value, second)) return false;
+    Invalid(name, *value, absl::StrCat(first, ", ", second), default_is_first ? first : second);
+    return std::nullopt;
+  }
+
   void Invalid(const char* name, absl::string_view value, absl::string_view accepted,
                absl::string_view fallback) const {
     const std::string line =
@@ -182,22 +195,13 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     }
   }
 
-  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PROFILER")) {
-    if (absl::EqualsIgnoreCase(*value, "cupti") || absl::EqualsIgnoreCase(*value, "events")) {
-      config.prefer_cupti = absl::EqualsIgnoreCase(*value, "cupti");
-    } else {
-      env.Invalid("STRAGGLAR_PROFILER", *value, "cupti, events",
-                  defaults.prefer_cupti ? "cupti" : "events");
-    }
+  if (std::optional<bool> cupti =
+          env.IsFirstOfTwo("STRAGGLAR_PROFILER", "cupti", "events", defaults.prefer_cupti)) {
+    config.prefer_cupti = *cupti;
   }
-
-  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PRE_ARRIVAL")) {
-    if (absl::EqualsIgnoreCase(*value, "rounds") || absl::EqualsIgnoreCase(*value, "nccl")) {
-      config.nccl_pre_arrival = absl::EqualsIgnoreCase(*value, "nccl");
-    } else {
-      env.Invalid("STRAGGLAR_PRE_ARRIVAL", *value, "rounds, nccl",
-                  defaults.nccl_pre_arrival ? "nccl" : "rounds");
-    }
+  if (std::optional<bool> rounds =
+          env.IsFirstOfTwo("STRAGGLAR_PRE_ARRIVAL", "rounds", "nccl", !defaults.nccl_pre_arrival)) {
+    config.nccl_pre_arrival = !*rounds;
   }
 
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PIECES")) {
