@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "policy/statistics.h"
 
 namespace stragglar {
@@ -20,19 +21,26 @@ int Calibration::Bucket(int64_t bytes) {
   return bucket;
 }
 
-void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s) {
+namespace {
+
+constexpr absl::string_view kHiddenSuffix = "/phase-hidden";
+
+}  // namespace
+
+void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s,
+                      CalibrationRegime regime) {
   if (!(predicted_s > 0) || !(measured_s > 0) || !std::isfinite(predicted_s) ||
       !std::isfinite(measured_s)) {
     return;
   }
-  std::deque<double>& ratios = ratios_[{algorithm, Bucket(bytes)}];
+  std::deque<double>& ratios = ratios_[{algorithm, Bucket(bytes), regime}];
   ratios.push_back(measured_s / predicted_s);
   if (static_cast<int>(ratios.size()) > kSamplesKept) ratios.pop_front();
 }
 
-double Calibration::Factor(Algorithm algorithm, int64_t bytes) const {
+double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {
   const int bucket = Bucket(bytes);
-  auto it = ratios_.find({algorithm, bucket});
+  auto it = ratios_.find({algorithm, bucket, regime});
   if (it != ratios_.end() && static_cast<int>(it->second.size()) >= kOwnSamples) {
     return Median(std::vector<double>(it->second.begin(), it->second.end()));
   }
@@ -41,37 +49,43 @@ double Calibration::Factor(Algorithm algorithm, int64_t bytes) const {
   // is compared at the same scale as the measured ones rather than in the raw model's units.
   std::vector<double> pooled;
   for (const auto& [key, ratios] : ratios_) {
-    if (key.second == bucket) pooled.insert(pooled.end(), ratios.begin(), ratios.end());
+    if (std::get<int>(key) == bucket) pooled.insert(pooled.end(), ratios.begin(), ratios.end());
   }
   return pooled.empty() ? 1 : Median(std::move(pooled));
 }
 
-int Calibration::Samples(Algorithm algorithm, int64_t bytes) const {
-  auto it = ratios_.find({algorithm, Bucket(bytes)});
+int Calibration::Samples(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {
+  auto it = ratios_.find({algorithm, Bucket(bytes), regime});
   return it == ratios_.end() ? 0 : static_cast<int>(it->second.size());
 }
 
 nlohmann::json Calibration::ToJson() const {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [key, ratios] : ratios_) {
+    const auto& [algorithm, bucket, regime] = key;
     const std::vector<double> values(ratios.begin(), ratios.end());
     const double factor = Median(values);
     std::vector<double> deviations;
     for (double value : values) deviations.push_back(std::abs(value - factor));
-    json[std::string(AlgorithmName(key.first))][std::to_string(key.second)] = {
-        {"factor", factor},
-        {"error", factor > 0 ? Median(deviations) / factor : 0.0},
-        {"samples", values.size()},
-        {"ratios", values}};
+    const std::string name = absl::StrCat(
+        AlgorithmName(algorithm), regime == CalibrationRegime::kPhaseHidden ? kHiddenSuffix : "");
+    json[name][std::to_string(bucket)] = {{"factor", factor},
+                                          {"error", factor > 0 ? Median(deviations) / factor : 0.0},
+                                          {"samples", values.size()},
+                                          {"ratios", values}};
   }
   return json;
 }
 
 absl::Status Calibration::FromJson(const nlohmann::json& json) {
   if (!json.is_object()) return absl::InvalidArgumentError("calibration: expected an object");
-  std::map<std::pair<Algorithm, int>, std::deque<double>> parsed;
+  std::map<Key, std::deque<double>> parsed;
   for (const auto& [name, buckets] : json.items()) {
-    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
+    absl::string_view algorithm_name = name;
+    const CalibrationRegime regime = absl::ConsumeSuffix(&algorithm_name, kHiddenSuffix)
+                                         ? CalibrationRegime::kPhaseHidden
+                                         : CalibrationRegime::kPhaseExposed;
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(algorithm_name);
     if (!algorithm.ok()) return algorithm.status();
     if (!buckets.is_object()) {
       return absl::InvalidArgumentError(
@@ -87,7 +101,7 @@ absl::Status Calibration::FromJson(const nlohmann::json& json) {
         return absl::InvalidArgumentError(
             absl::StrCat("calibration: ", name, "/", bucket, ": missing \"ratios\""));
       }
-      std::deque<double>& ratios = parsed[{*algorithm, bucket}];
+      std::deque<double>& ratios = parsed[{*algorithm, bucket, regime}];
       for (const nlohmann::json& ratio : entry["ratios"]) {
         if (!ratio.is_number() || !(ratio.get<double>() > 0) ||
             !std::isfinite(ratio.get<double>())) {

@@ -1,6 +1,6 @@
-// Online calibration of the cost model: for each algorithm and message-size bucket (powers of
-// two), the ratio of the measured time after the last arrival to the model's prediction for the
-// same call, over the last samples. The median ratio corrects the model's prediction (robust to
+// Online calibration of the cost model: for each algorithm, message-size bucket (powers of two)
+// and regime, the ratio of the measured time after the last arrival to the model's prediction for
+// the same call, over the last samples. The median ratio corrects the model's prediction (robust to
 // outliers: a stalled call moves it little); its spread is the model's prediction error. Fed only
 // from data every rank shares (the epoch exchange), so every rank holds the same calibration.
 #pragma once
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <utility>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,11 +17,22 @@
 
 namespace stragglar {
 
+// Which part of a plan a call's measured time covers. StragglAR's pre-arrival phase is hidden when
+// its straggler comes last, later than every other rank by at least the model's time for that
+// phase: the time after the last arrival is then its post-arrival rounds alone. Otherwise the
+// phase is on the critical path, and its model error can differ from the rounds' (with fewer
+// cores than ranks, all ranks contend for them). With one factor for both, StragglAR's calls with
+// nobody late priced it for a persistent straggler, and kept it from being chosen for one (MPI
+// preload, docs/mpi.md). Plans without a pre-arrival phase have only kPhaseExposed.
+enum class CalibrationRegime { kPhaseExposed, kPhaseHidden };
+
 class Calibration {
  public:
-  // Ratios kept per (algorithm, bucket); older ones are forgotten so the model follows drift.
+  // Ratios kept per (algorithm, bucket, regime); older ones are forgotten so the model follows
+  // drift.
   static constexpr int kSamplesKept = 32;
-  // Below this many of its own samples an algorithm uses the ratio pooled over all algorithms.
+  // Below this many of its own samples (in its regime) an algorithm uses the ratio pooled over all
+  // algorithms and regimes on its size.
   static constexpr int kOwnSamples = 4;
 
   // The bucket of a message: floor(log2(bytes)), 0 for bytes <= 1.
@@ -29,22 +40,27 @@ class Calibration {
 
   // One call of `algorithm` on `bytes`: the model predicted `predicted_s` after the last arrival,
   // the ranks measured `measured_s`. Ignores non-positive or non-finite values.
-  void Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s);
+  void Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s,
+           CalibrationRegime regime = CalibrationRegime::kPhaseExposed);
   // The correction to multiply the model's time after the last arrival by: the median of the
-  // algorithm's own ratios on this size, the median pooled over all algorithms on this size while
-  // it has fewer than kOwnSamples, or 1 with no samples at all.
-  double Factor(Algorithm algorithm, int64_t bytes) const;
-  int Samples(Algorithm algorithm, int64_t bytes) const;
+  // algorithm's own ratios on this size in this regime, the median pooled over all algorithms and
+  // regimes on this size while it has fewer than kOwnSamples, or 1 with no samples at all.
+  double Factor(Algorithm algorithm, int64_t bytes,
+                CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
+  int Samples(Algorithm algorithm, int64_t bytes,
+              CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
 
-  // {"<algorithm>": {"<bucket>": {"factor", "error", "samples"}}}: error is the median absolute
-  // deviation of the ratios relative to their median (the model's relative prediction error).
+  // {"<algorithm>": {"<bucket>": {"factor", "error", "samples", "ratios"}}}: error is the median
+  // absolute deviation of the ratios relative to their median (the model's relative prediction
+  // error). kPhaseHidden's entries are under "<algorithm>/phase-hidden".
   nlohmann::json ToJson() const;
   // Reads what ToJson wrote (the state file); InvalidArgument on any malformed entry, without
   // changing this object.
   absl::Status FromJson(const nlohmann::json& json);
 
  private:
-  std::map<std::pair<Algorithm, int>, std::deque<double>> ratios_;
+  using Key = std::tuple<Algorithm, int, CalibrationRegime>;  // (algorithm, bucket, regime)
+  std::map<Key, std::deque<double>> ratios_;
 };
 
 }  // namespace stragglar

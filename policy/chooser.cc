@@ -71,6 +71,29 @@ absl::StatusOr<int> Chooser::StragglarPieces(double bytes, const LinkModel& link
   return best_pieces;
 }
 
+absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double bytes,
+                                                    const LinkModel& link,
+                                                    absl::Span<const double> arrival_s) {
+  if (!plan.straggler.has_value() || plan.pre_arrival_rounds == 0 ||
+      arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
+    return CalibrationRegime::kPhaseExposed;
+  }
+  const int straggler = *plan.straggler;
+  double latest_other_s = -std::numeric_limits<double>::infinity();
+  for (int r = 0; r < plan.num_ranks; ++r) {
+    if (r != straggler) latest_other_s = std::max(latest_other_s, arrival_s[r]);
+  }
+  const double gap_s = arrival_s[straggler] - latest_other_s;
+  if (!(gap_s > 0)) return CalibrationRegime::kPhaseExposed;
+  Plan phase = plan;
+  phase.rounds.resize(plan.pre_arrival_rounds);
+  absl::StatusOr<SimulationResult> simulated =
+      SimulatePlan(phase, bytes, link, std::vector<double>(arrival_s.size(), 0.0));
+  if (!simulated.ok()) return simulated.status();
+  return gap_s >= simulated->completion_s ? CalibrationRegime::kPhaseHidden
+                                          : CalibrationRegime::kPhaseExposed;
+}
+
 absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> predicted_arrival_s,
                                        std::optional<int> straggler, const LinkModel& link,
                                        const Calibration* calibration) {
@@ -84,12 +107,11 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
     if (straggler.has_value() && latest != *straggler) stragglers.push_back(latest);
   }
   const int64_t size = static_cast<int64_t>(bytes);
-  auto samples = [&](Algorithm algorithm) {
-    return calibration == nullptr ? 0 : calibration->Samples(algorithm, size);
-  };
   std::optional<Choice> default_choice;  // the first candidate that applies
   double default_after_last_arrival_s = 0;
+  int default_samples = 0;
   std::optional<Choice> best;
+  int best_samples = 0;  // the calibration's samples of best's algorithm in its regime
   for (Algorithm algorithm : candidates_) {
     const bool is_stragglar = algorithm == Algorithm::kStragglar;
     const std::vector<std::optional<int>> variants =
@@ -101,7 +123,12 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
       absl::StatusOr<SimulationResult> result =
           SimulatePlan(**plan, bytes, link, predicted_arrival_s);
       if (!result.ok()) return result.status();
-      const double factor = calibration == nullptr ? 1 : calibration->Factor(algorithm, size);
+      absl::StatusOr<CalibrationRegime> regime = RegimeOf(**plan, bytes, link, predicted_arrival_s);
+      if (!regime.ok()) return regime.status();
+      const double factor =
+          calibration == nullptr ? 1 : calibration->Factor(algorithm, size, *regime);
+      const int samples =
+          calibration == nullptr ? 0 : calibration->Samples(algorithm, size, *regime);
       const double after_s = result->after_last_arrival_s * factor;
       const Choice choice{
           .algorithm = algorithm,
@@ -110,8 +137,12 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
       if (!default_choice.has_value()) {
         default_choice = choice;
         default_after_last_arrival_s = after_s;
+        default_samples = samples;
       }
-      if (!best.has_value() || choice.predicted_s < best->predicted_s) best = choice;
+      if (!best.has_value() || choice.predicted_s < best->predicted_s) {
+        best = choice;
+        best_samples = samples;
+      }
     }
   }
   if (!default_choice.has_value()) {
@@ -119,8 +150,8 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
   }
   // Leave the default only for a predicted gain larger than the model's error, which scales with
   // the collective's own time (after the last arrival), not with the wait for the straggler.
-  const bool calibrated = samples(default_choice->algorithm) >= Calibration::kOwnSamples &&
-                          samples(best->algorithm) >= Calibration::kOwnSamples;
+  const bool calibrated =
+      default_samples >= Calibration::kOwnSamples && best_samples >= Calibration::kOwnSamples;
   const double min_gain = calibrated ? calibrated_min_gain_ : min_gain_;
   if (default_choice->predicted_s - best->predicted_s <= min_gain * default_after_last_arrival_s) {
     best = default_choice;

@@ -7,7 +7,8 @@
 // calibration has measured both the default and the candidate on this message size, the model's
 // error is known to be small and the bar drops to `calibrated_min_gain`. Among the others, ties
 // keep the earlier. StragglAR is tried around the named straggler and around the rank predicted
-// to arrive last (with several late ranks, the one that pays most wins).
+// to arrive last (with several late ranks, the one that pays most wins). Each candidate takes the
+// calibration factor of the regime the predicted arrivals put it in.
 #pragma once
 
 #include <map>
@@ -56,6 +57,14 @@ class Chooser {
   // pieces. A function of its inputs alone, so every rank picks the same. With forced pieces:
   // those, lowered to fit kMaxPipelinedPieces.
   absl::StatusOr<int> StragglarPieces(double bytes, const LinkModel& link);
+
+  // The calibration regime of `plan` on a call of `bytes` with these arrivals: kPhaseHidden when
+  // its straggler arrives later than every other rank by at least the model's time for the plan's
+  // pre-arrival rounds (ranks arriving together), else kPhaseExposed. InvalidArgument as
+  // SimulatePlan.
+  static absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes,
+                                                    const LinkModel& link,
+                                                    absl::Span<const double> arrival_s);
 
  private:
   absl::StatusOr<const Plan*> PlanWithPieces(Algorithm algorithm, std::optional<int> straggler,

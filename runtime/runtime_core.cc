@@ -93,23 +93,27 @@ absl::StatusOr<CallDecision> RuntimeCore::Preview(int64_t bytes) {
   return chosen;
 }
 
-// The candidate other than `chosen` with the fewest calibration samples on this size (the first in
-// candidate order on ties); StragglAR around the named straggler, or else the rank predicted last.
-CallDecision RuntimeCore::Explore(const CallDecision& chosen, int64_t bytes) const {
+// The candidate other than `chosen` with the fewest calibration samples on this size, in the
+// regime the predicted arrivals put it in (the first in candidate order on ties); StragglAR around
+// the named straggler, or else the rank predicted last.
+CallDecision RuntimeCore::Explore(const CallDecision& chosen, int64_t bytes) {
   CallDecision explored = chosen;
   int fewest = std::numeric_limits<int>::max();
   for (Algorithm algorithm : config_.candidates) {
     if (algorithm == chosen.algorithm) continue;
-    const int samples = calibration_.Samples(algorithm, bytes);
-    if (samples >= fewest) continue;
-    fewest = samples;
-    explored.algorithm = algorithm;
-    explored.straggler = std::nullopt;
+    std::optional<int> straggler;
     if (algorithm == Algorithm::kStragglar) {
-      explored.straggler = detector_.straggler().value_or(static_cast<int>(
+      straggler = detector_.straggler().value_or(static_cast<int>(
           std::max_element(predicted_arrival_s_.begin(), predicted_arrival_s_.end()) -
           predicted_arrival_s_.begin()));
     }
+    const int samples = calibration_.Samples(
+        algorithm, bytes,
+        RegimeOf({.algorithm = algorithm, .straggler = straggler}, bytes, predicted_arrival_s_));
+    if (samples >= fewest) continue;
+    fewest = samples;
+    explored.algorithm = algorithm;
+    explored.straggler = straggler;
     explored.explored = true;
     explored.predicted_s = 0;  // not modelled: the chooser priced the other plan
   }
@@ -168,6 +172,18 @@ std::vector<double> RuntimeCore::EpochPayload() const {
   return payload;
 }
 
+// Best effort: a plan the model cannot price is calibrated as kPhaseExposed (so is every plan
+// without a pre-arrival phase).
+CalibrationRegime RuntimeCore::RegimeOf(const CallDecision& decision, int64_t bytes,
+                                        absl::Span<const double> arrival_s) {
+  if (decision.algorithm != Algorithm::kStragglar) return CalibrationRegime::kPhaseExposed;
+  absl::StatusOr<const Plan*> plan = PlanFor(decision, bytes);
+  if (!plan.ok()) return CalibrationRegime::kPhaseExposed;
+  absl::StatusOr<CalibrationRegime> regime =
+      Chooser::RegimeOf(**plan, static_cast<double>(bytes), link_, arrival_s);
+  return regime.ok() ? *regime : CalibrationRegime::kPhaseExposed;
+}
+
 // The measured cost of a call is its shortest duration: the last rank to arrive waits least, so
 // its duration is about the collective's own time, and it needs no shared clock. The model prices
 // the same plan on the same call's lags and gives its own shortest duration; their ratio corrects
@@ -190,7 +206,10 @@ void RuntimeCore::Calibrate(const EpochCall& call, absl::Span<const CallTiming> 
   for (size_t r = 0; r < lag_s.size(); ++r) {
     predicted_s = std::min(predicted_s, predicted->finish_s[r] - lag_s[r]);
   }
-  calibration_.Add(call.decision.algorithm, call.bytes, predicted_s, measured_s);
+  const absl::StatusOr<CalibrationRegime> regime =
+      Chooser::RegimeOf(**plan, static_cast<double>(call.bytes), link_, lag_s);
+  if (!regime.ok()) return;
+  calibration_.Add(call.decision.algorithm, call.bytes, predicted_s, measured_s, *regime);
 }
 
 double RuntimeCore::EstimateSaved(const EpochCall& call, absl::Span<const CallTiming> timing,

@@ -177,7 +177,10 @@ class RuntimeCore {
   struct EpochCall;
   bool Adapting(int64_t bytes) const;
   absl::StatusOr<CallDecision> Choose(int64_t bytes);
-  CallDecision Explore(const CallDecision& chosen, int64_t bytes) const;
+  CallDecision Explore(const CallDecision& chosen, int64_t bytes);
+  // The calibration regime `decision`'s plan runs in for a call of `bytes` with these arrivals.
+  CalibrationRegime RegimeOf(const CallDecision& decision, int64_t bytes,
+                             absl::Span<const double> arrival_s);
   void Calibrate(const EpochCall& call, absl::Span<const CallTiming> timing,
                  absl::Span<const double> lag_s);
   // EpochCallReport::saved_s of `call`; `baseline_by_bytes` caches the model's default-algorithm

@@ -16,7 +16,10 @@
 namespace stragglar {
 namespace {
 
-constexpr int kFormatVersion = 1;
+// 2 added the calibration's "<algorithm>/phase-hidden" entries; version 1 files read as they
+// are (every entry then is kPhaseExposed).
+constexpr int kFormatVersion = 2;
+constexpr int kOldestReadableVersion = 1;
 
 absl::Status Corrupt(const std::string& path, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("state file ", path, " is corrupt: ", why));
@@ -60,10 +63,10 @@ absl::StatusOr<LearnedState> ParseState(absl::string_view text, const std::strin
   };
   const std::optional<int64_t> version = integer("version");
   if (!version.has_value()) return Corrupt(path, "no \"version\"");
-  if (*version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("state file ", path, " has format version ",
-                                                      *version, ", this build reads ",
-                                                      kFormatVersion));
+  if (*version < kOldestReadableVersion || *version > kFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state file ", path, " has format version ", *version, ", this build reads ",
+                     kOldestReadableVersion, " to ", kFormatVersion));
   }
   const std::optional<int64_t> ranks = integer("ranks");
   if (!ranks.has_value()) return Corrupt(path, "no \"ranks\"");

@@ -12,6 +12,9 @@
 #   scripts/gpu-check.sh BUNDLE_DIR/build --prebuilt --mps --out /tmp/gpu-check
 # NCCL, the CUDA runtime and CUPTI come from the GPU machine (NCCL 2.28 or later; the binaries
 # load libnccl.so.2 and libcudart.so.13 by soname).
+# When the build found MPI, the MPI preload, its bench and its check travel too, for a machine
+# with more cores than this one (OpenMPI 4.x there: they load libmpi.so.40 by soname):
+#   STRAGGLAR_BUILD_DIR=BUNDLE_DIR/build scripts/mpi-bench.sh --check
 set -euo pipefail
 (($# == 2)) || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 cd "$(dirname "$0")/.."
@@ -25,14 +28,25 @@ libraries=(libstragglar.so libnccl_passthrough_module.so)
 # Without CUDA these targets do not exist, and the build says so.
 cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}" stragglar_preload \
   nccl_passthrough_module
+mpi_programs=(stragglar-mpi-bench mpi_allreduce_check)
+if cmake --build "$build_dir" -j "$(nproc)" --target "${mpi_programs[@]}" stragglar_mpi \
+  >/dev/null 2>&1; then
+  programs+=("${mpi_programs[@]}")
+  libraries+=(libstragglar_mpi.so)
+else
+  echo "gpu-bundle: no MPI targets in $build_dir (MPI not found at configure); bundling without"
+fi
 
 rm -rf "$bundle/build" "$bundle/deps"
 mkdir -p "$bundle/build/bin" "$bundle/build/lib" "$bundle/deps"
 for program in "${programs[@]}"; do strip -o "$bundle/build/bin/$program" "$build_dir/bin/$program"; done
 for library in "${libraries[@]}"; do strip -o "$bundle/build/lib/$library" "$build_dir/lib/$library"; done
 
-# Everything ldd resolves except what any Linux with CUDA and NCCL has (or must bring itself).
-system='/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libnccl|libcudart|libcuda)\.so'
+# Everything ldd resolves except what any Linux with CUDA and NCCL (and MPI) has or must bring.
+# MPI's libraries and their own needs come from the machine's OpenMPI, which was built with them.
+system='/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libnccl|libcudart|libcuda'
+system+='|libmpi|libopen-rte|libopen-pal|libhwloc|libevent_core-[0-9.]+|libevent_pthreads-[0-9.]+'
+system+='|libudev)\.so'
 for file in "$bundle"/build/bin/* "$bundle"/build/lib/*; do ldd "$file"; done |
   awk '/=> \// {print $3}' | grep -Ev "$system" | sort -u |
   while read -r dependency; do cp -L "$dependency" "$bundle/deps/"; done

@@ -283,5 +283,102 @@ TEST(CalibrationTest, JsonRoundTripAndMalformedInputChangesNothing) {
   }
 }
 
+TEST(CalibrationTest, RegimesAreCalibratedApart) {
+  const int64_t bytes = 16 << 20;
+  constexpr CalibrationRegime kExposed = CalibrationRegime::kPhaseExposed;
+  constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
+  Calibration calibration;
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kStragglar, bytes, 1e-3, 3e-3, kExposed);
+  for (int i = 0; i < 5; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes, kExposed), 4);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes, kHidden), 0);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kExposed), 3.0, 1e-12);
+  // Nothing of its own in the hidden regime: the ratio pooled over the size (five 1s, four 3s).
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 1.0, 1e-12);
+  for (double ratio : {1.1, 1.2, 1.1, 1.3, 1.2}) {
+    calibration.Add(Algorithm::kStragglar, bytes, 1e-3, ratio * 1e-3, kHidden);
+  }
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 1.2, 1e-12);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kExposed), 3.0, 1e-12);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes), 4);  // kPhaseExposed by default
+
+  const nlohmann::json json = calibration.ToJson();
+  EXPECT_EQ(json["stragglar"]["24"]["samples"], 4);
+  EXPECT_NEAR(json["stragglar/phase-hidden"]["24"]["factor"].get<double>(), 1.2, 1e-12);
+  Calibration restored;
+  ASSERT_TRUE(restored.FromJson(json).ok());
+  EXPECT_EQ(restored.ToJson(), json);
+  EXPECT_NEAR(restored.Factor(Algorithm::kStragglar, bytes, kHidden), 1.2, 1e-12);
+  for (const char* bad : {R"({"bogus/phase-hidden": {}})",
+                          R"({"ring/phase-hidden/phase-hidden": {"24": {"ratios": [1]}}})",
+                          R"({"stragglar/hidden": {"24": {"ratios": [1]}}})"}) {
+    EXPECT_EQ(restored.FromJson(nlohmann::json::parse(bad)).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ(restored.ToJson(), json) << bad;
+  }
+}
+
+// StragglAR's pre-arrival phase is hidden when its straggler comes last by at least the phase's
+// model time (the closed form for 4 ranks: a ReduceScatter among the 3 ready ones).
+TEST(ChooserTest, RegimeFollowsTheStragglersLeadOverThePhase) {
+  const LinkModel link{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  const double bytes = 16 << 20;
+  const Plan stragglar = *SynthesizeStragglar(4, /*straggler=*/3, /*pieces=*/1);
+  const double phase_s = StragglarReduceScatterSeconds(4, bytes, link);
+  ASSERT_GT(phase_s, 0);
+  auto regime = [&](const Plan& plan, std::vector<double> arrival_s) {
+    absl::StatusOr<CalibrationRegime> result = Chooser::RegimeOf(plan, bytes, link, arrival_s);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.value_or(CalibrationRegime::kPhaseExposed);
+  };
+  constexpr CalibrationRegime kExposed = CalibrationRegime::kPhaseExposed;
+  constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
+  EXPECT_EQ(regime(stragglar, {0, 0, 0, 0}), kExposed);
+  EXPECT_EQ(regime(stragglar, {0, 1e-6, 0, 1e-6 + 1.01 * phase_s}), kHidden);
+  EXPECT_EQ(regime(stragglar, {0, 0, 0, 0.99 * phase_s}), kExposed);
+  EXPECT_EQ(regime(stragglar, {0, 0, 0, 20e-3}), kHidden);
+  // The lead counts from the latest other rank, and another rank last means nothing hides.
+  EXPECT_EQ(regime(stragglar, {0, 5e-3, 0, 5e-3 + 0.5 * phase_s}), kExposed);
+  EXPECT_EQ(regime(stragglar, {0, 0, 30e-3, 20e-3}), kExposed);
+  // Plans without a pre-arrival phase have one regime.
+  EXPECT_EQ(regime(*SynthesizeRing(4), {0, 0, 0, 20e-3}), kExposed);
+  EXPECT_EQ(regime(*SynthesizeHalvingDoubling(4), {0, 0, 0, 20e-3}), kExposed);
+  // Bad input is the simulator's error.
+  EXPECT_EQ(Chooser::RegimeOf(stragglar, -1, link, {0, 0, 0, 20e-3}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// StragglAR measured slow with nobody late (its pre-arrival phase on the critical path, 3x the
+// model) must not keep it from a persistent straggler whose delay hides that phase: the chooser
+// prices each regime with its own factor.
+TEST(ChooserTest, PersistentStragglerIsPricedWithTheHiddenPhasesFactor) {
+  const LinkModel link{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  const int64_t bytes = 16 << 20;
+  Chooser chooser(4, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
+  Calibration calibration;
+  for (int i = 0; i < 4; ++i) {
+    calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);
+    calibration.Add(Algorithm::kHalvingDoubling, bytes, 1e-3, 1e-3);
+    calibration.Add(Algorithm::kStragglar, bytes, 1e-3, 3e-3, CalibrationRegime::kPhaseExposed);
+  }
+  const std::vector<double> late = {0, 0, 0, 20e-3};
+  absl::StatusOr<Choice> choice = chooser.Choose(bytes, late, 3, link, &calibration);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(choice->straggler, 3);
+  // Nobody late: the exposed regime's factor applies, and StragglAR loses.
+  choice = chooser.Choose(bytes, {0, 0, 0, 1e-6}, 3, link, &calibration);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_NE(choice->algorithm, Algorithm::kStragglar);
+  // Measured just as slow with the phase hidden: now the late case loses too.
+  for (int i = 0; i < 4; ++i) {
+    calibration.Add(Algorithm::kStragglar, bytes, 1e-3, 3e-3, CalibrationRegime::kPhaseHidden);
+  }
+  choice = chooser.Choose(bytes, late, 3, link, &calibration);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_NE(choice->algorithm, Algorithm::kStragglar);
+}
+
 }  // namespace
 }  // namespace stragglar
