@@ -97,14 +97,16 @@ absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double byt
 absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> predicted_arrival_s,
                                        std::optional<int> straggler, const LinkModel& link,
                                        const Calibration* calibration) {
-  // StragglAR's straggler: the named one, and the rank predicted to arrive last.
+  // StragglAR's straggler: the named one, and the rank predicted to arrive last. With none named,
+  // StragglAR around the latest rank is priced for exploration but cannot be chosen.
   std::vector<int> stragglers;
   if (straggler.has_value()) stragglers.push_back(*straggler);
+  const bool stragglar_choosable = straggler.has_value();
   if (!predicted_arrival_s.empty()) {
     const int latest =
         static_cast<int>(std::max_element(predicted_arrival_s.begin(), predicted_arrival_s.end()) -
                          predicted_arrival_s.begin());
-    if (straggler.has_value() && latest != *straggler) stragglers.push_back(latest);
+    if (!straggler.has_value() || latest != *straggler) stragglers.push_back(latest);
   }
   const int64_t size = static_cast<int64_t>(bytes);
   std::optional<Choice> default_choice;  // the first candidate that applies
@@ -112,6 +114,7 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
   int default_samples = 0;
   std::optional<Choice> best;
   int best_samples = 0;  // the calibration's samples of best's algorithm in its regime
+  std::vector<CandidatePrice> priced;
   for (Algorithm algorithm : candidates_) {
     const bool is_stragglar = algorithm == Algorithm::kStragglar;
     const std::vector<std::optional<int>> variants =
@@ -134,6 +137,13 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
           .algorithm = algorithm,
           .straggler = plan_straggler,
           .predicted_s = result->completion_s - result->after_last_arrival_s + after_s};
+      if (plan_straggler == variants.front()) {
+        priced.push_back({.algorithm = algorithm,
+                          .straggler = plan_straggler,
+                          .predicted_s = choice.predicted_s,
+                          .samples = samples});
+      }
+      if (is_stragglar && !stragglar_choosable) continue;
       if (!default_choice.has_value()) {
         default_choice = choice;
         default_after_last_arrival_s = after_s;
@@ -157,6 +167,7 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
     best = default_choice;
   }
   best->baseline_predicted_s = default_choice->predicted_s;
+  best->priced = std::move(priced);
   return *best;
 }
 

@@ -24,11 +24,21 @@
 
 namespace stragglar {
 
+// One candidate as the chooser priced it: what exploration needs to weigh running it instead.
+struct CandidatePrice {
+  Algorithm algorithm = Algorithm::kRing;
+  std::optional<int> straggler;  // StragglAR's: the named straggler, else the rank predicted last
+  double predicted_s = 0;        // completion from the first arrival (calibrated)
+  int samples = 0;               // the calibration's samples of it on this size, in its regime
+};
+
 struct Choice {
   Algorithm algorithm = Algorithm::kRing;
   std::optional<int> straggler;     // set when algorithm == kStragglar
   double predicted_s = 0;           // completion from the first arrival (calibrated)
   double baseline_predicted_s = 0;  // the first candidate's prediction (what choosing saves)
+  // Every candidate that applies, in candidate order (StragglAR around its first straggler).
+  std::vector<CandidatePrice> priced;
 };
 
 class Chooser {

@@ -87,6 +87,7 @@ absl::StatusOr<CallDecision> RuntimeCore::Preview(int64_t bytes) {
     decision.predicted_s = choice->predicted_s;
     decision.default_predicted_s = choice->baseline_predicted_s;
     it = decisions_by_bytes_.emplace(bytes, decision).first;
+    priced_by_bytes_[bytes] = std::move(choice->priced);
   }
   CallDecision chosen = it->second;
   chosen.call = next_call_;
@@ -95,25 +96,24 @@ absl::StatusOr<CallDecision> RuntimeCore::Preview(int64_t bytes) {
 
 // The candidate other than `chosen` with the fewest calibration samples on this size, in the
 // regime the predicted arrivals put it in (the first in candidate order on ties); StragglAR around
-// the named straggler, or else the rank predicted last.
-CallDecision RuntimeCore::Explore(const CallDecision& chosen, int64_t bytes) {
+// the named straggler, or else the rank predicted last. Candidates measured too costly to try
+// (see RuntimeConfig::explore_max_cost) wait for their slot; with none left, `chosen` runs.
+CallDecision RuntimeCore::Explore(const CallDecision& chosen, int64_t bytes) const {
+  auto priced = priced_by_bytes_.find(bytes);
+  if (priced == priced_by_bytes_.end()) return chosen;
+  const int64_t slot = chosen.call / config_.explore_every;
+  const bool costly_slot =
+      config_.costly_explore_every <= 1 || slot % config_.costly_explore_every == 0;
   CallDecision explored = chosen;
   int fewest = std::numeric_limits<int>::max();
-  for (Algorithm algorithm : config_.candidates) {
-    if (algorithm == chosen.algorithm) continue;
-    std::optional<int> straggler;
-    if (algorithm == Algorithm::kStragglar) {
-      straggler = detector_.straggler().value_or(static_cast<int>(
-          std::max_element(predicted_arrival_s_.begin(), predicted_arrival_s_.end()) -
-          predicted_arrival_s_.begin()));
-    }
-    const int samples = calibration_.Samples(
-        algorithm, bytes,
-        RegimeOf({.algorithm = algorithm, .straggler = straggler}, bytes, predicted_arrival_s_));
-    if (samples >= fewest) continue;
-    fewest = samples;
-    explored.algorithm = algorithm;
-    explored.straggler = straggler;
+  for (const CandidatePrice& candidate : priced->second) {
+    if (candidate.algorithm == chosen.algorithm) continue;
+    const bool costly = candidate.samples >= Calibration::kOwnSamples &&
+                        candidate.predicted_s > (1 + config_.explore_max_cost) * chosen.predicted_s;
+    if ((costly && !costly_slot) || candidate.samples >= fewest) continue;
+    fewest = candidate.samples;
+    explored.algorithm = candidate.algorithm;
+    explored.straggler = candidate.straggler;
     explored.explored = true;
     explored.predicted_s = 0;  // not modelled: the chooser priced the other plan
   }
@@ -138,6 +138,7 @@ absl::Status RuntimeCore::ImportState(const LearnedState& state) {
   predicted_arrival_s_ = state.predicted_lag_s;
   if (state.straggler.has_value()) detector_.Seed(*state.straggler);
   decisions_by_bytes_.clear();
+  priced_by_bytes_.clear();
   warm_ = true;
   return absl::OkStatus();
 }
@@ -170,18 +171,6 @@ std::vector<double> RuntimeCore::EpochPayload() const {
     payload.push_back(call.timing.duration_s);
   }
   return payload;
-}
-
-// Best effort: a plan the model cannot price is calibrated as kPhaseExposed (so is every plan
-// without a pre-arrival phase).
-CalibrationRegime RuntimeCore::RegimeOf(const CallDecision& decision, int64_t bytes,
-                                        absl::Span<const double> arrival_s) {
-  if (decision.algorithm != Algorithm::kStragglar) return CalibrationRegime::kPhaseExposed;
-  absl::StatusOr<const Plan*> plan = PlanFor(decision, bytes);
-  if (!plan.ok()) return CalibrationRegime::kPhaseExposed;
-  absl::StatusOr<CalibrationRegime> regime =
-      Chooser::RegimeOf(**plan, static_cast<double>(bytes), link_, arrival_s);
-  return regime.ok() ? *regime : CalibrationRegime::kPhaseExposed;
 }
 
 // The measured cost of a call is its shortest duration: the last rank to arrive waits least, so
@@ -317,6 +306,7 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   for (int r = 0; r < num_ranks_; ++r) report.persistence[r] = detector_.persistence(r);
   last_epoch_ = std::move(report);
   decisions_by_bytes_.clear();
+  priced_by_bytes_.clear();
   if (sealed_) {
     sealed_.reset();
   } else {

@@ -397,6 +397,53 @@ TEST(RuntimeCoreTest, SlowStragglarWithNobodyLateDoesNotHideAPersistentStraggler
   EXPECT_GT(calibration.Factor(Algorithm::kStragglar, bytes, kExposed), 2.5);
 }
 
+// Exploration stops paying for a candidate measured far slower: StragglAR with nobody late,
+// measured 3x the model, is explored until it has Calibration::kOwnSamples samples, then only in
+// one exploration slot of costly_explore_every; with that at 1, in every slot, as before.
+TEST(RuntimeCoreTest, CandidatesMeasuredFarSlowerAreExploredRarely) {
+  const int n = 4;
+  const int64_t bytes = 16 << 20;
+  for (int costly_explore_every : {16, 1}) {
+    RuntimeConfig config;
+    config.epoch_calls = 32;
+    config.explore_every = 8;  // slots at calls 4, 12, 20, ...: slot = call / 8
+    config.costly_explore_every = costly_explore_every;
+    config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
+    std::vector<RuntimeCore> cores = Cores(n, config);
+    const Plan& stragglar =
+        **cores[0].PlanFor({.algorithm = Algorithm::kStragglar, .straggler = n - 1}, bytes);
+    const double exposed_extra_s =
+        2 * SimulatePlan(stragglar, bytes, kPaperLink, std::vector<double>(n, 0.0))->completion_s;
+    std::vector<int64_t> stragglar_calls;
+    for (int epoch = 0; epoch < 12; ++epoch) {
+      for (const CallDecision& decision :
+           RunMeasuredEpoch(cores, bytes, /*late_rank=*/-1, 0, exposed_extra_s)) {
+        if (decision.algorithm != Algorithm::kStragglar) continue;
+        EXPECT_TRUE(decision.explored) << decision.call;
+        stragglar_calls.push_back(decision.call);
+      }
+    }
+    // Epoch 0 does not adapt; epoch 1's four slots measure it; then it is known to cost 3x.
+    std::vector<int64_t> expected = {36, 44, 52, 60};
+    for (int64_t slot = 8; slot < 48; ++slot) {
+      if (slot % costly_explore_every == 0) expected.push_back(8 * slot + 4);
+    }
+    EXPECT_EQ(stragglar_calls, expected) << "costly_explore_every " << costly_explore_every;
+    // A straggler makes a regime with no samples: StragglAR is tried, and then chosen.
+    int stragglar_runs = 0;
+    for (int epoch = 0; epoch < 6; ++epoch) {
+      for (const CallDecision& decision :
+           RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, exposed_extra_s)) {
+        stragglar_runs += decision.algorithm == Algorithm::kStragglar;
+      }
+    }
+    EXPECT_GT(stragglar_runs, 64);
+    EXPECT_GE(cores[0].calibration().Samples(Algorithm::kStragglar, bytes,
+                                             CalibrationRegime::kPhaseHidden),
+              Calibration::kOwnSamples);
+  }
+}
+
 // Threads: every rank gets the exact sum, and the same algorithm for every call, while the
 // straggler moves from rank 1 to rank 3 halfway through.
 TEST(HostRuntimeTest, StragglerThatMovesCostsNoCorrectnessAndNoHang) {

@@ -1,0 +1,52 @@
+// What the adaptive policy costs a rank per epoch: the calls' Decide and Record, then the epoch's
+// AbsorbEpoch (detector, calibration simulations, the next decision's pricing), on one core fed
+// the payload every rank would exchange. The preload libraries pay this inside the call that
+// closes an epoch. Run: build/bin/policy_bench (docs/policy.md records results with the machine).
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "runtime/runtime_core.h"
+
+namespace stragglar {
+namespace {
+
+// Args: ranks, bytes, the last rank's delay in microseconds (0: nobody late).
+void BM_PolicyEpoch(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const int64_t bytes = state.range(1);
+  const double delay_s = static_cast<double>(state.range(2)) * 1e-6;
+  RuntimeConfig config;
+  config.epoch_calls = 16;
+  // A CPU host's link, as the MPI preload measures one: 5 us, 3 GB/s.
+  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
+  RuntimeCore core = *RuntimeCore::Create(config, 0, n, link);
+  const double duration_s = 2.0 * static_cast<double>(bytes) / link.bandwidth_bytes_per_s;
+  int64_t call = 0;
+  for (auto _ : state) {
+    std::vector<double> all;
+    for (int i = 0; i < config.epoch_calls; ++i, ++call) {
+      benchmark::DoNotOptimize(core.Decide(bytes));
+      core.Record({.arrival_s = 1.0 * call, .duration_s = duration_s});
+    }
+    // Every rank's payload: the same calls, the last rank late by the delay.
+    const std::vector<double> mine = core.EpochPayload();
+    for (int rank = 0; rank < n; ++rank) {
+      for (size_t i = 0; i < mine.size(); i += 2) {
+        const bool late = rank == n - 1;
+        all.push_back(mine[i] + (late ? delay_s : 1e-6 * rank));
+        all.push_back(mine[i + 1] + (late ? 0.0 : delay_s - 1e-6 * rank));  // waits for it
+      }
+    }
+    benchmark::DoNotOptimize(core.AbsorbEpoch(all));
+  }
+  state.SetLabel("one epoch of 16 calls");
+}
+BENCHMARK(BM_PolicyEpoch)
+    ->ArgsProduct({{4, 8}, {1 << 20, 16 << 20}, {0, 20000}})
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace stragglar
+
+BENCHMARK_MAIN();
