@@ -29,8 +29,11 @@ libraries=(libstragglar.so libnccl_passthrough_module.so)
 cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}" stragglar_preload \
   nccl_passthrough_module
 mpi_programs=(stragglar-mpi-bench mpi_allreduce_check)
-if cmake --build "$build_dir" -j "$(nproc)" --target "${mpi_programs[@]}" stragglar_mpi \
-  >/dev/null 2>&1; then
+# Asked of the build's target list, so that a failing MPI build stops here instead of passing for
+# a build without MPI.
+targets=$(cmake --build "$build_dir" --target help)  # not piped: grep -q would cut it short
+if [[ $targets == *stragglar-mpi-bench* ]]; then
+  cmake --build "$build_dir" -j "$(nproc)" --target "${mpi_programs[@]}" stragglar_mpi
   programs+=("${mpi_programs[@]}")
   libraries+=(libstragglar_mpi.so)
 else
