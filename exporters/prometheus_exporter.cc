@@ -172,16 +172,13 @@ prometheus::Labels PrometheusObserver::RankLabels(int rank) const {
   return {{"comm", comm_}, {"rank", absl::StrCat(rank)}};
 }
 
-void PrometheusObserver::OnStart(const RuntimeCore& core, const CallDecision& decision,
-                                 int64_t bytes) {
-  const int rank = core.rank();
+void PrometheusObserver::OnStart(int rank, const CallDecision& decision, int64_t bytes) {
   if (rank < 0 || rank >= static_cast<int>(ranks_.size()) || !ranks_[rank].exported) return;
   ranks_[rank].calls[decision.algorithm]->Increment();
 }
 
-void PrometheusObserver::OnCall(const RuntimeCore& core, const CallDecision& decision,
-                                int64_t bytes, const CallTiming& timing) {
-  const int rank = core.rank();
+void PrometheusObserver::OnCall(int rank, const CallDecision& decision, int64_t bytes,
+                                const CallTiming& timing) {
   if (rank < 0 || rank >= static_cast<int>(ranks_.size()) || !ranks_[rank].exported) return;
   RankSeries& series = ranks_[rank];
   std::string size_bucket = SizeBucketLabel(bytes);
@@ -203,8 +200,7 @@ void PrometheusObserver::OnCall(const RuntimeCore& core, const CallDecision& dec
   }
 }
 
-void PrometheusObserver::OnEpoch(const RuntimeCore& core, const EpochReport& report) {
-  const int rank = core.rank();
+void PrometheusObserver::OnEpoch(int rank, const EpochReport& report) {
   if (rank < 0 || rank >= static_cast<int>(ranks_.size()) || !ranks_[rank].exported) return;
   RankSeries& series = ranks_[rank];
   for (const EpochCallReport& call : report.calls) {

@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "exporters/observer.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "runtime/observer.h"
 
 namespace stragglar {
 
@@ -88,10 +88,10 @@ class PrometheusObserver : public CollectiveObserver {
   PrometheusObserver(prometheus::Registry& registry, std::string comm, int num_ranks,
                      const std::vector<int>& exported_ranks = {});
 
-  void OnStart(const RuntimeCore& core, const CallDecision& decision, int64_t bytes) override;
-  void OnCall(const RuntimeCore& core, const CallDecision& decision, int64_t bytes,
+  void OnStart(int rank, const CallDecision& decision, int64_t bytes) override;
+  void OnCall(int rank, const CallDecision& decision, int64_t bytes,
               const CallTiming& timing) override;
-  void OnEpoch(const RuntimeCore& core, const EpochReport& report) override;
+  void OnEpoch(int rank, const EpochReport& report) override;
 
  private:
   // One rank's series; only that rank's thread touches it, so it needs no lock (prometheus-cpp's

@@ -9,8 +9,8 @@
 
 namespace stragglar {
 
-void TraceRecorder::OnEpoch(const RuntimeCore& core, const EpochReport& report) {
-  if (core.rank() != recording_rank_) return;
+void TraceRecorder::OnEpoch(int rank, const EpochReport& report) {
+  if (rank != recording_rank_) return;
   for (size_t i = 0; i < report.calls.size(); ++i) {
     const EpochCallReport& call = report.calls[i];
     for (size_t rank = 0; rank < call.timing.size(); ++rank) {

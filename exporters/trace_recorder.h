@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "exporters/observer.h"
 #include "exporters/trace.h"
-#include "runtime/observer.h"
 
 namespace stragglar {
 
@@ -21,9 +21,9 @@ class TraceRecorder : public CollectiveObserver {
   // Keeps the reports that rank `recording_rank` absorbs.
   explicit TraceRecorder(int recording_rank) : recording_rank_(recording_rank) {}
 
-  void OnCall(const RuntimeCore& core, const CallDecision& decision, int64_t bytes,
+  void OnCall(int rank, const CallDecision& decision, int64_t bytes,
               const CallTiming& timing) override {}
-  void OnEpoch(const RuntimeCore& core, const EpochReport& report) override;
+  void OnEpoch(int rank, const EpochReport& report) override;
 
   const std::vector<TraceRow>& rows() const { return rows_; }
   bool truncated() const { return truncated_; }

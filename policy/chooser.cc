@@ -4,94 +4,27 @@
 #include <limits>
 
 #include "absl/status/status.h"
-#include "kernels/stragglar_schedule.h"
-#include "kernels/synthesizers.h"
 
 namespace stragglar {
 
-Chooser::Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain,
-                 double calibrated_min_gain, int forced_pieces)
-    : num_ranks_(num_ranks),
+Chooser::Chooser(PlanCache& plans, std::vector<Algorithm> candidates, double min_gain,
+                 double calibrated_min_gain)
+    : plans_(&plans),
       candidates_(std::move(candidates)),
       min_gain_(min_gain),
-      calibrated_min_gain_(calibrated_min_gain),
-      forced_pieces_(forced_pieces) {}
-
-absl::StatusOr<const Plan*> Chooser::PlanWithPieces(Algorithm algorithm,
-                                                    std::optional<int> straggler, int pieces) {
-  const std::tuple<Algorithm, int, int> key = {algorithm, straggler.value_or(-1), pieces};
-  if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
-  absl::StatusOr<Plan> plan = algorithm == Algorithm::kStragglar && straggler.has_value()
-                                  ? SynthesizeStragglar(num_ranks_, *straggler, pieces)
-                                  : SynthesizePlan(algorithm, num_ranks_, straggler);
-  if (!plan.ok()) return plan.status();
-  return &plans_.emplace(key, *std::move(plan)).first->second;
-}
-
-absl::StatusOr<const Plan*> Chooser::PlanFor(Algorithm algorithm, std::optional<int> straggler,
-                                             double bytes, const LinkModel& link) {
-  int pieces = 1;
-  if (algorithm == Algorithm::kStragglar) {
-    absl::StatusOr<int> best = StragglarPieces(bytes, link);
-    if (!best.ok()) return best.status();
-    pieces = *best;
-  }
-  return PlanWithPieces(algorithm, straggler, pieces);
-}
-
-absl::StatusOr<int> Chooser::StragglarPieces(double bytes, const LinkModel& link) {
-  if (forced_pieces_ > 0) {
-    return std::max(1, std::min(forced_pieces_, kMaxPipelinedPieces / std::max(1, num_ranks_ - 1)));
-  }
-  const std::tuple<int64_t, double, double, double> key = {
-      static_cast<int64_t>(bytes), link.alpha_s, link.bandwidth_bytes_per_s, link.shared_lanes};
-  if (auto it = pieces_.find(key); it != pieces_.end()) return it->second;
-  int best_pieces = 1;
-  double best_s = std::numeric_limits<double>::infinity();
-  for (int pieces : {1, 2, 4, 8, 16}) {
-    if (pieces > 1 && (num_ranks_ - 1) * pieces > kMaxPipelinedPieces) break;
-    absl::StatusOr<const Plan*> plan =
-        PlanWithPieces(Algorithm::kStragglar, num_ranks_ - 1, pieces);
-    if (!plan.ok()) return plan.status();
-    // Only the rounds after the straggler arrives: the ReduceScatter moves the same bytes in the
-    // same messages whatever the depth, and is meant to hide in the straggler's delay.
-    Plan post_arrival = **plan;
-    post_arrival.rounds.erase(post_arrival.rounds.begin(),
-                              post_arrival.rounds.begin() + post_arrival.pre_arrival_rounds);
-    post_arrival.pre_arrival_rounds = 0;
-    absl::StatusOr<SimulationResult> simulated = SimulatePlan(
-        post_arrival, bytes, link, std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
-    if (!simulated.ok()) return simulated.status();
-    if (simulated->completion_s < best_s) {
-      best_s = simulated->completion_s;
-      best_pieces = pieces;
-    }
-  }
-  pieces_.emplace(key, best_pieces);
-  return best_pieces;
-}
+      calibrated_min_gain_(calibrated_min_gain) {}
 
 absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double bytes,
                                                     const LinkModel& link,
                                                     absl::Span<const double> arrival_s) {
-  if (!plan.straggler.has_value() || plan.pre_arrival_rounds == 0 ||
-      arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
-    return CalibrationRegime::kPhaseExposed;
-  }
-  const int straggler = *plan.straggler;
-  double latest_other_s = -std::numeric_limits<double>::infinity();
-  for (int r = 0; r < plan.num_ranks; ++r) {
-    if (r != straggler) latest_other_s = std::max(latest_other_s, arrival_s[r]);
-  }
-  const double gap_s = arrival_s[straggler] - latest_other_s;
-  if (!(gap_s > 0)) return CalibrationRegime::kPhaseExposed;
-  Plan phase = plan;
-  phase.rounds.resize(plan.pre_arrival_rounds);
-  absl::StatusOr<SimulationResult> simulated =
-      SimulatePlan(phase, bytes, link, std::vector<double>(arrival_s.size(), 0.0));
-  if (!simulated.ok()) return simulated.status();
-  return gap_s >= simulated->completion_s ? CalibrationRegime::kPhaseHidden
-                                          : CalibrationRegime::kPhaseExposed;
+  return RegimeFromPhase(plan, arrival_s, [&]() -> absl::StatusOr<double> {
+    Plan phase = plan;
+    phase.rounds.resize(plan.pre_arrival_rounds);
+    absl::StatusOr<SimulationResult> simulated =
+        SimulatePlan(phase, bytes, link, std::vector<double>(arrival_s.size(), 0.0));
+    if (!simulated.ok()) return simulated.status();
+    return simulated->completion_s;
+  });
 }
 
 absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> predicted_arrival_s,
@@ -121,12 +54,13 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
         is_stragglar ? std::vector<std::optional<int>>(stragglers.begin(), stragglers.end())
                      : std::vector<std::optional<int>>{std::nullopt};
     for (const std::optional<int>& plan_straggler : variants) {
-      absl::StatusOr<const Plan*> plan = PlanFor(algorithm, plan_straggler, bytes, link);
+      absl::StatusOr<const Plan*> plan = plans_->For(algorithm, plan_straggler, bytes, link);
       if (!plan.ok()) return plan.status();
       absl::StatusOr<SimulationResult> result =
           SimulatePlan(**plan, bytes, link, predicted_arrival_s);
       if (!result.ok()) return result.status();
-      absl::StatusOr<CalibrationRegime> regime = RegimeOf(**plan, bytes, link, predicted_arrival_s);
+      absl::StatusOr<CalibrationRegime> regime =
+          plans_->RegimeOf(**plan, bytes, link, predicted_arrival_s);
       if (!regime.ok()) return regime.status();
       const double factor =
           calibration == nullptr ? 1 : calibration->Factor(algorithm, size, *regime);

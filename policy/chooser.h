@@ -11,15 +11,14 @@
 // calibration factor of the regime the predicted arrivals put it in.
 #pragma once
 
-#include <map>
 #include <optional>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
 #include "policy/calibration.h"
+#include "policy/plan_cache.h"
 #include "policy/simulator.h"
 
 namespace stragglar {
@@ -44,9 +43,9 @@ struct Choice {
 class Chooser {
  public:
   // `candidates` in tie-break order, the default first; StragglAR is considered only when a
-  // straggler is given. `forced_pieces` > 0 fixes StragglarPieces (a benchmark knob).
-  Chooser(int num_ranks, std::vector<Algorithm> candidates, double min_gain = 0.05,
-          double calibrated_min_gain = 0.01, int forced_pieces = 0);
+  // straggler is given. Plans come from `plans`, which must outlive the chooser.
+  Chooser(PlanCache& plans, std::vector<Algorithm> candidates, double min_gain = 0.05,
+          double calibrated_min_gain = 0.01);
 
   // `calibration` (optional) corrects each candidate's predicted time after the last arrival.
   absl::StatusOr<Choice> Choose(double bytes, absl::Span<const double> predicted_arrival_s,
@@ -55,40 +54,19 @@ class Chooser {
 
   const std::vector<Algorithm>& candidates() const { return candidates_; }
 
-  // The plan the chooser simulates for (algorithm, straggler) and a call of `bytes` on `link`,
-  // built once and kept: executors run exactly the plan that was priced. StragglAR's plan is
-  // pipelined with StragglarPieces(bytes, link) pieces per chunk.
-  absl::StatusOr<const Plan*> PlanFor(Algorithm algorithm, std::optional<int> straggler,
-                                      double bytes, const LinkModel& link);
-
-  // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
-  // kMaxPipelinedPieces pieces in all), the one whose post-arrival rounds the model prices fastest
-  // (more pieces keep the straggler's link busier but cost alpha per round); ties keep fewer
-  // pieces. A function of its inputs alone, so every rank picks the same. With forced pieces:
-  // those, lowered to fit kMaxPipelinedPieces.
-  absl::StatusOr<int> StragglarPieces(double bytes, const LinkModel& link);
-
   // The calibration regime of `plan` on a call of `bytes` with these arrivals: kPhaseHidden when
   // its straggler arrives later than every other rank by at least the model's time for the plan's
   // pre-arrival rounds (ranks arriving together), else kPhaseExposed. InvalidArgument as
-  // SimulatePlan.
+  // SimulatePlan. (PlanCache::RegimeOf is the same with the phase's time memoized.)
   static absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes,
                                                     const LinkModel& link,
                                                     absl::Span<const double> arrival_s);
 
  private:
-  absl::StatusOr<const Plan*> PlanWithPieces(Algorithm algorithm, std::optional<int> straggler,
-                                             int pieces);
-
-  int num_ranks_;
+  PlanCache* plans_;
   std::vector<Algorithm> candidates_;
   double min_gain_;
   double calibrated_min_gain_;
-  int forced_pieces_;
-  // (algorithm, straggler or -1, pieces) -> plan; plans are immutable once built.
-  std::map<std::tuple<Algorithm, int, int>, Plan> plans_;
-  // (bytes, alpha, bandwidth, lanes) -> StragglarPieces, which simulates every depth once.
-  std::map<std::tuple<int64_t, double, double, double>, int> pieces_;
 };
 
 }  // namespace stragglar

@@ -166,7 +166,7 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision, bytes);
   if (!plan.ok()) return fail(plan.status());
   for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
-    observer->OnStart(self.core, *decision, bytes);
+    observer->OnStart(rank, *decision, bytes);
   }
   if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
     return status;  // the executor has aborted the transport already
@@ -175,7 +175,7 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   self.core.Record(recorded);
   if (timing != nullptr) *timing = recorded;
   for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
-    observer->OnCall(self.core, *decision, bytes, recorded);
+    observer->OnCall(rank, *decision, bytes, recorded);
   }
   if (self.core.ExchangeDue()) {
     if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return fail(status);
@@ -209,7 +209,7 @@ absl::Status HostCommunicator::ExchangeEpoch(int rank) {
   }
   if (absl::Status status = core.AbsorbEpoch(all); !status.ok()) return status;
   for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
-    observer->OnEpoch(core, core.last_epoch());
+    observer->OnEpoch(rank, core.last_epoch());
   }
   // Rank 0's thread owns the saving (its core, its clock), so no lock is needed.
   if (rank == 0) SaveState(/*force=*/false);

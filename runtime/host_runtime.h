@@ -8,10 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "exporters/observer.h"
 #include "kernels/host_executor.h"
 #include "kernels/plan.h"
-#include "runtime/observer.h"
 #include "runtime/runtime_core.h"
+#include "runtime/state_file.h"
 
 namespace stragglar {
 

@@ -75,7 +75,8 @@ CallStart StartCall(RuntimeCore& core, const PreloadConfig& config, int64_t byte
     start.decision = CallDecision{.algorithm = Algorithm::kRing};
   }
   start.native = ApplyForcedAlgorithm(config, core.num_ranks(), start.decision);
-  for (const auto& observer : observers.all()) observer->OnStart(core, start.decision, bytes);
+  for (const auto& observer : observers.all())
+    observer->OnStart(core.rank(), start.decision, bytes);
   return start;
 }
 

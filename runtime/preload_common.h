@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "exporters/observer.h"
 #include "exporters/prometheus_exporter.h"
 #include "exporters/trace_recorder.h"
 #include "runtime/env_config.h"
-#include "runtime/observer.h"
 #include "runtime/runtime_core.h"
 
 namespace stragglar {

@@ -13,17 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "policy/calibration.h"
+#include "policy/learned_state.h"
 
 namespace stragglar {
-
-struct LearnedState {
-  int num_ranks = 0;
-  std::string machine;  // where it was learned (MachineId): elsewhere it does not apply
-  Calibration calibration;
-  std::vector<double> predicted_lag_s;  // per rank
-  std::optional<int> straggler;
-};
 
 // "<hostname>/<backend>", e.g. "node17/host-threads".
 std::string MachineId(absl::string_view backend);

@@ -81,11 +81,6 @@ TEST(MetricsTest, DurationBucketsSpanMicrosecondsToSeconds) {
 TEST(MetricsTest, ObserverExportsEveryContractMetric) {
   prometheus::Registry registry;
   PrometheusObserver observer(registry, "test", 3);
-  RuntimeConfig config;
-  std::vector<RuntimeCore> cores;
-  for (int rank = 0; rank < 3; ++rank) {
-    cores.push_back(*RuntimeCore::Create(config, rank, 3, kPaperLink));
-  }
   // Before any call every series exists: the straggler gauge says "none".
   EXPECT_EQ(RankSeries(registry, "stragglar_straggler_rank", 1).gauge.value, -1);
   EXPECT_EQ(
@@ -96,8 +91,8 @@ TEST(MetricsTest, ObserverExportsEveryContractMetric) {
   const CallDecision ring{.algorithm = Algorithm::kRing};
   const CallDecision stragglar{.algorithm = Algorithm::kStragglar, .straggler = 2};
   auto call = [&](int rank, const CallDecision& decision, int64_t bytes, CallTiming timing) {
-    observer.OnStart(cores[rank], decision, bytes);
-    observer.OnCall(cores[rank], decision, bytes, timing);
+    observer.OnStart(rank, decision, bytes);
+    observer.OnCall(rank, decision, bytes, timing);
   };
   for (int rank = 0; rank < 3; ++rank) {
     call(rank, ring, 4 << 20, {.arrival_s = 0, .duration_s = 0.5});
@@ -107,7 +102,7 @@ TEST(MetricsTest, ObserverExportsEveryContractMetric) {
   EpochReport report{.straggler = 2, .persistence = {0.0, 0.125, 0.75}};
   report.calls.push_back({.lag_s = {0, 0.25, 1.0}, .saved_s = 0.5});
   report.calls.push_back({.lag_s = {0.5, 0, 0.75}, .saved_s = -0.125});
-  for (int rank = 0; rank < 3; ++rank) observer.OnEpoch(cores[rank], report);
+  for (int rank = 0; rank < 3; ++rank) observer.OnEpoch(rank, report);
 
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_EQ(
@@ -148,15 +143,14 @@ TEST(MetricsTest, ObserverExportsEveryContractMetric) {
 TEST(MetricsTest, ExplorationIsNotASwitch) {
   prometheus::Registry registry;
   PrometheusObserver observer(registry, "test", 2);
-  RuntimeCore core = *RuntimeCore::Create(RuntimeConfig{}, 0, 2, kPaperLink);
   const CallDecision ring{.algorithm = Algorithm::kRing};
   const CallDecision stragglar{.algorithm = Algorithm::kStragglar, .straggler = 1};
   CallDecision explored_ring = ring;
   explored_ring.explored = true;
   for (const CallDecision& decision :
        {ring, stragglar, explored_ring, stragglar, stragglar, ring}) {
-    observer.OnStart(core, decision, 1 << 20);
-    observer.OnCall(core, decision, 1 << 20, {.duration_s = 1e-3});
+    observer.OnStart(0, decision, 1 << 20);
+    observer.OnCall(0, decision, 1 << 20, {.duration_s = 1e-3});
   }
   EXPECT_EQ(RankSeries(registry, "stragglar_policy_switches_total", 0).counter.value, 2);
   EXPECT_EQ(RankSeries(registry, "stragglar_collective_calls_total", 0, {{"algorithm", "ring"}})
@@ -177,11 +171,9 @@ TEST(MetricsTest, OnlyTheExportedRanksHaveSeries) {
     }
   }
   EXPECT_EQ(ranks, std::set<std::string>{"2"});
-  RuntimeCore other = *RuntimeCore::Create(RuntimeConfig{}, 1, 4, kPaperLink);
-  observer.OnStart(other, {.algorithm = Algorithm::kRing}, 4096);  // not exported: ignored
-  observer.OnEpoch(other, EpochReport{.straggler = 3});
-  RuntimeCore mine = *RuntimeCore::Create(RuntimeConfig{}, 2, 4, kPaperLink);
-  observer.OnStart(mine, {.algorithm = Algorithm::kRing}, 4096);
+  observer.OnStart(1, {.algorithm = Algorithm::kRing}, 4096);  // not exported: ignored
+  observer.OnEpoch(1, EpochReport{.straggler = 3});
+  observer.OnStart(2, {.algorithm = Algorithm::kRing}, 4096);
   EXPECT_EQ(RankSeries(registry, "stragglar_collective_calls_total", 2, {{"algorithm", "ring"}})
                 .counter.value,
             1);
@@ -192,8 +184,7 @@ TEST(MetricsTest, OnlyTheExportedRanksHaveSeries) {
 TEST(MetricsTest, CallsCountOnEntry) {
   prometheus::Registry registry;
   PrometheusObserver observer(registry, "test", 2);
-  RuntimeCore core = *RuntimeCore::Create(RuntimeConfig{}, 1, 2, kPaperLink);
-  observer.OnStart(core, {.algorithm = Algorithm::kRing}, 4096);
+  observer.OnStart(1, {.algorithm = Algorithm::kRing}, 4096);
   EXPECT_EQ(RankSeries(registry, "stragglar_collective_calls_total", 1, {{"algorithm", "ring"}})
                 .counter.value,
             1);

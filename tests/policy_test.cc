@@ -87,7 +87,8 @@ TEST(DetectorTest, HysteresisKeepsTheVerdictThroughShortGapsAndMovesOnWhenTheStr
 
 TEST(ChooserTest, PicksStragglarOnlyWhenTheDelayPaysForIt) {
   const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
-  Chooser chooser(8, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
+  PlanCache plans(8);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
   const double bytes = 1 << 30;
   std::vector<double> late(8, 0.0);
   late[5] = 20e-3;
@@ -109,18 +110,19 @@ TEST(ChooserTest, PicksStragglarOnlyWhenTheDelayPaysForIt) {
 
 TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
   const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
-  Chooser chooser(8, {Algorithm::kRing, Algorithm::kStragglar});
+  PlanCache plans(8);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kStragglar});
   // 1 GiB: 8 pieces per rank take 60 rounds of s/56 (16 would take 117 of s/112, whose extra
   // alpha outweighs the 2.6% less bandwidth time).
-  EXPECT_EQ(*chooser.StragglarPieces(1 << 30, paper), 8);
+  EXPECT_EQ(*plans.StragglarPieces(1 << 30, paper), 8);
   // 64 KiB: every extra round costs alpha for little bandwidth.
-  EXPECT_EQ(*chooser.StragglarPieces(64 << 10, paper), 1);
-  absl::StatusOr<const Plan*> plan = chooser.PlanFor(Algorithm::kStragglar, 5, 1 << 30, paper);
+  EXPECT_EQ(*plans.StragglarPieces(64 << 10, paper), 1);
+  absl::StatusOr<const Plan*> plan = plans.For(Algorithm::kStragglar, 5, 1 << 30, paper);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ((*plan)->num_chunks, 7 * 8);
   EXPECT_EQ((*plan)->straggler, 5);
-  EXPECT_EQ((*chooser.PlanFor(Algorithm::kStragglar, 5, 64 << 10, paper))->num_chunks, 7);
-  EXPECT_EQ((*chooser.PlanFor(Algorithm::kRing, std::nullopt, 1 << 30, paper))->num_chunks, 8);
+  EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->num_chunks, 7);
+  EXPECT_EQ((*plans.For(Algorithm::kRing, std::nullopt, 1 << 30, paper))->num_chunks, 8);
 
   // The choice is priced with the pipelined plan: 1.15 s/B after arrival (alpha included) where
   // the paper's L(8) = 9 rounds of s/7 take 1.29 s/B.
@@ -142,21 +144,22 @@ TEST(ChooserTest, RanksSharingTwoCoresKeepTheUnpipelinedSchedule) {
   // The MPI preload's model of 4 processes on 2 cores: every transfer of a crowded round shares
   // the cores, so pipelining (every port busy in every round) gains nothing and pays alpha.
   const LinkModel cores{.alpha_s = 7e-6, .bandwidth_bytes_per_s = 5.7e9, .shared_lanes = 2};
-  Chooser chooser(4, {Algorithm::kRing, Algorithm::kStragglar});
-  EXPECT_EQ(*chooser.StragglarPieces(16 << 20, cores), 1);
+  PlanCache plans(4);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kStragglar});
+  EXPECT_EQ(*plans.StragglarPieces(16 << 20, cores), 1);
   LinkModel switched = cores;
   switched.shared_lanes = 0;
-  EXPECT_GT(*chooser.StragglarPieces(16 << 20, switched), 1);
+  EXPECT_GT(*plans.StragglarPieces(16 << 20, switched), 1);
 }
 
 TEST(ChooserTest, ForcedPiecesAreCappedToThePlanSizeLimit) {
   const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
-  Chooser four(4, {Algorithm::kRing, Algorithm::kStragglar}, 0.05, 0.01, /*forced_pieces=*/8);
+  PlanCache four(4, /*forced_pieces=*/8);
   EXPECT_EQ(*four.StragglarPieces(1 << 10, paper), 8);
-  EXPECT_EQ((*four.PlanFor(Algorithm::kStragglar, 0, 1 << 10, paper))->num_chunks, 24);
-  Chooser many(33, {Algorithm::kRing, Algorithm::kStragglar}, 0.05, 0.01, /*forced_pieces=*/16);
+  EXPECT_EQ((*four.For(Algorithm::kStragglar, 0, 1 << 10, paper))->num_chunks, 24);
+  PlanCache many(33, /*forced_pieces=*/16);
   EXPECT_EQ(*many.StragglarPieces(1 << 30, paper), 4);  // 32 x 4 = 128 pieces
-  Chooser huge(200, {Algorithm::kRing, Algorithm::kStragglar}, 0.05, 0.01, /*forced_pieces=*/2);
+  PlanCache huge(200, /*forced_pieces=*/2);
   EXPECT_EQ(*huge.StragglarPieces(1 << 30, paper), 1);
 }
 
@@ -174,12 +177,14 @@ TEST(ChooserTest, SmallPredictedGainsKeepTheDefault) {
   // ~3.9 ms, far below 5%, so ring stays; with min_gain 0 the faster prediction wins.
   const LinkModel slow{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 8e9};
   const std::vector<double> punctual(8, 0.0);
-  Chooser cautious(8, {Algorithm::kRing, Algorithm::kHalvingDoubling});
+  PlanCache cautious_plans(8);
+  Chooser cautious(cautious_plans, {Algorithm::kRing, Algorithm::kHalvingDoubling});
   absl::StatusOr<Choice> choice = cautious.Choose(16 << 20, punctual, std::nullopt, slow);
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->algorithm, Algorithm::kRing);
   EXPECT_DOUBLE_EQ(choice->predicted_s, choice->baseline_predicted_s);
-  Chooser eager(8, {Algorithm::kRing, Algorithm::kHalvingDoubling}, /*min_gain=*/0);
+  PlanCache eager_plans(8);
+  Chooser eager(eager_plans, {Algorithm::kRing, Algorithm::kHalvingDoubling}, /*min_gain=*/0);
   choice = eager.Choose(16 << 20, punctual, std::nullopt, slow);
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->algorithm, Algorithm::kHalvingDoubling);
@@ -187,7 +192,8 @@ TEST(ChooserTest, SmallPredictedGainsKeepTheDefault) {
 
 TEST(ChooserTest, TiesKeepTheEarlierCandidate) {
   // Two ranks, zero alpha: ring and halving-doubling cost the same; ring is listed first.
-  Chooser chooser(2, {Algorithm::kRing, Algorithm::kHalvingDoubling});
+  PlanCache plans(2);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling});
   absl::StatusOr<Choice> choice =
       chooser.Choose(1e6, {0.0, 0.0}, std::nullopt, {.alpha_s = 0, .bandwidth_bytes_per_s = 1e9});
   ASSERT_TRUE(choice.ok());
@@ -200,7 +206,8 @@ TEST(ChooserTest, CalibratedSmallGainsSwitchAndMeasuredCostsOverrideTheModel) {
   const LinkModel slow{.alpha_s = 20e-6, .bandwidth_bytes_per_s = 8e9};
   const std::vector<double> punctual(8, 0.0);
   const int64_t bytes = 16 << 20;
-  Chooser chooser(8, {Algorithm::kRing, Algorithm::kHalvingDoubling});
+  PlanCache plans(8);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling});
   Calibration calibration;
   // Only ring measured: still the cautious 5% bar, ring stays.
   for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);
@@ -225,7 +232,8 @@ TEST(ChooserTest, CalibratedSmallGainsSwitchAndMeasuredCostsOverrideTheModel) {
 // pays more, and the chooser finds it.
 TEST(ChooserTest, TriesStragglarAroundThePredictedLastRankToo) {
   const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
-  Chooser chooser(8, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
+  PlanCache plans(8);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
   std::vector<double> arrival(8, 0.0);
   arrival[2] = 1e-3;
   arrival[6] = 4e-3;
@@ -355,7 +363,8 @@ TEST(ChooserTest, RegimeFollowsTheStragglersLeadOverThePhase) {
 TEST(ChooserTest, PersistentStragglerIsPricedWithTheHiddenPhasesFactor) {
   const LinkModel link{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
   const int64_t bytes = 16 << 20;
-  Chooser chooser(4, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
+  PlanCache plans(4);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
   Calibration calibration;
   for (int i = 0; i < 4; ++i) {
     calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);

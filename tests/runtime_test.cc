@@ -186,11 +186,12 @@ TEST(RuntimeCoreTest, SealedEpochsAreAbsorbedLaterWithTheSameResult) {
         const int64_t first = cores[0].sealed_first_call();
         std::vector<double> all;
         for (int rank = 0; rank < n; ++rank) {
-          std::vector<CallTiming> mine;
+          // The GPU's timings arrive: every pending call of the sealed epoch is filled.
           for (int i = 0; i < cores[rank].sealed_calls(); ++i) {
-            mine.push_back(timing(rank, first + i));
+            ASSERT_EQ(cores[rank].OldestPending()->first, first + i);
+            ASSERT_TRUE(cores[rank].Fill(first + i, timing(rank, first + i)).ok());
           }
-          const std::vector<double> payload = RuntimeCore::PayloadFromTimings(mine);
+          const std::vector<double> payload = cores[rank].EpochPayload();
           all.insert(all.end(), payload.begin(), payload.end());
         }
         for (RuntimeCore& core : cores) ASSERT_TRUE(core.AbsorbEpoch(all).ok());
@@ -205,7 +206,8 @@ TEST(RuntimeCoreTest, SealedEpochsAreAbsorbedLaterWithTheSameResult) {
       if (rank == 0) decisions.push_back(decision);
       EXPECT_EQ(decision.algorithm, decisions.back().algorithm) << call;
       EXPECT_EQ(decision.straggler, decisions.back().straggler) << call;
-      cores[rank].Record({});  // the timing is not known yet
+      // The timing is not known yet.
+      cores[rank].RecordPending(decision, {.ticket = static_cast<uint64_t>(call)});
     }
   }
   // The same calls with an immediate exchange at every epoch's end: the deferred cores decide in

@@ -187,7 +187,7 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
   const CallTiming timing{.arrival_s = arrival, .duration_s = Now() - arrival};
   // Recorded even after an error, so that every rank's epoch stays at the same call index.
   core_.Record(timing, decision);
-  for (const auto& observer : observers_.all()) observer->OnCall(core_, decision, bytes, timing);
+  for (const auto& observer : observers_.all()) observer->OnCall(rank_, decision, bytes, timing);
   if (code == MPI_SUCCESS && core_.ExchangeDue()) code = Exchange();
   if (code != MPI_SUCCESS && !native) {
     // What MPI itself does with an error: the communicator's handler decides (fatal by default).
@@ -209,7 +209,7 @@ int CommState::Exchange() {
     Log(LogLevel::kWarn, absl::StrCat("epoch exchange on ", name_, ": ", status.message()));
     return MPI_ERR_INTERN;
   }
-  for (const auto& observer : observers_.all()) observer->OnEpoch(core_, core_.last_epoch());
+  for (const auto& observer : observers_.all()) observer->OnEpoch(rank_, core_.last_epoch());
   if (LogEnabled(LogLevel::kTrace)) {
     const std::optional<int> straggler = core_.detector().straggler();
     Log(LogLevel::kTrace, absl::StrCat(name_, " epoch ", core_.epochs(), ": straggler ",

@@ -349,10 +349,14 @@ Failure CommState::GatherSealed(cudaStream_t stream, GpuCallTimer* timer) {
     }
     timings.push_back(timing);
     for (const auto& observer : observers_.all()) {
-      observer->OnCall(core_, call.decision, call.bytes, timing);
+      observer->OnCall(rank_, call.decision, call.bytes, timing);
     }
   }
-  const std::vector<double> payload = RuntimeCore::PayloadFromTimings(timings);
+  std::vector<double> payload;
+  for (const CallTiming& timing : timings) {
+    payload.push_back(timing.arrival_s);
+    payload.push_back(timing.duration_s);
+  }
   const size_t values = payload.size();
   std::memcpy(host_exchange_, payload.data(), values * sizeof(double));
   double* device_all = device_exchange_ + values;
@@ -397,7 +401,7 @@ Failure CommState::AdvanceEpoch(cudaStream_t stream, GpuCallTimer* timer) {
       absl::Status status = core_.AbsorbEpoch(
           absl::MakeConstSpan(host_exchange_ + values, values * static_cast<size_t>(size_)));
       if (!status.ok()) return {ncclInternalError, std::string(status.message())};
-      for (const auto& observer : observers_.all()) observer->OnEpoch(core_, core_.last_epoch());
+      for (const auto& observer : observers_.all()) observer->OnEpoch(rank_, core_.last_epoch());
       if (LogEnabled(LogLevel::kTrace)) {
         const std::optional<int> straggler = core_.detector().straggler();
         Log(LogLevel::kTrace, absl::StrCat(name_, " epoch ", core_.epochs(), ": straggler ",

@@ -1,0 +1,28 @@
+// Exploration: now and then a call runs a candidate other than the policy's best guess, so that a
+// mis-calibrated model measures what it predicts wrongly and corrects itself. Which calls explore
+// and what they run depend only on the call index and on what every rank holds alike (the
+// chooser's prices and the calibration's sample counts), so every rank explores the same call.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "policy/chooser.h"
+#include "policy/policy_config.h"
+#include "policy/reports.h"
+
+namespace stragglar {
+
+// Whether call `call` is an exploration slot: one call in config.explore_every, in the middle of
+// its stretch (never, for explore_every 0).
+bool IsExplorationCall(int64_t call, const RuntimeConfig& config);
+
+// What exploration call `chosen.call` runs instead of `chosen`: the candidate with the fewest
+// calibration samples on this size, in the regime the predicted arrivals put it in (the first in
+// candidate order on ties); StragglAR around the named straggler, or else the rank predicted last.
+// Candidates measured too costly to try (RuntimeConfig::explore_max_cost) wait for their slot
+// (one in costly_explore_every); with none left, `chosen` runs.
+CallDecision Explore(const CallDecision& chosen, absl::Span<const CandidatePrice> priced,
+                     const RuntimeConfig& config);
+
+}  // namespace stragglar

@@ -1,0 +1,114 @@
+#include "policy/plan_cache.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/stragglar_schedule.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+// `plan` cut to its pre-arrival rounds (`keep_pre_arrival`) or to the rounds after them.
+Plan PhaseOf(const Plan& plan, bool keep_pre_arrival) {
+  Plan phase = plan;
+  if (keep_pre_arrival) {
+    phase.rounds.resize(plan.pre_arrival_rounds);
+  } else {
+    phase.rounds.erase(phase.rounds.begin(), phase.rounds.begin() + plan.pre_arrival_rounds);
+    phase.pre_arrival_rounds = 0;
+  }
+  return phase;
+}
+
+}  // namespace
+
+absl::StatusOr<CalibrationRegime> RegimeFromPhase(
+    const Plan& plan, absl::Span<const double> arrival_s,
+    absl::FunctionRef<absl::StatusOr<double>()> phase_seconds) {
+  if (!plan.straggler.has_value() || plan.pre_arrival_rounds == 0 ||
+      arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
+    return CalibrationRegime::kPhaseExposed;
+  }
+  const int straggler = *plan.straggler;
+  double latest_other_s = -std::numeric_limits<double>::infinity();
+  for (int r = 0; r < plan.num_ranks; ++r) {
+    if (r != straggler) latest_other_s = std::max(latest_other_s, arrival_s[r]);
+  }
+  const double gap_s = arrival_s[straggler] - latest_other_s;
+  if (!(gap_s > 0)) return CalibrationRegime::kPhaseExposed;
+  absl::StatusOr<double> phase_s = phase_seconds();
+  if (!phase_s.ok()) return phase_s.status();
+  return gap_s >= *phase_s ? CalibrationRegime::kPhaseHidden : CalibrationRegime::kPhaseExposed;
+}
+
+absl::StatusOr<const Plan*> PlanCache::WithPieces(Algorithm algorithm, std::optional<int> straggler,
+                                                  int pieces) {
+  const std::tuple<Algorithm, int, int> key = {algorithm, straggler.value_or(-1), pieces};
+  if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
+  absl::StatusOr<Plan> plan = algorithm == Algorithm::kStragglar && straggler.has_value()
+                                  ? SynthesizeStragglar(num_ranks_, *straggler, pieces)
+                                  : SynthesizePlan(algorithm, num_ranks_, straggler);
+  if (!plan.ok()) return plan.status();
+  return &plans_.emplace(key, *std::move(plan)).first->second;
+}
+
+absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<int> straggler,
+                                           double bytes, const LinkModel& link) {
+  int pieces = 1;
+  if (algorithm == Algorithm::kStragglar) {
+    absl::StatusOr<int> best = StragglarPieces(bytes, link);
+    if (!best.ok()) return best.status();
+    pieces = *best;
+  }
+  return WithPieces(algorithm, straggler, pieces);
+}
+
+absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& link) {
+  if (forced_pieces_ > 0) {
+    return std::max(1, std::min(forced_pieces_, kMaxPipelinedPieces / std::max(1, num_ranks_ - 1)));
+  }
+  const LinkKey key = KeyOf(bytes, link);
+  if (auto it = pieces_.find(key); it != pieces_.end()) return it->second;
+  int best_pieces = 1;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int pieces : {1, 2, 4, 8, 16}) {
+    if (pieces > 1 && (num_ranks_ - 1) * pieces > kMaxPipelinedPieces) break;
+    absl::StatusOr<const Plan*> plan = WithPieces(Algorithm::kStragglar, num_ranks_ - 1, pieces);
+    if (!plan.ok()) return plan.status();
+    // Only the rounds after the straggler arrives: the ReduceScatter moves the same bytes in the
+    // same messages whatever the depth, and is meant to hide in the straggler's delay.
+    absl::StatusOr<SimulationResult> simulated =
+        SimulatePlan(PhaseOf(**plan, /*keep_pre_arrival=*/false), bytes, link,
+                     std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
+    if (!simulated.ok()) return simulated.status();
+    if (simulated->completion_s < best_s) {
+      best_s = simulated->completion_s;
+      best_pieces = pieces;
+    }
+  }
+  pieces_.emplace(key, best_pieces);
+  return best_pieces;
+}
+
+absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double bytes,
+                                                    const LinkModel& link) {
+  if (plan.pre_arrival_rounds == 0) return 0.0;
+  const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
+  if (auto it = pre_arrival_s_.find(key); it != pre_arrival_s_.end()) return it->second;
+  absl::StatusOr<SimulationResult> simulated =
+      SimulatePlan(PhaseOf(plan, /*keep_pre_arrival=*/true), bytes, link,
+                   std::vector<double>(static_cast<size_t>(plan.num_ranks), 0.0));
+  if (!simulated.ok()) return simulated.status();
+  pre_arrival_s_.emplace(key, simulated->completion_s);
+  return simulated->completion_s;
+}
+
+absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,
+                                                      const LinkModel& link,
+                                                      absl::Span<const double> arrival_s) {
+  return RegimeFromPhase(plan, arrival_s, [&] { return PreArrivalSeconds(plan, bytes, link); });
+}
+
+}  // namespace stragglar

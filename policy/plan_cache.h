@@ -1,0 +1,80 @@
+// The plans a communicator runs and prices, built once and kept for its lifetime: the chooser
+// prices them, the calibration and the time-saved estimate re-price them on measured arrivals,
+// and executors lower them. Keyed by (algorithm, straggler, pieces); a plan's address never
+// changes, so `const Plan*` identifies it. Also memoizes what depends on a plan and a message size
+// but not on the arrivals (StragglAR's pieces per chunk, its pre-arrival phase's time), so each is
+// simulated once, not once per call that needs it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/plan.h"
+#include "policy/calibration.h"
+#include "policy/simulator.h"
+
+namespace stragglar {
+
+class PlanCache {
+ public:
+  // `forced_pieces` > 0 fixes StragglarPieces (a benchmark knob, STRAGGLAR_PIECES).
+  explicit PlanCache(int num_ranks, int forced_pieces = 0)
+      : num_ranks_(num_ranks), forced_pieces_(forced_pieces) {}
+  PlanCache(const PlanCache&) = delete;
+  PlanCache& operator=(const PlanCache&) = delete;
+  PlanCache(PlanCache&&) = default;
+  PlanCache& operator=(PlanCache&&) = default;
+
+  int num_ranks() const { return num_ranks_; }
+
+  // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's is
+  // pipelined with StragglarPieces(bytes, link) pieces per chunk; the others ignore the size.
+  absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
+                                  const LinkModel& link);
+  // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
+  absl::StatusOr<const Plan*> WithPieces(Algorithm algorithm, std::optional<int> straggler,
+                                         int pieces);
+
+  // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
+  // kMaxPipelinedPieces pieces in all), the one whose post-arrival rounds the model prices fastest
+  // (more pieces keep the straggler's link busier but cost alpha per round); ties keep fewer
+  // pieces. A function of its inputs alone, so every rank picks the same. With forced pieces:
+  // those, lowered to fit kMaxPipelinedPieces.
+  absl::StatusOr<int> StragglarPieces(double bytes, const LinkModel& link);
+
+  // The model's time for `plan`'s pre-arrival rounds on a call of `bytes`, ranks arriving
+  // together; 0 for plans without that phase. `plan` must come from this cache.
+  absl::StatusOr<double> PreArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
+
+  // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds.
+  absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes, const LinkModel& link,
+                                             absl::Span<const double> arrival_s);
+
+ private:
+  using LinkKey = std::tuple<int64_t, double, double, double>;  // (bytes, alpha, bw, lanes)
+  static LinkKey KeyOf(double bytes, const LinkModel& link) {
+    return {static_cast<int64_t>(bytes), link.alpha_s, link.bandwidth_bytes_per_s,
+            link.shared_lanes};
+  }
+
+  int num_ranks_;
+  int forced_pieces_;
+  // (algorithm, straggler or -1, pieces) -> plan; node-based, so addresses stay valid.
+  std::map<std::tuple<Algorithm, int, int>, Plan> plans_;
+  std::map<LinkKey, int> pieces_;
+  std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
+};
+
+// The calibration regime of `plan` on a call with these arrivals, given the model's time for its
+// pre-arrival rounds: kPhaseHidden when its straggler arrives later than every other rank by at
+// least that time, else kPhaseExposed. `phase_seconds` is asked only when it matters.
+absl::StatusOr<CalibrationRegime> RegimeFromPhase(
+    const Plan& plan, absl::Span<const double> arrival_s,
+    absl::FunctionRef<absl::StatusOr<double>()> phase_seconds);
+
+}  // namespace stragglar
