@@ -1,15 +1,12 @@
 #include "kernels/host_executor.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <utility>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/rank_steps.h"
 
 namespace stragglar {
 namespace {
@@ -26,28 +23,8 @@ struct MessageHeader {
 };
 static_assert(sizeof(MessageHeader) == 16);
 
-// Misuse of the transport's API (not data errors): fail loudly instead of corrupting memory.
-void CheckRanks(int src, int dst, int num_ranks) {
-  if (src < 0 || src >= num_ranks || dst < 0 || dst >= num_ranks) {
-    std::fprintf(stderr, "HostTransport: channel %d->%d outside [0, %d)\n", src, dst, num_ranks);
-    std::abort();
-  }
-}
-
-absl::Status ValidateArgs(const Plan& plan, int rank, const HostAllReduceArgs& args,
-                          const HostTransport& transport) {
-  if (plan.num_ranks != transport.num_ranks()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan has ", plan.num_ranks, " ranks but the transport connects ", transport.num_ranks()));
-  }
-  if (rank < 0 || rank >= plan.num_ranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " outside [0, ", plan.num_ranks, ")"));
-  }
-  if (plan.num_chunks < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan has ", plan.num_chunks, " chunks; needs at least 1"));
-  }
+// What any call checks, whatever its plan: the element type, op, count and buffers.
+absl::Status ValidateCallArgs(int rank, const HostAllReduceArgs& args) {
   if (static_cast<size_t>(args.type) >= kAllDataTypes.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ": unknown data type ", static_cast<int>(args.type)));
@@ -68,6 +45,22 @@ absl::Status ValidateArgs(const Plan& plan, int rank, const HostAllReduceArgs& a
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": ",
                                                    args.send == nullptr ? "send" : "recv",
                                                    " buffer is null with count ", args.count));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateProgram(const RankProgram& program, const HostAllReduceArgs& args,
+                             const HostTransport& transport) {
+  if (program.num_ranks != transport.num_ranks()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan has ", program.num_ranks,
+                                                   " ranks but the transport connects ",
+                                                   transport.num_ranks()));
+  }
+  if (absl::Status status = ValidateCallArgs(program.rank, args); !status.ok()) return status;
+  if (args.count > 0 && program.placement.in_place != (args.send == args.recv)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", program.rank, ": the program was lowered for ",
+                     program.placement.in_place ? "in-place" : "out-of-place", " buffers"));
   }
   return absl::OkStatus();
 }
@@ -99,355 +92,254 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
   return absl::OkStatus();
 }
 
-// condition_variable::wait_for with an absl::Duration; an infinite (or absurdly long) timeout
-// waits without a deadline, since now + max nanoseconds would overflow the clock.
-template <typename Predicate>
-bool WaitFor(std::condition_variable& condition, std::unique_lock<std::mutex>& lock,
-             absl::Duration timeout, Predicate predicate) {
-  if (timeout >= absl::Hours(24 * 365)) {
-    condition.wait(lock, predicate);
-    return true;
-  }
-  return condition.wait_for(lock, absl::ToChronoNanoseconds(timeout), predicate);
-}
-
-// Checks a borrowed message against what this rank expects before anything is applied.
-absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const Transfer& transfer,
-                          int round, int rank, const HostAllReduceArgs& args,
+// Checks a borrowed message against what this rank expects before anything is applied: one
+// piece per chunk of the step's receive, each of that chunk's size.
+absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const RankProgram& program,
+                          const ProgramStep& step, const HostAllReduceArgs& args,
                           const std::vector<int64_t>& offsets) {
   if (message.header.size() != sizeof(MessageHeader)) {
-    return absl::InternalError(absl::StrCat("rank ", rank, " got a message with a ",
+    return absl::InternalError(absl::StrCat("rank ", program.rank, " got a message with a ",
                                             message.header.size(), "-byte header from rank ",
-                                            transfer.src));
+                                            step.receive_peer));
   }
   MessageHeader header;
   std::memcpy(&header, message.header.data(), sizeof(header));
-  if (absl::Status status = CheckHeader(header, round, transfer.src, rank, args); !status.ok()) {
+  if (absl::Status status = CheckHeader(header, step.round, step.receive_peer, program.rank, args);
+      !status.ok()) {
     return status;
   }
   int64_t expected_bytes = 0, got_bytes = 0;
-  for (int32_t chunk : transfer.chunks) expected_bytes += offsets[chunk + 1] - offsets[chunk];
-  for (absl::Span<const std::byte> piece : message.pieces) got_bytes += piece.size();
-  bool same_layout = message.pieces.size() == transfer.chunks.size();
-  for (size_t i = 0; same_layout && i < transfer.chunks.size(); ++i) {
-    const int32_t chunk = transfer.chunks[i];
-    same_layout =
-        static_cast<int64_t>(message.pieces[i].size()) == offsets[chunk + 1] - offsets[chunk];
+  bool same_layout = static_cast<int32_t>(message.pieces.size()) == step.receive_chunks;
+  size_t at = 0;
+  for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
+    const ProgramPiece& piece = program.pieces[i];
+    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c, ++at) {
+      const int64_t bytes = offsets[c + 1] - offsets[c];
+      expected_bytes += bytes;
+      same_layout = same_layout && static_cast<int64_t>(message.pieces[at].size()) == bytes;
+    }
   }
+  for (absl::Span<const std::byte> piece : message.pieces) got_bytes += piece.size();
   if (!same_layout) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mismatched plans across ranks: rank ", rank, " expected ", expected_bytes,
-                     " bytes in ", transfer.chunks.size(), " chunks from rank ", transfer.src,
-                     " in round ", round, ", got ", got_bytes, " in ", message.pieces.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mismatched plans across ranks: rank ", program.rank, " expected ", expected_bytes,
+        " bytes in ", step.receive_chunks, " chunks from rank ", step.receive_peer, " in round ",
+        step.round, ", got ", got_bytes, " in ", message.pieces.size()));
+  }
+  return absl::OkStatus();
+}
+
+// One call of a program: its buffers, the loans it made, and what it must undo on failure.
+class HostCall {
+ public:
+  HostCall(const RankProgram& program, const HostAllReduceArgs& args, HostTransport& transport)
+      : program_(program),
+        args_(args),
+        transport_(transport),
+        rank_(program.rank),
+        element_size_(DataTypeSize(args.type)),
+        offsets_(ChunkByteOffsets(args.count, element_size_, program.num_chunks)),
+        input_(static_cast<const std::byte*>(args.send)),
+        result_(static_cast<std::byte*>(args.recv)),
+        last_loan_(program.num_ranks, -1),
+        tickets_(program.steps.size(), -1) {}
+
+  absl::Status Run();
+  // Aborts the transport so that the peers waiting on this rank return too, and then waits until
+  // no peer is still reading this rank's buffers (the caller may free them). After the abort that
+  // wait is bounded by the reads in progress (a reader never blocks while it holds a message), so
+  // it needs no timeout, and must not have one.
+  absl::Status Fail(absl::Status status) {
+    transport_.Abort(status);
+    (void)WaitForLoans(absl::InfiniteDuration());
+    return status;
+  }
+
+ private:
+  int64_t ChunkBytes(int32_t chunk) const { return offsets_[chunk + 1] - offsets_[chunk]; }
+  const std::byte* Own(Buffer buffer, int32_t chunk) const {
+    return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
+  }
+  // The ticket of the last message lent to each peer; channels are FIFO, so once it is returned
+  // every earlier one is too.
+  absl::Status WaitForLoans(absl::Duration timeout) {
+    absl::Status result;
+    for (int peer = 0; peer < static_cast<int>(last_loan_.size()); ++peer) {
+      if (last_loan_[peer] < 0) continue;
+      result.Update(transport_.WaitReturned(rank_, peer, last_loan_[peer], timeout));
+    }
+    return result;
+  }
+  // Whether a reader of one of `piece`'s loans may still be at it: then the piece goes through
+  // scratch, and lands once they are done.
+  bool StillLent(const ProgramPiece& piece) const {
+    for (int32_t w = piece.first_wait; w < piece.first_wait + piece.num_waits; ++w) {
+      const int32_t step = program_.waits[w];
+      if (!transport_
+               .WaitReturned(rank_, program_.steps[step].send_peer, tickets_[step],
+                             absl::ZeroDuration())
+               .ok()) {
+        return true;
+      }
+    }
+    return false;
+  }
+  void Send(int32_t index, const ProgramStep& step);
+  absl::Status Receive(const ProgramStep& step);
+
+  const RankProgram& program_;
+  const HostAllReduceArgs& args_;
+  HostTransport& transport_;
+  const int rank_;
+  const int64_t element_size_;
+  const std::vector<int64_t> offsets_;
+  const std::byte* input_;
+  std::byte* result_;
+  std::vector<int64_t> last_loan_;  // by peer
+  std::vector<int64_t> tickets_;    // by step: the ticket of its send's loan
+};
+
+void HostCall::Send(int32_t index, const ProgramStep& step) {
+  // Lending first hands out the chunks as of the start of the round, which is what the plan
+  // contract requires even when this rank also receives one of them in this round. Every
+  // transfer is a message, even with empty chunks, so FIFO order and header checks hold for any
+  // count.
+  const MessageHeader header{.count = args_.count,
+                             .round = step.round,
+                             .type = static_cast<uint8_t>(args_.type),
+                             .op = static_cast<uint8_t>(args_.op),
+                             .padding = {}};
+  absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
+  for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
+    const ProgramPiece& piece = program_.pieces[i];
+    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
+      pieces.push_back({Own(piece.buffer, c), static_cast<size_t>(ChunkBytes(c))});
+    }
+  }
+  tickets_[index] = last_loan_[step.send_peer] = transport_.Lend(
+      rank_, step.send_peer, {reinterpret_cast<const std::byte*>(&header), sizeof(header)}, pieces);
+}
+
+absl::Status HostCall::Receive(const ProgramStep& step) {
+  absl::StatusOr<HostTransport::BorrowedMessage> message =
+      transport_.Borrow(step.receive_peer, rank_, args_.timeout);
+  if (!message.ok()) return message.status();
+  if (absl::Status status = CheckMessage(*message, program_, step, args_, offsets_); !status.ok()) {
+    transport_.Return(step.receive_peer, rank_);
+    return status;
+  }
+  // Where results wait while their chunk is still being read (a two-way exchange of one chunk).
+  // Per thread, so a rank reuses it across calls instead of allocating each time.
+  thread_local std::vector<std::byte> scratch;
+  struct Deferred {
+    const ProgramPiece* piece;
+    int32_t chunk;
+    int64_t scratch_offset;
+  };
+  absl::InlinedVector<Deferred, 4> deferred;
+  int64_t scratch_bytes = 0;
+  size_t at = 0;  // the message's piece: one per chunk of the transfer
+  for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
+    const ProgramPiece& piece = program_.pieces[i];
+    const bool lent = StillLent(piece);
+    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c, ++at) {
+      const int64_t bytes = ChunkBytes(c);
+      if (bytes == 0) continue;  // empty chunk (count < num_chunks); the buffers may be null
+      std::byte* target = result_ + offsets_[c];
+      if (lent) {
+        deferred.push_back({&piece, c, scratch_bytes});
+        scratch_bytes += bytes;
+        if (scratch.size() < static_cast<size_t>(scratch_bytes)) scratch.resize(scratch_bytes);
+        target = scratch.data() + deferred.back().scratch_offset;
+      }
+      const std::byte* incoming = message->pieces[at].data();
+      const std::byte* own = Own(piece.buffer, c);
+      if (step.receive_op == TransferOp::kCopy) {
+        std::memcpy(target, incoming, bytes);
+      } else if (target == own) {
+        ReduceInto(args_.type, args_.op, target, incoming, bytes / element_size_);
+      } else {
+        Reduce(args_.type, args_.op, target, own, incoming, bytes / element_size_);
+      }
+    }
+  }
+  // The sender may change its chunks as soon as they are returned; nothing reads them after.
+  transport_.Return(step.receive_peer, rank_);
+  for (const Deferred& each : deferred) {
+    const ProgramPiece& piece = *each.piece;
+    for (int32_t w = piece.first_wait; w < piece.first_wait + piece.num_waits; ++w) {
+      const int32_t lender = program_.waits[w];
+      if (absl::Status status = transport_.WaitReturned(rank_, program_.steps[lender].send_peer,
+                                                        tickets_[lender], args_.timeout);
+          !status.ok()) {
+        return status;
+      }
+    }
+    std::memcpy(result_ + offsets_[each.chunk], scratch.data() + each.scratch_offset,
+                ChunkBytes(each.chunk));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostCall::Run() {
+  for (size_t index = 0; index < program_.steps.size(); ++index) {
+    const ProgramStep& step = program_.steps[index];
+    if (step.send_peer >= 0) Send(static_cast<int32_t>(index), step);
+    if (step.receive_peer < 0) continue;
+    if (absl::Status status = Receive(step); !status.ok()) return Fail(std::move(status));
+  }
+  // Peers may read this rank's buffers until they return the last loans; only then may the result
+  // change (kAvg) or the caller reuse the buffers.
+  if (absl::Status status = WaitForLoans(args_.timeout); !status.ok()) {
+    return Fail(std::move(status));
+  }
+  // Out of place, the chunks no step wrote still hold this rank's input.
+  for (const ProgramPiece& piece : program_.finish) {
+    const int64_t begin = offsets_[piece.first_chunk];
+    const int64_t end = offsets_[piece.first_chunk + piece.num_chunks];
+    if (end > begin) std::memcpy(result_ + begin, input_ + begin, end - begin);
+  }
+  if (args_.op == ReduceOp::kAvg && args_.count > 0) {
+    FinalizeReduction(args_.type, args_.op, result_, args_.count, program_.num_ranks);
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-HostTransport::HostTransport(int num_ranks) : num_ranks_(num_ranks < 0 ? 0 : num_ranks) {
-  channels_.reserve(static_cast<size_t>(num_ranks_) * num_ranks_);
-  for (int i = 0; i < num_ranks_ * num_ranks_; ++i)
-    channels_.push_back(std::make_unique<Channel>());
-}
-
-int64_t HostTransport::Queue(int src, int dst, Message message) {
-  Channel& target = channel(src, dst);
-  int64_t ticket;
-  {
-    std::lock_guard<std::mutex> lock(target.mutex);
-    ticket = target.queued++;
-    // Nobody reads an aborted channel again; dropping the message frees its memory early.
-    if (target.aborted) return ticket;
-    target.messages.push_back(std::move(message));
-    Message& queued = target.messages.back();
-    // Views into the moved vector's heap buffer stay valid; set them once it is in place anyway.
-    if (!queued.owned.empty()) queued.pieces.assign({absl::MakeConstSpan(queued.owned)});
+absl::Status ExecuteProgramOnHost(const RankProgram& program, const HostAllReduceArgs& args,
+                                  HostTransport& transport) {
+  if (absl::Status status = ValidateProgram(program, args, transport); !status.ok()) {
+    // Nothing was lent yet: aborting is all that failing takes.
+    transport.Abort(status);
+    return status;
   }
-  target.arrived.notify_one();
-  return ticket;
-}
-
-void HostTransport::Send(int src, int dst, absl::Span<const std::byte> payload) {
-  SendGather(src, dst, {payload});
-}
-
-void HostTransport::SendGather(int src, int dst,
-                               absl::Span<const absl::Span<const std::byte>> pieces) {
-  CheckRanks(src, dst, num_ranks_);
-  // Build the message outside the lock; reserve + insert avoids zero-filling it first.
-  size_t total = 0;
-  for (absl::Span<const std::byte> piece : pieces) total += piece.size();
-  Message message;
-  message.owned.reserve(total);
-  for (absl::Span<const std::byte> piece : pieces) {
-    message.owned.insert(message.owned.end(), piece.begin(), piece.end());
-  }
-  Queue(src, dst, std::move(message));
-}
-
-int64_t HostTransport::Lend(int src, int dst, absl::Span<const std::byte> header,
-                            absl::Span<const absl::Span<const std::byte>> pieces) {
-  CheckRanks(src, dst, num_ranks_);
-  Message message;
-  message.header.assign(header.begin(), header.end());
-  message.pieces.assign(pieces.begin(), pieces.end());
-  return Queue(src, dst, std::move(message));
-}
-
-absl::StatusOr<HostTransport::BorrowedMessage> HostTransport::Borrow(int src, int dst,
-                                                                     absl::Duration timeout) {
-  CheckRanks(src, dst, num_ranks_);
-  Channel& source = channel(src, dst);
-  bool aborted = false;
-  {
-    std::unique_lock<std::mutex> lock(source.mutex);
-    if (source.borrowed) {
-      std::fprintf(stderr, "HostTransport: channel %d->%d borrowed twice\n", src, dst);
-      std::abort();
-    }
-    const bool ready = WaitFor(source.arrived, lock, timeout,
-                               [&source] { return source.aborted || !source.messages.empty(); });
-    aborted = source.aborted;
-    if (ready && !aborted) {
-      source.borrowed = true;
-      const Message& front = source.messages.front();
-      return BorrowedMessage{.header = front.header, .pieces = front.pieces};
-    }
-  }
-  if (!aborted) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank ", dst, " waited ", absl::FormatDuration(timeout), " for a message from rank ", src));
-  }
-  return AbortedStatus(src, dst);
-}
-
-void HostTransport::Return(int src, int dst) {
-  CheckRanks(src, dst, num_ranks_);
-  Channel& source = channel(src, dst);
-  {
-    std::lock_guard<std::mutex> lock(source.mutex);
-    if (!source.borrowed) {
-      std::fprintf(stderr, "HostTransport: channel %d->%d returned without a borrow\n", src, dst);
-      std::abort();
-    }
-    source.borrowed = false;
-    source.messages.pop_front();
-    ++source.returned_count;
-  }
-  source.returned.notify_all();
-}
-
-absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
-                                                              absl::Duration timeout) {
-  absl::StatusOr<BorrowedMessage> borrowed = Borrow(src, dst, timeout);
-  if (!borrowed.ok()) return borrowed.status();
-  size_t total = borrowed->header.size();
-  for (absl::Span<const std::byte> piece : borrowed->pieces) total += piece.size();
-  std::vector<std::byte> message;
-  message.reserve(total);
-  message.insert(message.end(), borrowed->header.begin(), borrowed->header.end());
-  for (absl::Span<const std::byte> piece : borrowed->pieces) {
-    message.insert(message.end(), piece.begin(), piece.end());
-  }
-  Return(src, dst);
-  return message;
-}
-
-absl::Status HostTransport::WaitReturned(int src, int dst, int64_t ticket, absl::Duration timeout) {
-  CheckRanks(src, dst, num_ranks_);
-  Channel& target = channel(src, dst);
-  {
-    std::unique_lock<std::mutex> lock(target.mutex);
-    // After an abort the loan is over once nobody is reading it: queued messages were dropped.
-    auto done = [&target, ticket] {
-      return target.returned_count > ticket || (target.aborted && !target.borrowed);
-    };
-    if (!WaitFor(target.returned, lock, timeout, done)) {
-      return absl::DeadlineExceededError(absl::StrCat("rank ", src, " waited ",
-                                                      absl::FormatDuration(timeout), " for rank ",
-                                                      dst, " to read its data"));
-    }
-    if (target.returned_count > ticket) return absl::OkStatus();
-  }
-  return AbortedStatus(dst, src);
-}
-
-absl::Status HostTransport::AbortedStatus(int peer, int rank) {
-  // Abort() stores the reason before it flags any channel, so it is set by now. Read it outside
-  // the channel lock: Abort() takes abort_mutex_ first and the channel locks after it.
-  std::lock_guard<std::mutex> lock(abort_mutex_);
-  return absl::AbortedError(absl::StrCat("rank ", rank, " stopped waiting for rank ", peer,
-                                         ": collective aborted: ", abort_reason_.ToString()));
-}
-
-void HostTransport::Abort(absl::Status reason) {
-  if (reason.ok()) reason = absl::UnknownError("Abort() called with an OK status");
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (!abort_reason_.ok()) return;  // the first reason wins; its caller flags the channels
-    abort_reason_ = std::move(reason);
-  }
-  for (const std::unique_ptr<Channel>& each : channels_) {
-    {
-      std::lock_guard<std::mutex> lock(each->mutex);
-      each->aborted = true;
-      // A borrowed message is being read; its receiver returns it, which wakes its sender.
-      each->messages.erase(each->messages.begin() + (each->borrowed ? 1 : 0), each->messages.end());
-    }
-    each->arrived.notify_all();
-    each->returned.notify_all();
-  }
+  return HostCall(program, args, transport).Run();
 }
 
 absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
                                HostTransport& transport) {
-  // The ticket of the last message lent to each peer; channels are FIFO, so once it is returned
-  // every earlier one is too.
-  std::vector<int64_t> last_loan(std::max(plan.num_ranks, 0), -1);
-  auto wait_for_loans = [&](absl::Duration timeout) {
-    absl::Status result;
-    for (int peer = 0; peer < static_cast<int>(last_loan.size()); ++peer) {
-      if (last_loan[peer] < 0) continue;
-      result.Update(transport.WaitReturned(rank, peer, last_loan[peer], timeout));
-    }
-    return result;
-  };
-  // Any failure aborts the transport so that the peers waiting on this rank return too, and then
-  // waits until no peer is still reading this rank's buffers (the caller may free them). After
-  // the abort that wait is bounded by the reads in progress (a reader never blocks while it
-  // holds a message), so it needs no timeout, and must not have one.
-  auto fail = [&](absl::Status status) {
-    transport.Abort(status);
-    (void)wait_for_loans(absl::InfiniteDuration());
-    return status;
-  };
-  if (absl::Status status = ValidateArgs(plan, rank, args, transport); !status.ok()) {
-    return fail(std::move(status));
+  absl::Status status;
+  if (plan.num_ranks != transport.num_ranks()) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "plan has ", plan.num_ranks, " ranks but the transport connects ", transport.num_ranks()));
+  } else if (rank < 0 || rank >= plan.num_ranks) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " outside [0, ", plan.num_ranks, ")"));
+  } else if (plan.num_chunks < 1) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("plan has ", plan.num_chunks, " chunks; needs at least 1"));
+  } else {
+    status = ValidateCallArgs(rank, args);
   }
-  absl::StatusOr<std::vector<RankStep>> steps = RankSteps(plan, rank);
-  if (!steps.ok()) return fail(steps.status());
-
-  const int64_t element_size = DataTypeSize(args.type);
-  const std::vector<int64_t> offsets = ChunkByteOffsets(args.count, element_size, plan.num_chunks);
-  auto chunk_bytes = [&offsets](int32_t chunk) { return offsets[chunk + 1] - offsets[chunk]; };
-
-  const std::byte* input = static_cast<const std::byte*>(args.send);
-  std::byte* result = static_cast<std::byte*>(args.recv);
-  // Out of place, a chunk is read from `send` until this rank first writes it into `recv`.
-  std::vector<bool> written(plan.num_chunks, input == result);
-  auto current = [&](int32_t chunk) -> const std::byte* {
-    return (written[chunk] ? result : input) + offsets[chunk];
-  };
-  // Messages lent out of `recv`, per chunk: before changing the chunk this rank must wait until
-  // those peers have read it. (Chunks lent out of `send` are never changed.)
-  struct Loan {
-    int peer;
-    int64_t ticket;
-  };
-  std::vector<absl::InlinedVector<Loan, 2>> result_loans(plan.num_chunks);
-  // Whether a peer may still be reading `chunk` of the result; forgets loans already returned.
-  auto still_lent = [&](int32_t chunk) {
-    absl::InlinedVector<Loan, 2>& loans = result_loans[chunk];
-    loans.erase(std::remove_if(loans.begin(), loans.end(),
-                               [&](const Loan& loan) {
-                                 return transport
-                                     .WaitReturned(rank, loan.peer, loan.ticket,
-                                                   absl::ZeroDuration())
-                                     .ok();
-                               }),
-                loans.end());
-    return !loans.empty();
-  };
-  // Where results wait while their chunk is still being read (a two-way exchange of one chunk).
-  // Per thread, so a rank reuses it across calls instead of allocating each time.
-  thread_local std::vector<std::byte> scratch;
-  struct Deferred {
-    int32_t chunk;
-    int64_t scratch_offset;
-  };
-  absl::InlinedVector<Deferred, 4> deferred;
-
-  const MessageHeader own_header{.count = args.count,
-                                 .round = 0,
-                                 .type = static_cast<uint8_t>(args.type),
-                                 .op = static_cast<uint8_t>(args.op),
-                                 .padding = {}};
-  absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
-  for (const RankStep& step : *steps) {
-    if (step.send != nullptr) {
-      // Lending first hands out the chunks as of the start of the round, which is what the plan
-      // contract requires even when this rank also receives one of them in this round. Every
-      // transfer is a message, even with empty chunks, so FIFO order and header checks hold for
-      // any count.
-      MessageHeader header = own_header;
-      header.round = step.round;
-      pieces.clear();
-      for (int32_t chunk : step.send->chunks) {
-        pieces.push_back({current(chunk), static_cast<size_t>(chunk_bytes(chunk))});
-      }
-      const int dst = step.send->dst;
-      last_loan[dst] = transport.Lend(
-          rank, dst, {reinterpret_cast<const std::byte*>(&header), sizeof(header)}, pieces);
-      for (int32_t chunk : step.send->chunks) {
-        if (written[chunk]) result_loans[chunk].push_back({dst, last_loan[dst]});
-      }
-    }
-    if (step.receive == nullptr) continue;
-    const Transfer& transfer = *step.receive;
-    absl::StatusOr<HostTransport::BorrowedMessage> message =
-        transport.Borrow(transfer.src, rank, args.timeout);
-    if (!message.ok()) return fail(message.status());
-    if (absl::Status status = CheckMessage(*message, transfer, step.round, rank, args, offsets);
-        !status.ok()) {
-      transport.Return(transfer.src, rank);
-      return fail(std::move(status));
-    }
-    deferred.clear();
-    int64_t scratch_bytes = 0;
-    for (size_t i = 0; i < transfer.chunks.size(); ++i) {
-      const int32_t chunk = transfer.chunks[i];
-      const int64_t bytes = chunk_bytes(chunk);
-      if (bytes == 0) continue;  // empty chunk (count < num_chunks); the buffers may be null
-      std::byte* target = result + offsets[chunk];
-      if (still_lent(chunk)) {
-        deferred.push_back({chunk, scratch_bytes});
-        scratch_bytes += bytes;
-        if (scratch.size() < static_cast<size_t>(scratch_bytes)) scratch.resize(scratch_bytes);
-        target = scratch.data() + deferred.back().scratch_offset;
-      }
-      const std::byte* incoming = message->pieces[i].data();
-      if (transfer.op == TransferOp::kCopy) {
-        std::memcpy(target, incoming, bytes);
-      } else if (target == current(chunk)) {
-        ReduceInto(args.type, args.op, target, incoming, bytes / element_size);
-      } else {
-        Reduce(args.type, args.op, target, current(chunk), incoming, bytes / element_size);
-      }
-    }
-    // The sender may change its chunks as soon as they are returned; nothing reads them after.
-    transport.Return(transfer.src, rank);
-    for (int32_t chunk : transfer.chunks) written[chunk] = true;
-    for (const Deferred& each : deferred) {
-      for (const Loan& loan : result_loans[each.chunk]) {
-        if (absl::Status status =
-                transport.WaitReturned(rank, loan.peer, loan.ticket, args.timeout);
-            !status.ok()) {
-          return fail(std::move(status));
-        }
-      }
-      result_loans[each.chunk].clear();
-      std::memcpy(result + offsets[each.chunk], scratch.data() + each.scratch_offset,
-                  chunk_bytes(each.chunk));
-    }
+  absl::StatusOr<RankProgram> program =
+      status.ok() ? LowerPlan(plan, rank, {.in_place = args.send == args.recv}) : status;
+  if (!program.ok()) {
+    // Nothing was lent yet: aborting is all that failing takes.
+    transport.Abort(program.status());
+    return program.status();
   }
-  // Peers may read this rank's buffers until they return the last loans; only then may the result
-  // change (kAvg) or the caller reuse the buffers.
-  if (absl::Status status = wait_for_loans(args.timeout); !status.ok()) {
-    return fail(std::move(status));
-  }
-  FinishAllReduce(plan, written, offsets, input, result, args.count, args.type, args.op);
-  return absl::OkStatus();
+  return ExecuteProgramOnHost(*program, args, transport);
 }
 
 }  // namespace stragglar

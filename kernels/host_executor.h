@@ -1,103 +1,18 @@
-// Executes any plan on ranks that are threads of one process, over an in-process transport. A rank
-// waits only for the messages it needs: there is no global barrier per round.
+// Executes a rank's program (kernels/program.h) on ranks that are threads of one process, over
+// an in-process transport. A rank waits only for the messages it needs: there is no global
+// barrier per round.
 #pragma once
 
-#include <condition_variable>
-#include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <memory>
-#include <mutex>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
+#include "kernels/host_transport.h"
 #include "kernels/plan.h"
+#include "kernels/program.h"
 #include "kernels/reduce.h"
 
 namespace stragglar {
-
-// Point-to-point FIFO channels between every ordered pair of ranks. Two ways to send:
-// - Send/SendGather copy the payload and never block (small control messages);
-// - Lend queues a header copy plus views of the sender's memory (zero copy): the receiver reads
-//   the payload in place through Borrow, and the sender keeps that memory unchanged until
-//   WaitReturned says the receiver is done with it. The executor's chunks travel this way, so
-//   each byte is moved once, by the receiver, straight into its result.
-// Receives block until a message is there, the timeout passes, or the transport is aborted.
-// Thread-safe; each channel has one sending and one receiving thread.
-class HostTransport {
- public:
-  // A message as its receiver sees it while borrowing it: the header (copied when it was sent)
-  // and the payload pieces, which may point into the sender's memory.
-  struct BorrowedMessage {
-    absl::Span<const std::byte> header;
-    absl::Span<const absl::Span<const std::byte>> pieces;
-  };
-
-  explicit HostTransport(int num_ranks);
-  HostTransport(const HostTransport&) = delete;
-  HostTransport& operator=(const HostTransport&) = delete;
-
-  int num_ranks() const { return num_ranks_; }
-
-  // Queues a copy of `payload` on the src->dst channel. src and dst must be in [0, num_ranks).
-  void Send(int src, int dst, absl::Span<const std::byte> payload);
-  // Queues one message that is a copy of the concatenation of `pieces`. Same contract as Send.
-  void SendGather(int src, int dst, absl::Span<const absl::Span<const std::byte>> pieces);
-  // Queues a message made of a copy of `header` and the memory of `pieces`, which the caller must
-  // keep valid and unchanged until WaitReturned(src, dst, ticket) returns. Returns the ticket.
-  int64_t Lend(int src, int dst, absl::Span<const std::byte> header,
-               absl::Span<const absl::Span<const std::byte>> pieces);
-  // Takes the oldest message on src->dst, as a copy (header and pieces concatenated).
-  // DeadlineExceeded names both ranks when `timeout` passes ("rank 3 waited 10s for a message
-  // from rank 5"); Aborted, with the abort reason in its message, after Abort() (queued messages
-  // are dropped).
-  absl::StatusOr<std::vector<std::byte>> Receive(int src, int dst, absl::Duration timeout);
-  // Like Receive, without copying: the view stays valid until Return(src, dst), which must follow
-  // (it is what lets the sender reuse its memory). One borrowed message per channel at a time.
-  absl::StatusOr<BorrowedMessage> Borrow(int src, int dst, absl::Duration timeout);
-  void Return(int src, int dst);
-  // Blocks until the receiver has returned every message up to `ticket` on src->dst. After
-  // Abort() it returns Aborted as soon as no receiver is reading src's memory on that channel
-  // (messages not yet borrowed are dropped), so the caller may then free it.
-  absl::Status WaitReturned(int src, int dst, int64_t ticket, absl::Duration timeout);
-  // Wakes every waiting and future Receive/Borrow/WaitReturned with `reason`, so one failing rank
-  // cannot hang the others. The first reason wins.
-  void Abort(absl::Status reason);
-
- private:
-  struct Message {
-    absl::InlinedVector<std::byte, 16> header;
-    absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
-    std::vector<std::byte> owned;  // Send's copy of the payload; `pieces` views it
-  };
-  struct Channel {
-    // std::mutex rather than absl::Mutex: ThreadSanitizer understands pthread primitives, while
-    // the distribution's Abseil is not instrumented and would produce false race reports.
-    std::mutex mutex;
-    std::condition_variable arrived;   // a message was queued, or the transport was aborted
-    std::condition_variable returned;  // a message was returned, or the transport was aborted
-    // std::deque keeps references to the borrowed front valid while others are queued behind it.
-    std::deque<Message> messages ABSL_GUARDED_BY(mutex);
-    int64_t queued ABSL_GUARDED_BY(mutex) = 0;  // messages ever queued; the next ticket
-    int64_t returned_count ABSL_GUARDED_BY(mutex) = 0;
-    bool borrowed ABSL_GUARDED_BY(mutex) = false;  // the front message is being read
-    // Set by Abort() under `mutex`, so waiters' conditions see it and wake up.
-    bool aborted ABSL_GUARDED_BY(mutex) = false;
-  };
-  Channel& channel(int src, int dst) { return *channels_[src * num_ranks_ + dst]; }
-  int64_t Queue(int src, int dst, Message message);
-  absl::Status AbortedStatus(int src, int dst);
-
-  const int num_ranks_;
-  std::vector<std::unique_ptr<Channel>> channels_;
-  std::mutex abort_mutex_;
-  absl::Status abort_reason_ ABSL_GUARDED_BY(abort_mutex_);
-};
 
 struct HostAllReduceArgs {
   const void* send = nullptr;  // never modified; may equal `recv` (in place)
@@ -108,21 +23,27 @@ struct HostAllReduceArgs {
   absl::Duration timeout = absl::Seconds(60);  // per receive
 };
 
-// Runs `plan` as `rank`. Chunk i covers ChunkElements(count, plan.num_chunks, i). Round semantics
-// as the plan contract: a rank sends the value it holds at the start of the round and applies what
-// it receives afterwards (reduce: ReduceInto; copy: overwrite); kAvg divides once at the end.
-// Rank-local errors (rank out of range, null buffers with count > 0, negative count, a plan that
-// does not fit the transport) return InvalidArgument before anything is written. Every message
+// Runs `program` (lowered for args' placement: in place exactly when send == recv) as its rank.
+// Chunk i covers ChunkElements(count, program.num_chunks, i). Round semantics as the plan
+// contract: a rank sends the value it holds at the start of the round and applies what it
+// receives afterwards (reduce: ReduceInto; copy: overwrite); kAvg divides once at the end.
+// Rank-local errors (null buffers with count > 0, negative count, a program that does not fit the
+// transport or the buffers) return InvalidArgument before anything is written. Every message
 // carries the sender's count, type and op; a receiver never applies a message that disagrees with
 // its own and returns InvalidArgument naming both ("mismatched counts across ranks"). On any
 // error the transport is aborted so that the other ranks return instead of hanging. Every transfer
 // is one message, even when its chunks are empty (count < num_chunks), so channel order and the
 // header check hold for any count. `send` and `recv` must be equal or not overlap.
 // Chunks are lent, not copied: the receiver reduces or copies straight from the sender's buffer
-// into its own result, and a chunk this rank must change while a peer may still be reading it goes
-// through scratch memory first. Out of place, a chunk is read from `send` until it is first
-// written, so no up-front copy of `send` into `recv` is needed. Returns only once no peer can
-// still be reading this rank's buffers, on success and on error alike.
+// into its own result, and a chunk this rank must change while a peer may still be reading it
+// (the piece's waits) goes through scratch memory first. Returns only once no peer can still be
+// reading this rank's buffers, on success and on error alike.
+absl::Status ExecuteProgramOnHost(const RankProgram& program, const HostAllReduceArgs& args,
+                                  HostTransport& transport);
+
+// Lowers `plan` for `rank` and runs it: for tests and one-off runs (the runtime lowers once per
+// plan and placement). Rank-local errors as above, plus a rank outside the plan and a plan this
+// rank cannot execute (LowerPlan), also aborting the transport.
 absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
                                HostTransport& transport);
 

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/rank_steps.h"
 
 namespace stragglar {
 namespace {
@@ -14,6 +13,7 @@ namespace {
 // Segments received ahead of the one being added: enough to keep the peer copying while this
 // rank reduces, few enough that they stay in cache.
 constexpr int64_t kSegmentWindow = 2;
+
 absl::Status MpiFailure(absl::string_view call, int code, int* mpi_error) {
   *mpi_error = code;
   char text[MPI_MAX_ERROR_STRING];
@@ -22,217 +22,303 @@ absl::Status MpiFailure(absl::string_view call, int code, int* mpi_error) {
   return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
 }
 
-// How many messages carry a transfer of `bytes`; sender and receiver compute it alike.
-int64_t SegmentCount(const Transfer& transfer, int64_t bytes, int64_t segment_bytes) {
-  if (transfer.op != TransferOp::kReduce || segment_bytes <= 0 || bytes <= segment_bytes) return 1;
-  return (bytes + segment_bytes - 1) / segment_bytes;
+// The chunks of pieces[first, first + count), in order.
+void AppendChunks(const RankProgram& program, int32_t first, int32_t count,
+                  std::vector<int32_t>& chunks) {
+  for (int32_t i = first; i < first + count; ++i) {
+    const ProgramPiece& piece = program.pieces[i];
+    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
+      chunks.push_back(c);
+    }
+  }
+}
+
+// How one step's transfers travel: how many messages each way, whether the receive streams
+// through a window of segments, and where it lands.
+struct StepLayout {
+  int64_t send_bytes = 0;
+  int64_t receive_bytes = 0;
+  int64_t send_segments = 0;
+  int64_t segments = 0;  // of the receive
+  bool overlap = false;  // the receive lands in chunks this step also sends
+  bool streaming = false;
+  int64_t window = 0;
+  bool received_in_place = false;  // a copy into consecutive chunks not sent: straight to result
+};
+
+// One call of a program over MPI.
+class MpiCall {
+ public:
+  MpiCall(const RankProgram& program, const MpiAllReduceArgs& args, int64_t segment_bytes,
+          MPI_Comm comm, int* mpi_error)
+      : program_(program),
+        args_(args),
+        segment_bytes_(segment_bytes),
+        comm_(comm),
+        mpi_error_(mpi_error),
+        element_size_(DataTypeSize(args.type)),
+        offsets_(ChunkByteOffsets(args.count, element_size_, program.num_chunks)),
+        input_(static_cast<const std::byte*>(args.send)),
+        result_(static_cast<std::byte*>(args.recv)) {}
+
+  absl::Status Run();
+
+ private:
+  int64_t ChunkBytes(int32_t chunk) const { return offsets_[chunk + 1] - offsets_[chunk]; }
+  const std::byte* Own(Buffer buffer, int32_t chunk) const {
+    return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
+  }
+  int64_t PiecesBytes(int32_t first, int32_t count) const;
+  // How many messages carry a transfer of `bytes`; sender and receiver compute it alike.
+  int64_t SegmentCount(TransferOp op, int64_t bytes) const {
+    if (op != TransferOp::kReduce || segment_bytes_ <= 0 || bytes <= segment_bytes_) return 1;
+    return (bytes + segment_bytes_ - 1) / segment_bytes_;
+  }
+  // Segment j of a message starts at byte j * segment_bytes of it.
+  int64_t SegmentLength(int64_t total, int64_t count, int64_t segment) const {
+    return count == 1 ? total : std::min(segment_bytes_, total - segment * segment_bytes_);
+  }
+  StepLayout LayoutOf(const ProgramStep& step) const;
+  absl::Status RunStep(const ProgramStep& step);
+  absl::Status PostReceive(const ProgramStep& step, const StepLayout& layout, int64_t segment);
+  absl::Status PostSends(const ProgramStep& step, const StepLayout& layout);
+  // Adds or copies bytes [begin, end) of a received message, held at `data`, into the chunks
+  // they belong to, as those chunks stood at the start of the round.
+  void Apply(const ProgramStep& step, int64_t begin, int64_t end, const std::byte* data);
+
+  const RankProgram& program_;
+  const MpiAllReduceArgs& args_;
+  const int64_t segment_bytes_;
+  MPI_Comm comm_;
+  int* mpi_error_;
+  const int64_t element_size_;
+  const std::vector<int64_t> offsets_;
+  const std::byte* input_;
+  std::byte* result_;
+  std::byte* target_ = nullptr;  // where the current step's receive lands
+};
+
+// Per thread, reused across calls: incoming segments, the outgoing message when its chunks are
+// not adjacent in memory, and the requests.
+thread_local std::vector<std::byte> incoming, outgoing;
+thread_local std::vector<MPI_Request> send_requests, receive_requests;
+
+int64_t MpiCall::PiecesBytes(int32_t first, int32_t count) const {
+  int64_t total = 0;
+  for (int32_t i = first; i < first + count; ++i) {
+    const ProgramPiece& piece = program_.pieces[i];
+    total += offsets_[piece.first_chunk + piece.num_chunks] - offsets_[piece.first_chunk];
+  }
+  return total;
+}
+
+StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
+  StepLayout layout;
+  const bool sends = step.send_peer >= 0;
+  const bool receives = step.receive_peer >= 0;
+  layout.send_bytes = PiecesBytes(step.first_send, step.num_sends);
+  layout.receive_bytes = PiecesBytes(step.first_receive, step.num_receives);
+  // Only reduce transfers are cut; a copy is one message whatever its size.
+  layout.send_segments = sends ? SegmentCount(step.send_op, layout.send_bytes) : 0;
+  layout.segments = receives ? SegmentCount(step.receive_op, layout.receive_bytes) : 0;
+  bool consecutive = true;
+  for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
+    layout.overlap = layout.overlap || program_.pieces[i].overlaps_send;
+    consecutive = consecutive && (i == step.first_receive || !program_.pieces[i].starts_run);
+  }
+  std::vector<int32_t> sent, received;
+  AppendChunks(program_, step.first_send, step.num_sends, sent);
+  AppendChunks(program_, step.first_receive, step.num_receives, received);
+  // The same chunks both ways, cut alike: segment j is added once segment j has left, so the
+  // receive streams through a window of segments. Any other overlap receives the whole message
+  // first (a window could deadlock two ranks each waiting on the other's send).
+  layout.streaming =
+      layout.segments > 1 &&
+      (!layout.overlap || (sent == received && layout.send_segments == layout.segments));
+  layout.window = layout.streaming ? std::min(kSegmentWindow, layout.segments) : layout.segments;
+  layout.received_in_place = receives && step.receive_op == TransferOp::kCopy &&
+                             step.num_receives > 0 && !layout.overlap && consecutive;
+  return layout;
+}
+
+absl::Status MpiCall::PostReceive(const ProgramStep& step, const StepLayout& layout,
+                                  int64_t segment) {
+  const int64_t slot = layout.streaming ? segment % layout.window : segment;
+  if (int code = PMPI_Irecv(
+          target_ + slot * segment_bytes_,
+          static_cast<int>(SegmentLength(layout.receive_bytes, layout.segments, segment)), MPI_BYTE,
+          step.receive_peer, step.round, comm_, &receive_requests[slot]);
+      code != MPI_SUCCESS) {
+    return MpiFailure("MPI_Irecv", code, mpi_error_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MpiCall::PostSends(const ProgramStep& step, const StepLayout& layout) {
+  send_requests.assign(layout.send_segments, MPI_REQUEST_NULL);
+  if (step.send_peer < 0) return absl::OkStatus();
+  // One piece lies in one buffer as it is; several are packed.
+  const std::byte* data = step.num_sends == 0 ? input_ : nullptr;
+  if (step.num_sends == 1) {
+    data =
+        Own(program_.pieces[step.first_send].buffer, program_.pieces[step.first_send].first_chunk);
+  } else if (step.num_sends > 1) {
+    if (outgoing.size() < static_cast<size_t>(layout.send_bytes))
+      outgoing.resize(layout.send_bytes);
+    int64_t at = 0;
+    for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
+      const ProgramPiece& piece = program_.pieces[i];
+      const int64_t bytes =
+          offsets_[piece.first_chunk + piece.num_chunks] - offsets_[piece.first_chunk];
+      std::memcpy(outgoing.data() + at, Own(piece.buffer, piece.first_chunk), bytes);
+      at += bytes;
+    }
+    data = outgoing.data();
+  }
+  for (int64_t segment = 0; segment < layout.send_segments; ++segment) {
+    const int64_t length = SegmentLength(layout.send_bytes, layout.send_segments, segment);
+    if (int code = PMPI_Isend(data + segment * segment_bytes_, static_cast<int>(length), MPI_BYTE,
+                              step.send_peer, step.round, comm_, &send_requests[segment]);
+        code != MPI_SUCCESS) {
+      return MpiFailure("MPI_Isend", code, mpi_error_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void MpiCall::Apply(const ProgramStep& step, int64_t begin, int64_t end, const std::byte* data) {
+  int64_t chunk_begin = 0;  // where the chunk starts in the message
+  for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
+    const ProgramPiece& piece = program_.pieces[i];
+    for (int32_t chunk = piece.first_chunk; chunk < piece.first_chunk + piece.num_chunks; ++chunk) {
+      const int64_t chunk_end = chunk_begin + ChunkBytes(chunk);
+      const int64_t from = std::max(begin, chunk_begin), to = std::min(end, chunk_end);
+      if (from < to) {
+        const int64_t within = from - chunk_begin;
+        std::byte* target = result_ + offsets_[chunk] + within;
+        const std::byte* incoming_bytes = data + (from - begin);
+        const int64_t elements = (to - from) / element_size_;
+        if (step.receive_op == TransferOp::kCopy) {
+          std::memcpy(target, incoming_bytes, to - from);
+        } else if (piece.buffer == Buffer::kResult) {
+          ReduceInto(args_.type, args_.op, target, incoming_bytes, elements);
+        } else {
+          Reduce(args_.type, args_.op, target, Own(piece.buffer, chunk) + within, incoming_bytes,
+                 elements);
+        }
+      }
+      chunk_begin = chunk_end;
+    }
+  }
+}
+
+absl::Status MpiCall::RunStep(const ProgramStep& step) {
+  const StepLayout layout = LayoutOf(step);
+  if (std::max(layout.send_bytes, layout.receive_bytes) > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError("a transfer of 2 GiB or more does not fit one message");
+  }
+  if (step.receive_peer >= 0) {
+    if (layout.received_in_place) {
+      target_ = result_ + offsets_[program_.pieces[step.first_receive].first_chunk];
+    } else {
+      const int64_t buffer =
+          layout.segments == 1 ? layout.receive_bytes : layout.window * segment_bytes_;
+      if (incoming.size() < static_cast<size_t>(buffer)) incoming.resize(buffer);
+      target_ = incoming.data();
+    }
+  }
+  receive_requests.assign(layout.window, MPI_REQUEST_NULL);
+  for (int64_t segment = 0; segment < layout.window; ++segment) {
+    if (absl::Status status = PostReceive(step, layout, segment); !status.ok()) return status;
+  }
+  if (absl::Status status = PostSends(step, layout); !status.ok()) return status;
+  for (int64_t segment = 0; segment < layout.segments; ++segment) {
+    const int64_t slot = layout.streaming ? segment % layout.window : segment;
+    MPI_Status status;
+    if (int code = PMPI_Wait(&receive_requests[slot], &status); code != MPI_SUCCESS) {
+      return MpiFailure("MPI_Wait", code, mpi_error_);
+    }
+    const int64_t length = SegmentLength(layout.receive_bytes, layout.segments, segment);
+    int received = 0;
+    PMPI_Get_count(&status, MPI_BYTE, &received);
+    if (received != length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mismatched counts across ranks: rank ", step.receive_peer, " sent ", received,
+          " bytes in round ", step.round, ", rank ", program_.rank, " expected ", length));
+    }
+    if (layout.overlap) {
+      // Streaming: segment j of the send; otherwise all of it.
+      const int waits = layout.streaming ? 1 : static_cast<int>(send_requests.size());
+      if (int code = PMPI_Waitall(waits, send_requests.data() + (layout.streaming ? segment : 0),
+                                  MPI_STATUSES_IGNORE);
+          code != MPI_SUCCESS) {
+        return MpiFailure("MPI_Waitall", code, mpi_error_);
+      }
+    }
+    if (!layout.received_in_place) {
+      const int64_t begin = segment * segment_bytes_;
+      Apply(step, begin, begin + length, target_ + slot * segment_bytes_);
+    }
+    if (layout.streaming && segment + layout.window < layout.segments) {
+      if (absl::Status status = PostReceive(step, layout, segment + layout.window); !status.ok()) {
+        return status;
+      }
+    }
+  }
+  if (int code = PMPI_Waitall(static_cast<int>(send_requests.size()), send_requests.data(),
+                              MPI_STATUSES_IGNORE);
+      code != MPI_SUCCESS) {
+    return MpiFailure("MPI_Waitall", code, mpi_error_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MpiCall::Run() {
+  for (const ProgramStep& step : program_.steps) {
+    if (absl::Status status = RunStep(step); !status.ok()) return status;
+  }
+  // Out of place, the chunks no step wrote still hold this rank's input.
+  for (const ProgramPiece& piece : program_.finish) {
+    const int64_t begin = offsets_[piece.first_chunk];
+    const int64_t end = offsets_[piece.first_chunk + piece.num_chunks];
+    if (end > begin) std::memcpy(result_ + begin, input_ + begin, end - begin);
+  }
+  if (args_.op == ReduceOp::kAvg && args_.count > 0) {
+    FinalizeReduction(args_.type, args_.op, result_, args_.count, program_.num_ranks);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ExecutePlanWithMpi(const Plan& plan, int rank, const MpiAllReduceArgs& args,
-                                const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error) {
+absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
+                                   const MpiExecutorOptions& options, MPI_Comm comm,
+                                   int* mpi_error) {
   *mpi_error = MPI_SUCCESS;
   int size = 0;
   if (int code = PMPI_Comm_size(comm, &size); code != MPI_SUCCESS) {
     return MpiFailure("MPI_Comm_size", code, mpi_error);
   }
-  if (plan.num_ranks != size || rank < 0 || rank >= size || plan.num_chunks < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan for ", plan.num_ranks, " ranks does not fit rank ", rank, " of ", size));
+  if (program.num_ranks != size || program.rank < 0 || program.rank >= size ||
+      program.num_chunks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan for ", program.num_ranks, " ranks does not fit rank ", program.rank, " of ", size));
   }
   if (args.count < 0 || (args.count > 0 && (args.send == nullptr || args.recv == nullptr))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, ": bad count ", args.count, " or null buffer"));
+        absl::StrCat("rank ", program.rank, ": bad count ", args.count, " or null buffer"));
+  }
+  if (args.count > 0 && program.placement.in_place != (args.send == args.recv)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", program.rank, ": the program was lowered for ",
+                     program.placement.in_place ? "in-place" : "out-of-place", " buffers"));
   }
   const int64_t segment_bytes = options.reduce_segment_bytes;
   if (segment_bytes < 0 || segment_bytes % 16 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("reduce segments of ", segment_bytes, " bytes: not a multiple of 16"));
   }
-  absl::StatusOr<std::vector<RankStep>> steps = RankSteps(plan, rank);
-  if (!steps.ok()) return steps.status();
-  const int64_t element_size = DataTypeSize(args.type);
-  const std::vector<int64_t> offsets = ChunkByteOffsets(args.count, element_size, plan.num_chunks);
-  auto chunk_bytes = [&offsets](int32_t chunk) { return offsets[chunk + 1] - offsets[chunk]; };
-  auto message_bytes = [&](const Transfer& transfer) {
-    int64_t total = 0;
-    for (int32_t chunk : transfer.chunks) total += chunk_bytes(chunk);
-    return total;
-  };
-
-  const std::byte* input = static_cast<const std::byte*>(args.send);
-  std::byte* result = static_cast<std::byte*>(args.recv);
-  // Out of place, a chunk is read from `send` until this rank first writes it into `recv`.
-  std::vector<bool> written(plan.num_chunks, input == result);
-  auto current = [&](int32_t chunk) -> const std::byte* {
-    return (written[chunk] ? result : input) + offsets[chunk];
-  };
-  // Adds or copies bytes [begin, end) of a received message, held at `data`, into the chunks
-  // they belong to, as those chunks stood at the start of the round.
-  auto apply = [&](const Transfer& transfer, int64_t begin, int64_t end, const std::byte* data) {
-    int64_t chunk_begin = 0;  // where the chunk starts in the message
-    for (int32_t chunk : transfer.chunks) {
-      const int64_t chunk_end = chunk_begin + chunk_bytes(chunk);
-      const int64_t from = std::max(begin, chunk_begin), to = std::min(end, chunk_end);
-      if (from < to) {
-        const int64_t within = from - chunk_begin;
-        std::byte* target = result + offsets[chunk] + within;
-        const std::byte* incoming = data + (from - begin);
-        const int64_t elements = (to - from) / element_size;
-        if (transfer.op == TransferOp::kCopy) {
-          std::memcpy(target, incoming, to - from);
-        } else if (written[chunk]) {
-          ReduceInto(args.type, args.op, target, incoming, elements);
-        } else {
-          Reduce(args.type, args.op, target, current(chunk) + within, incoming, elements);
-        }
-      }
-      chunk_begin = chunk_end;
-    }
-  };
-  // Per thread, reused across calls: incoming segments, the outgoing message when its chunks are
-  // not adjacent in memory, and the requests.
-  thread_local std::vector<std::byte> incoming, outgoing;
-  thread_local std::vector<MPI_Request> send_requests, receive_requests;
-
-  for (const RankStep& step : *steps) {
-    const int tag = step.round;
-    const Transfer* send = step.send;
-    const Transfer* receive = step.receive;
-    const int64_t send_bytes = send == nullptr ? 0 : message_bytes(*send);
-    const int64_t receive_bytes = receive == nullptr ? 0 : message_bytes(*receive);
-    if (std::max(send_bytes, receive_bytes) > std::numeric_limits<int>::max()) {
-      return absl::InvalidArgumentError("a transfer of 2 GiB or more does not fit one message");
-    }
-    const int64_t send_segments =
-        send == nullptr ? 0 : SegmentCount(*send, send_bytes, segment_bytes);
-    const int64_t segments =
-        receive == nullptr ? 0 : SegmentCount(*receive, receive_bytes, segment_bytes);
-    // Segment j of a message starts at byte j * segment_bytes of it.
-    auto segment_length = [&](int64_t total, int64_t count, int64_t segment) {
-      return count == 1 ? total : std::min(segment_bytes, total - segment * segment_bytes);
-    };
-    // The send reads its chunks as of the start of the round; a receive into one of them waits
-    // until the send has left.
-    bool overlap = false;
-    if (send != nullptr && receive != nullptr) {
-      for (int32_t chunk : receive->chunks) {
-        overlap = overlap ||
-                  std::find(send->chunks.begin(), send->chunks.end(), chunk) != send->chunks.end();
-      }
-    }
-    // The same chunks both ways, cut alike: segment j is added once segment j has left, so the
-    // receive streams through a window of segments. Any other overlap receives the whole
-    // message first (a window could deadlock two ranks each waiting on the other's send).
-    const bool streaming =
-        segments > 1 &&
-        (!overlap || (send->chunks == receive->chunks && send_segments == segments));
-    const int64_t window = streaming ? std::min(kSegmentWindow, segments) : segments;
-    // A copy into adjacent chunks that this rank does not send lands straight in the result.
-    bool received_in_place = false;
-    std::byte* target = nullptr;
-    if (receive != nullptr) {
-      if (receive->op == TransferOp::kCopy && !receive->chunks.empty() && !overlap) {
-        received_in_place = true;
-        for (size_t i = 1; i < receive->chunks.size(); ++i) {
-          received_in_place = received_in_place &&
-                              offsets[receive->chunks[i]] == offsets[receive->chunks[i - 1] + 1];
-        }
-      }
-      if (received_in_place) {
-        target = result + offsets[receive->chunks.front()];
-      } else {
-        const int64_t buffer = segments == 1 ? receive_bytes : window * segment_bytes;
-        if (incoming.size() < static_cast<size_t>(buffer)) incoming.resize(buffer);
-        target = incoming.data();
-      }
-    }
-    auto post_receive = [&](int64_t segment) -> int {
-      const int64_t slot = streaming ? segment % window : segment;
-      return PMPI_Irecv(target + slot * segment_bytes,
-                        static_cast<int>(segment_length(receive_bytes, segments, segment)),
-                        MPI_BYTE, receive->src, tag, comm, &receive_requests[slot]);
-    };
-    receive_requests.assign(window, MPI_REQUEST_NULL);
-    for (int64_t segment = 0; segment < window; ++segment) {
-      if (int code = post_receive(segment); code != MPI_SUCCESS) {
-        return MpiFailure("MPI_Irecv", code, mpi_error);
-      }
-    }
-
-    send_requests.assign(send_segments, MPI_REQUEST_NULL);
-    if (send != nullptr) {
-      // Adjacent chunks in one buffer go straight from it; otherwise they are packed.
-      const std::byte* data = send->chunks.empty() ? input : current(send->chunks.front());
-      bool adjacent = true;
-      for (size_t i = 1; i < send->chunks.size(); ++i) {
-        adjacent = adjacent && current(send->chunks[i]) == data + (offsets[send->chunks[i]] -
-                                                                   offsets[send->chunks.front()]);
-      }
-      if (!adjacent) {
-        if (outgoing.size() < static_cast<size_t>(send_bytes)) outgoing.resize(send_bytes);
-        int64_t at = 0;
-        for (int32_t chunk : send->chunks) {
-          std::memcpy(outgoing.data() + at, current(chunk), chunk_bytes(chunk));
-          at += chunk_bytes(chunk);
-        }
-        data = outgoing.data();
-      }
-      for (int64_t segment = 0; segment < send_segments; ++segment) {
-        const int64_t length = segment_length(send_bytes, send_segments, segment);
-        if (int code = PMPI_Isend(data + segment * segment_bytes, static_cast<int>(length),
-                                  MPI_BYTE, send->dst, tag, comm, &send_requests[segment]);
-            code != MPI_SUCCESS) {
-          return MpiFailure("MPI_Isend", code, mpi_error);
-        }
-      }
-    }
-
-    for (int64_t segment = 0; segment < segments; ++segment) {
-      const int64_t slot = streaming ? segment % window : segment;
-      MPI_Status status;
-      if (int code = PMPI_Wait(&receive_requests[slot], &status); code != MPI_SUCCESS) {
-        return MpiFailure("MPI_Wait", code, mpi_error);
-      }
-      const int64_t length = segment_length(receive_bytes, segments, segment);
-      int received = 0;
-      PMPI_Get_count(&status, MPI_BYTE, &received);
-      if (received != length) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("mismatched counts across ranks: rank ", receive->src, " sent ", received,
-                         " bytes in round ", step.round, ", rank ", rank, " expected ", length));
-      }
-      if (overlap) {
-        // Streaming: segment j of the send; otherwise all of it.
-        const int waits = streaming ? 1 : static_cast<int>(send_requests.size());
-        if (int code = PMPI_Waitall(waits, send_requests.data() + (streaming ? segment : 0),
-                                    MPI_STATUSES_IGNORE);
-            code != MPI_SUCCESS) {
-          return MpiFailure("MPI_Waitall", code, mpi_error);
-        }
-      }
-      if (!received_in_place) {
-        const int64_t begin = segment * segment_bytes;
-        apply(*receive, begin, begin + length, target + slot * segment_bytes);
-      }
-      if (streaming && segment + window < segments) {
-        if (int code = post_receive(segment + window); code != MPI_SUCCESS) {
-          return MpiFailure("MPI_Irecv", code, mpi_error);
-        }
-      }
-    }
-    if (int code = PMPI_Waitall(static_cast<int>(send_requests.size()), send_requests.data(),
-                                MPI_STATUSES_IGNORE);
-        code != MPI_SUCCESS) {
-      return MpiFailure("MPI_Waitall", code, mpi_error);
-    }
-    if (receive != nullptr) {
-      for (int32_t chunk : receive->chunks) written[chunk] = true;
-    }
-  }
-  FinishAllReduce(plan, written, offsets, input, result, args.count, args.type, args.op);
-  return absl::OkStatus();
+  return MpiCall(program, args, segment_bytes, comm, mpi_error).Run();
 }
 
 }  // namespace stragglar

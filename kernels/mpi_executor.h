@@ -1,6 +1,6 @@
-// Executes any plan over MPI: nonblocking point-to-point on a communicator private to stragglar,
-// and our CPU reduction kernels. The same plans and per-rank steps as the host executor; only the
-// transport differs.
+// Executes a rank's program (kernels/program.h) over MPI: nonblocking point-to-point on a
+// communicator private to stragglar, and our CPU reduction kernels. The same programs as the host
+// executor; only the transport differs.
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/plan.h"
+#include "kernels/program.h"
 #include "kernels/reduce.h"
 
 namespace stragglar {
@@ -28,16 +29,18 @@ struct MpiExecutorOptions {
   int64_t reduce_segment_bytes = 0;
 };
 
-// Runs `plan` as `rank` of `comm`, which must have plan.num_ranks ranks and carry no other traffic
-// (messages are matched by round tags). Round semantics as the plan contract: each round a rank
-// posts its receive, sends the chunks as of the start of the round, and applies what it received
-// (a segment at a time for segmented reduce transfers) once its own send of those chunks has
-// left. A transfer is one MPI message of bytes, or consecutive pieces of reduce_segment_bytes
-// (either way each transfer must stay below 2 GiB). InvalidArgument for a plan that does not fit
-// `comm` or a peer that sent a different amount ("mismatched counts across ranks"); when an MPI
-// call fails, Internal naming the call and MPI's message, with the MPI error code in `*mpi_error`
-// (MPI_SUCCESS otherwise), so the caller can return it unchanged.
-absl::Status ExecutePlanWithMpi(const Plan& plan, int rank, const MpiAllReduceArgs& args,
-                                const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error);
+// Runs `program` (lowered for args' placement) as its rank of `comm`, which must have
+// program.num_ranks ranks and carry no other traffic (messages are matched by round tags). Round
+// semantics as the plan contract: each round a rank posts its receive, sends the chunks as of the
+// start of the round, and applies what it received (a segment at a time for segmented reduce
+// transfers) once its own send of those chunks has left. A transfer is one MPI message of bytes,
+// or consecutive pieces of reduce_segment_bytes (either way each transfer must stay below 2 GiB).
+// InvalidArgument for a program that does not fit `comm` or the buffers, or a peer that sent a
+// different amount ("mismatched counts across ranks"); when an MPI call fails, Internal naming the
+// call and MPI's message, with the MPI error code in `*mpi_error` (MPI_SUCCESS otherwise), so the
+// caller can return it unchanged.
+absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
+                                   const MpiExecutorOptions& options, MPI_Comm comm,
+                                   int* mpi_error);
 
 }  // namespace stragglar

@@ -1,13 +1,14 @@
-// Executes any plan on GPUs: each round is one NCCL group of send/recv between the ranks, and our
-// CUDA reduction kernels apply what arrived; everything is enqueued on the caller's stream, so a
-// call returns before the GPU has run it, like NCCL's own AllReduce. The same plans and per-rank
-// steps as the host and MPI executors; only the transport differs.
+// Executes a rank's program (kernels/program.h) on GPUs: each step is one NCCL group of send/recv
+// between the ranks, and our CUDA reduction kernels apply what arrived; everything is enqueued on
+// the caller's stream, so a call returns before the GPU has run it, like NCCL's own AllReduce. The
+// same programs as the host and MPI executors; only the transport differs.
 //
-// StragglAR's pre-arrival ReduceScatter among the ready ranks runs either as the plan's own
-// send/recv rounds or, given a communicator of the ready ranks (NativePreArrival), as one NCCL
-// collective on it: ncclReduceScatter when the blocks are equal, else one ncclReduce per block in a
-// group. Both leave each ready rank's block complete and its other chunks at its own input, which
-// is all the post-arrival rounds read. docs/nccl.md compares them.
+// StragglAR's pre-arrival ReduceScatter among the ready ranks runs either as the program's own
+// send/recv steps or, for a program lowered with native_pre_arrival and given a communicator of
+// the ready ranks (NativePreArrival), as one NCCL collective on it: ncclReduceScatter when the
+// blocks are equal, else one ncclReduce per block in a group. Both leave each ready rank's block
+// complete and its other chunks at its own input, which is all the post-arrival rounds read.
+// docs/nccl.md compares them.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/plan.h"
-#include "kernels/rank_steps.h"
+#include "kernels/program.h"
 #include "kernels/reduce.h"
 
 namespace stragglar {
@@ -44,7 +45,7 @@ struct NcclCollectives {
 };
 
 // StragglAR's pre-arrival ReduceScatter as NCCL collectives on `ready_comm`: the ready ranks only,
-// each at the index of the block it owns (NcclPlanExecutor::PreArrivalBlock), e.g. from
+// each at the index of the block it owns (RankProgram::pre_arrival_block), e.g. from
 // ncclCommSplit with that index as the key and NCCL_SPLIT_NOCOLOR for the straggler.
 struct NativePreArrival {
   NcclCollectives nccl;
@@ -99,69 +100,42 @@ class DeviceScratch final : public ScratchSpace {
   int device_ = -1;
 };
 
-// One message of a round: chunks [first_chunk, first_chunk + num_chunks), which lie next to each
-// other in every buffer. A transfer's chunks become one message per run of consecutive chunk
-// indices, which sender and receiver compute alike (NCCL matches them in order).
-struct ChunkRun {
-  int32_t first_chunk = 0;
-  int32_t num_chunks = 0;
-};
+// Enqueues `program` (lowered for args' placement) as its rank on `stream` (of the device `comm`
+// uses). A step's send and receive travel as one message per run of consecutive chunks, which
+// sender and receiver cut alike (NCCL matches messages in order). Returns NCCL's error from a
+// send/recv/group/collective call unchanged, ncclUnhandledCudaError for a CUDA failure and
+// ncclInvalidArgument for bad arguments, with `*error` saying what failed. A program lowered with
+// native_pre_arrival needs `native` (every rank of the call passes it alike); the others ignore it.
+ncclResult_t RunProgramOverNccl(const RankProgram& program, const GpuAllReduceArgs& args,
+                                const NcclPointToPoint& nccl, const DeviceOps& device,
+                                ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
+                                std::string* error, const NativePreArrival* native = nullptr);
 
-// A plan prepared for one rank, once (gloo-style: everything that does not depend on the call's
-// buffers and count is computed here); Run() then enqueues a call.
+// A plan lowered for one rank in every placement, for tests and one-off runs (the runtime lowers
+// once per plan and placement it meets, and calls RunProgramOverNccl).
 class NcclPlanExecutor {
  public:
-  // InvalidArgument for a plan this rank cannot execute (see RankSteps). `plan` must outlive the
-  // executor (plans live in the chooser's cache).
+  // InvalidArgument for a plan this rank cannot execute (see LowerPlan).
   static absl::StatusOr<NcclPlanExecutor> Create(const Plan& plan, int rank);
 
-  // Enqueues the AllReduce on `stream` (of the device `comm` uses). Returns NCCL's error from a
-  // send/recv/group/collective call unchanged, ncclUnhandledCudaError for a CUDA failure and
-  // ncclInvalidArgument for bad arguments, with `*error` saying what failed. With `native` (and a
-  // plan for which SupportsNativePreArrival()), the pre-arrival rounds run as NCCL collectives;
-  // every rank of the call must pass it alike.
+  // RunProgramOverNccl with the program for args' placement, and with the pre-arrival phase as
+  // NCCL collectives when `native` is given and the plan allows it.
   ncclResult_t Run(const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
                    const DeviceOps& device, ncclComm_t comm, cudaStream_t stream,
                    ScratchSpace& scratch, std::string* error,
                    const NativePreArrival* native = nullptr) const;
 
-  const Plan& plan() const { return *plan_; }
-
   // True for StragglAR plans whose pre-arrival rounds end with every ready rank owning one block
-  // of equally many adjacent chunks (what the synthesizer's ring ReduceScatter leaves), on every
-  // rank of the plan alike.
-  bool SupportsNativePreArrival() const { return pre_arrival_blocks_ > 0; }
+  // of equally many adjacent chunks (what the synthesizer's ring ReduceScatter leaves).
+  bool SupportsNativePreArrival() const { return native_[0].placement.native_pre_arrival; }
   // The block this rank owns after the pre-arrival phase, in [0, ready ranks); -1 on the straggler
   // or without SupportsNativePreArrival().
-  int PreArrivalBlock() const { return pre_arrival_block_; }
+  int PreArrivalBlock() const { return native_[0].pre_arrival_block; }
 
  private:
-  struct Step {
-    int32_t round = 0;
-    int32_t send_peer = -1;  // -1: this rank sends nothing this round
-    int32_t receive_peer = -1;
-    TransferOp receive_op = TransferOp::kCopy;
-    std::vector<ChunkRun> send_runs;
-    std::vector<ChunkRun> receive_runs;
-    // Per receive run: a copy that this rank does not also send this round lands straight in
-    // the result, with no pass through scratch.
-    std::vector<bool> receive_in_place;
-  };
-  NcclPlanExecutor(const Plan& plan, int rank) : plan_(&plan), rank_(rank) {}
-
-  // Sets pre_arrival_blocks_ and pre_arrival_block_ when the plan qualifies.
-  void FindPreArrivalBlocks();
-  // Enqueues the pre-arrival phase as collectives on native.ready_comm (grouped with `groups`).
-  ncclResult_t RunNativePreArrival(const GpuAllReduceArgs& args, const NcclPointToPoint& groups,
-                                   const NativePreArrival& native,
-                                   const std::vector<int64_t>& offsets, cudaStream_t stream,
-                                   std::string* error) const;
-
-  const Plan* plan_;
-  int rank_;
-  std::vector<Step> steps_;
-  int pre_arrival_blocks_ = 0;  // the ready ranks; 0: the plan has no such phase
-  int pre_arrival_block_ = -1;
+  // [in place]: the plan's own rounds, and with the pre-arrival phase left to NCCL.
+  RankProgram rounds_[2];
+  RankProgram native_[2];
 };
 
 }  // namespace stragglar

@@ -175,7 +175,10 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                                   .count = count,
                                   .type = type,
                                   .op = reduce_op};
-      status = ExecutePlanWithMpi(**plan, rank_, args, options_, own_, &code);
+      absl::StatusOr<RankProgram> program =
+          LowerPlan(**plan, rank_, {.in_place = args.send == args.recv});
+      status = program.ok() ? ExecuteProgramWithMpi(*program, args, options_, own_, &code)
+                            : program.status();
     }
     if (!status.ok()) {
       Log(LogLevel::kWarn,

@@ -217,7 +217,8 @@ class CommState {
   // STRAGGLAR_PRE_ARRIVAL=nccl: the ready ranks' communicator for the executor's straggler, split
   // off at its first use (a collective call: every rank, the straggler too, is in the same call).
   // nullopt: the plan's rounds run the pre-arrival phase.
-  absl::StatusOr<std::optional<NativePreArrival>> PreArrivalFor(const NcclPlanExecutor& executor);
+  absl::StatusOr<std::optional<NativePreArrival>> PreArrivalFor(const Plan& plan,
+                                                                const NcclPlanExecutor& executor);
   void SaveLearned(bool force);
 
   ncclComm_t comm_;
@@ -278,14 +279,14 @@ absl::StatusOr<const NcclPlanExecutor*> CommState::ExecutorFor(const CallDecisio
 }
 
 absl::StatusOr<std::optional<NativePreArrival>> CommState::PreArrivalFor(
-    const NcclPlanExecutor& executor) {
+    const Plan& plan, const NcclPlanExecutor& executor) {
   if (!nccl_pre_arrival_ || !executor.SupportsNativePreArrival()) return std::nullopt;
   const NcclApi& api = Api();
   if (api.comm_split == nullptr || api.collectives.reduce_scatter == nullptr ||
       api.collectives.reduce == nullptr) {
     return absl::InternalError("ncclCommSplit, ncclReduceScatter or ncclReduce not found");
   }
-  const int straggler = *executor.plan().straggler;
+  const int straggler = *plan.straggler;
   auto it = ready_comms_.find(straggler);
   if (it == ready_comms_.end()) {
     // The key orders the ready ranks by the block each owns, which NCCL's layout then matches.
@@ -465,7 +466,8 @@ ncclResult_t CommState::AllReduce(const void* sendbuff, void* recvbuff, size_t c
     std::string error;
     absl::StatusOr<const NcclPlanExecutor*> executor = ExecutorFor(decision, bytes);
     absl::StatusOr<std::optional<NativePreArrival>> pre_arrival =
-        executor.ok() ? PreArrivalFor(**executor) : executor.status();
+        executor.ok() ? PreArrivalFor(**core_.PlanFor(decision, bytes), **executor)
+                      : executor.status();
     if (pre_arrival.ok()) {
       const GpuAllReduceArgs args{.send = sendbuff,
                                   .recv = recvbuff,

@@ -1,0 +1,213 @@
+#include "kernels/program.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+namespace {
+
+absl::Status ValidateTransfer(const Plan& plan, int round, const Transfer& transfer) {
+  if (transfer.src < 0 || transfer.src >= plan.num_ranks || transfer.dst < 0 ||
+      transfer.dst >= plan.num_ranks || transfer.src == transfer.dst) {
+    return absl::InvalidArgumentError(absl::StrCat("round ", round, ": bad transfer ", transfer.src,
+                                                   " -> ", transfer.dst, " for ", plan.num_ranks,
+                                                   " ranks"));
+  }
+  for (int32_t chunk : transfer.chunks) {
+    if (chunk < 0 || chunk >= plan.num_chunks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("round ", round, ": chunk ", chunk, " outside [0, ", plan.num_chunks, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// This rank's send and receive in `round` (nullptr: none), checked.
+absl::Status TransfersOf(const Plan& plan, int round, int rank, const Transfer** send,
+                         const Transfer** receive) {
+  *send = *receive = nullptr;
+  for (const Transfer& transfer : plan.rounds[round].transfers) {
+    if (transfer.src != rank && transfer.dst != rank) continue;
+    if (absl::Status status = ValidateTransfer(plan, round, transfer); !status.ok()) return status;
+    const Transfer*& slot = transfer.src == rank ? *send : *receive;
+    if (slot != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("round ", round, ": rank ", rank,
+                                                     transfer.src == rank ? " sends" : " receives",
+                                                     " more than one transfer"));
+    }
+    slot = &transfer;
+  }
+  return absl::OkStatus();
+}
+
+// What lowering knows about each chunk as it walks the rounds.
+struct ChunkState {
+  bool written = false;       // in the result (else still at the input, out of place)
+  std::vector<int32_t> lent;  // steps that lent it out of the result since it was last written
+};
+
+// Everything a received chunk's piece must agree on.
+struct ReceiveKey {
+  Buffer buffer;
+  bool overlaps_send;
+  const std::vector<int32_t>* waits;
+  bool operator==(const ReceiveKey& other) const {
+    return buffer == other.buffer && overlaps_send == other.overlaps_send && *waits == *other.waits;
+  }
+};
+
+// Appends `chunks` to `pieces` as runs of consecutive chunk indices that agree on `key_of`
+// (pieces that merely agree but are not consecutive stay apart). Returns how many it appended.
+template <typename KeyOf, typename Describe>
+int32_t AppendPieces(const ChunkList& chunks, KeyOf key_of, Describe describe,
+                     std::vector<ProgramPiece>& pieces) {
+  const size_t before = pieces.size();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const int32_t chunk = chunks[i];
+    const bool continues_run = i > 0 && chunks[i - 1] + 1 == chunk;
+    if (continues_run && key_of(chunks[i - 1]) == key_of(chunk)) {
+      ++pieces.back().num_chunks;
+      continue;
+    }
+    ProgramPiece piece{.first_chunk = chunk, .num_chunks = 1, .starts_run = !continues_run};
+    describe(chunk, piece);
+    pieces.push_back(piece);
+  }
+  return static_cast<int32_t>(pieces.size() - before);
+}
+
+}  // namespace
+
+PreArrivalBlocks FindPreArrivalBlocks(const Plan& plan, int rank) {
+  const int blocks = plan.num_ranks - 1;
+  if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
+      plan.pre_arrival_rounds < 1 || plan.pre_arrival_rounds > plan.num_rounds() || blocks < 2 ||
+      plan.num_chunks % blocks != 0) {
+    return {};
+  }
+  // A ReduceScatter's last round completes what it delivers: each receiver's block.
+  const int pieces = plan.num_chunks / blocks;
+  std::vector<int> owner(blocks, -1);
+  std::vector<int> block_of(plan.num_ranks, -1);
+  for (const Transfer& transfer : plan.rounds[plan.pre_arrival_rounds - 1].transfers) {
+    const ChunkList& chunks = transfer.chunks;
+    if (static_cast<int>(chunks.size()) != pieces || chunks[0] < 0 || chunks[0] % pieces != 0 ||
+        chunks[0] >= plan.num_chunks || transfer.dst < 0 || transfer.dst >= plan.num_ranks ||
+        transfer.dst == *plan.straggler) {
+      return {};
+    }
+    for (int i = 1; i < pieces; ++i) {
+      if (chunks[i] != chunks[0] + i) return {};
+    }
+    const int block = chunks[0] / pieces;
+    if (owner[block] != -1 || block_of[transfer.dst] != -1) return {};
+    owner[block] = transfer.dst;
+    block_of[transfer.dst] = block;
+  }
+  if (std::find(owner.begin(), owner.end(), -1) != owner.end()) return {};
+  return {.blocks = blocks, .block = rank >= 0 && rank < plan.num_ranks ? block_of[rank] : -1};
+}
+
+absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement placement) {
+  if (rank < 0 || rank >= plan.num_ranks || plan.num_chunks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("plan for ", plan.num_ranks, " ranks and ",
+                                                   plan.num_chunks, " chunks; rank ", rank));
+  }
+  RankProgram program{.rank = rank, .num_ranks = plan.num_ranks, .num_chunks = plan.num_chunks};
+  std::vector<ChunkState> chunks(plan.num_chunks, {.written = placement.in_place});
+  int first_round = 0;
+  if (placement.native_pre_arrival) {
+    const PreArrivalBlocks blocks = FindPreArrivalBlocks(plan, rank);
+    placement.native_pre_arrival = blocks.blocks > 0;
+    if (placement.native_pre_arrival) {
+      program.pre_arrival_blocks = blocks.blocks;
+      program.pre_arrival_block = blocks.block;
+      first_round = plan.pre_arrival_rounds;
+      const int per_block = plan.num_chunks / blocks.blocks;
+      for (int i = 0; blocks.block >= 0 && i < per_block; ++i) {
+        chunks[blocks.block * per_block + i].written = true;
+      }
+    }
+  }
+  program.placement = placement;
+  auto buffer_of = [&](int32_t chunk) {
+    return chunks[chunk].written ? Buffer::kResult : Buffer::kInput;
+  };
+  for (int round = 0; round < plan.num_rounds(); ++round) {
+    const Transfer* send = nullptr;
+    const Transfer* receive = nullptr;
+    if (absl::Status status = TransfersOf(plan, round, rank, &send, &receive); !status.ok()) {
+      return status;
+    }
+    if (round < first_round || (send == nullptr && receive == nullptr)) continue;
+    const int32_t index = static_cast<int32_t>(program.steps.size());
+    ProgramStep step{.round = round};
+    if (send != nullptr) {
+      step.send_peer = send->dst;
+      step.send_op = send->op;
+      step.send_chunks = static_cast<int32_t>(send->chunks.size());
+      step.first_send = static_cast<int32_t>(program.pieces.size());
+      step.num_sends = AppendPieces(
+          send->chunks, buffer_of,
+          [&](int32_t chunk, ProgramPiece& piece) { piece.buffer = buffer_of(chunk); },
+          program.pieces);
+      // Lent before this step's receive lands, which must therefore wait for it too.
+      for (int32_t chunk : send->chunks) {
+        if (chunks[chunk].written) chunks[chunk].lent.push_back(index);
+      }
+    }
+    if (receive != nullptr) {
+      step.receive_peer = receive->src;
+      step.receive_op = receive->op;
+      step.receive_chunks = static_cast<int32_t>(receive->chunks.size());
+      auto sent_now = [&](int32_t chunk) {
+        return send != nullptr &&
+               std::find(send->chunks.begin(), send->chunks.end(), chunk) != send->chunks.end();
+      };
+      auto key_of = [&](int32_t chunk) {
+        return ReceiveKey{buffer_of(chunk), sent_now(chunk), &chunks[chunk].lent};
+      };
+      step.first_receive = static_cast<int32_t>(program.pieces.size());
+      step.num_receives = AppendPieces(
+          receive->chunks, key_of,
+          [&](int32_t chunk, ProgramPiece& piece) {
+            piece.buffer = buffer_of(chunk);
+            piece.overlaps_send = sent_now(chunk);
+            piece.first_wait = static_cast<int32_t>(program.waits.size());
+            piece.num_waits = static_cast<int32_t>(chunks[chunk].lent.size());
+            program.waits.insert(program.waits.end(), chunks[chunk].lent.begin(),
+                                 chunks[chunk].lent.end());
+          },
+          program.pieces);
+      for (int32_t chunk : receive->chunks) {
+        chunks[chunk].written = true;
+        chunks[chunk].lent.clear();
+      }
+    }
+    program.steps.push_back(step);
+  }
+  for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {
+    if (chunks[chunk].written) continue;
+    if (!program.finish.empty() &&
+        program.finish.back().first_chunk + program.finish.back().num_chunks == chunk) {
+      ++program.finish.back().num_chunks;
+    } else {
+      program.finish.push_back(
+          {.first_chunk = chunk, .num_chunks = 1, .buffer = Buffer::kInput, .starts_run = true});
+    }
+  }
+  return program;
+}
+
+std::vector<int64_t> ChunkByteOffsets(int64_t count, int64_t element_size, int num_chunks) {
+  std::vector<int64_t> offsets(num_chunks + 1);
+  for (int chunk = 0; chunk < num_chunks; ++chunk) {
+    offsets[chunk] = ChunkElements(count, num_chunks, chunk).begin * element_size;
+  }
+  offsets[num_chunks] = count * element_size;
+  return offsets;
+}
+
+}  // namespace stragglar

@@ -1,0 +1,293 @@
+// Per-rank programs: lowering gives the exact steps, pieces and waits a rank needs; the checker
+// accepts every synthesized plan's programs in every placement and refuses planted bugs, each
+// with a message naming it.
+#include "kernels/program.h"
+
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/program_check.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Programs are flat arrays of plain structs: what a device-resident executor copies as it is.
+static_assert(std::is_trivially_copyable_v<ProgramStep>);
+static_assert(std::is_trivially_copyable_v<ProgramPiece>);
+
+std::vector<RankProgram> LowerAll(const Plan& plan, Placement placement) {
+  std::vector<RankProgram> programs;
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    absl::StatusOr<RankProgram> program = LowerPlan(plan, rank, placement);
+    EXPECT_TRUE(program.ok()) << program.status();
+    programs.push_back(program.value_or(RankProgram{}));
+  }
+  return programs;
+}
+
+ProgramPiece Piece(int32_t chunk, Buffer buffer, bool overlaps = false, int32_t first_wait = 0,
+                   int32_t num_waits = 0) {
+  return {.first_chunk = chunk,
+          .num_chunks = 1,
+          .buffer = buffer,
+          .starts_run = true,
+          .overlaps_send = overlaps,
+          .first_wait = first_wait,
+          .num_waits = num_waits};
+}
+
+// Ring on 3 ranks, rank 0 (plan: round r, 0 sends to 1 and receives from 2; chunks 2,1 reduced
+// then 0,2 copied). Out of place a chunk is read from the input until rank 0 first writes it, and
+// the last receive overwrites chunk 1, which rank 0 lent out of its result in step 1.
+TEST(LowerPlanTest, RingOutOfPlaceReadsTheInputUntilAChunkIsWritten) {
+  const RankProgram program = *LowerPlan(*SynthesizeRing(3), 0);
+  ASSERT_EQ(program.steps.size(), 4u);
+  const std::vector<ProgramPiece> expected = {
+      Piece(2, Buffer::kInput),  Piece(1, Buffer::kInput),  // round 0: send c2, reduce c1
+      Piece(1, Buffer::kResult), Piece(0, Buffer::kInput),  // round 1: send c1, reduce c0
+      Piece(0, Buffer::kResult), Piece(2, Buffer::kInput),  // round 2: send c0, copy c2
+      Piece(2, Buffer::kResult), Piece(1, Buffer::kResult, false, 0, 1),  // round 3
+  };
+  EXPECT_EQ(program.pieces, expected);
+  EXPECT_EQ(program.waits, std::vector<int32_t>{1});
+  for (int i = 0; i < 4; ++i) {
+    const ProgramStep& step = program.steps[i];
+    EXPECT_EQ(step.round, i);
+    EXPECT_EQ(step.send_peer, 1);
+    EXPECT_EQ(step.receive_peer, 2);
+    EXPECT_EQ(step.receive_op, i < 2 ? TransferOp::kReduce : TransferOp::kCopy);
+    EXPECT_EQ(step.first_send, 2 * i);
+    EXPECT_EQ(step.first_receive, 2 * i + 1);
+  }
+  EXPECT_TRUE(program.finish.empty());  // every chunk is written
+}
+
+// In place every chunk lives in the result from the start, so every send lends it: copying chunk
+// 2 in round 2 waits for the reader of round 0's loan.
+TEST(LowerPlanTest, RingInPlaceLendsEverySend) {
+  const RankProgram program = *LowerPlan(*SynthesizeRing(3), 0, {.in_place = true});
+  for (const ProgramPiece& piece : program.pieces) EXPECT_EQ(piece.buffer, Buffer::kResult);
+  EXPECT_EQ(program.waits, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(program.pieces[5].num_waits, 1);  // round 2's copy of chunk 2: step 0's loan
+  EXPECT_EQ(program.waits[program.pieces[5].first_wait], 0);
+}
+
+// StragglAR's exchange with the straggler sends and receives the same chunk: the receive
+// overlaps the send and waits for its own step's loan.
+TEST(LowerPlanTest, ExchangeWithTheStragglerOverlapsItsOwnSend) {
+  const RankProgram program = *LowerPlan(*SynthesizeStragglar(4, 3), 0);
+  const ProgramStep& exchange = program.steps[2];
+  ASSERT_EQ(exchange.round, 2);
+  ASSERT_EQ(exchange.send_peer, 3);
+  const ProgramPiece& received = program.pieces[exchange.first_receive];
+  EXPECT_EQ(received.first_chunk, 0);
+  EXPECT_TRUE(received.overlaps_send);
+  EXPECT_EQ(received.buffer, Buffer::kResult);
+  ASSERT_EQ(received.num_waits, 1);
+  EXPECT_EQ(program.waits[received.first_wait], 2);
+}
+
+// Pipelined StragglAR sends runs of chunks; out of place a run whose chunks live in both buffers
+// is cut into pieces, the run's first piece marking the message.
+TEST(LowerPlanTest, PiecesSplitRunsByBufferAndKeepTheirMessage) {
+  const Plan plan = *SynthesizeStragglar(5, 4, 3);
+  for (int rank = 0; rank < 5; ++rank) {
+    const RankProgram program = *LowerPlan(plan, rank);
+    for (const ProgramStep& step : program.steps) {
+      for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
+        const ProgramPiece& piece = program.pieces[i];
+        if (i == step.first_send) {
+          EXPECT_TRUE(piece.starts_run);
+        }
+        if (i > step.first_send && !piece.starts_run) {
+          const ProgramPiece& before = program.pieces[i - 1];
+          EXPECT_EQ(before.first_chunk + before.num_chunks, piece.first_chunk);
+          EXPECT_NE(before.buffer, piece.buffer) << "consecutive pieces that agree stay one";
+        }
+      }
+    }
+  }
+}
+
+TEST(LowerPlanTest, UnsafePlansAreRefused) {
+  Plan plan = *SynthesizeRing(3);
+  EXPECT_THAT(LowerPlan(plan, 3).status().message(), HasSubstr("rank 3"));
+  plan.rounds[1].transfers[0].chunks = {7};
+  EXPECT_THAT(LowerPlan(plan, 0).status().message(), HasSubstr("chunk 7 outside [0, 3)"));
+  plan = *SynthesizeRing(3);
+  plan.rounds[0].transfers.push_back(plan.rounds[0].transfers[0]);
+  EXPECT_THAT(LowerPlan(plan, 0).status().message(), HasSubstr("sends more than one transfer"));
+}
+
+// Native pre-arrival: the program starts after the plan's ReduceScatter with this rank's block
+// in the result; a plan without such a phase keeps its rounds.
+TEST(LowerPlanTest, NativePreArrivalStartsAfterTheReduceScatter) {
+  const Plan plan = *SynthesizeStragglar(4, 3, 2);
+  for (int rank = 0; rank < 4; ++rank) {
+    const RankProgram program = *LowerPlan(plan, rank, {.native_pre_arrival = true});
+    EXPECT_TRUE(program.placement.native_pre_arrival);
+    EXPECT_EQ(program.pre_arrival_blocks, 3);
+    EXPECT_GE(program.steps.front().round, plan.pre_arrival_rounds);
+    EXPECT_EQ(program.pre_arrival_block == -1, rank == 3);
+  }
+  const RankProgram ring = *LowerPlan(*SynthesizeRing(4), 0, {.native_pre_arrival = true});
+  EXPECT_FALSE(ring.placement.native_pre_arrival);
+}
+
+struct CheckCase {
+  Algorithm algorithm;
+  int ranks;
+  int straggler;
+  int pieces;
+};
+
+std::vector<CheckCase> CheckCases() {
+  std::vector<CheckCase> cases;
+  for (int n = 2; n <= 12; ++n) {
+    cases.push_back({Algorithm::kRing, n, 0, 1});
+    cases.push_back({Algorithm::kHalvingDoubling, n, 0, 1});
+    for (int straggler : {0, n / 2, n - 1}) {
+      for (int pieces : {1, 2, 3}) cases.push_back({Algorithm::kStragglar, n, straggler, pieces});
+    }
+  }
+  for (int n : {16, 24}) {
+    cases.push_back({Algorithm::kRing, n, 0, 1});
+    cases.push_back({Algorithm::kHalvingDoubling, n, 0, 1});
+    cases.push_back({Algorithm::kStragglar, n, n - 1, 2});
+  }
+  return cases;
+}
+
+Plan MakePlan(const CheckCase& c) {
+  absl::StatusOr<Plan> plan = c.algorithm == Algorithm::kStragglar
+                                  ? SynthesizeStragglar(c.ranks, c.straggler, c.pieces)
+                                  : SynthesizePlan(c.algorithm, c.ranks, std::nullopt);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.value_or(Plan{});
+}
+
+// Every synthesized plan's programs pass the check in every placement.
+TEST(CheckProgramsTest, EverySynthesizedPlanInEveryPlacement) {
+  for (const CheckCase& c : CheckCases()) {
+    const Plan plan = MakePlan(c);
+    for (bool in_place : {false, true}) {
+      for (bool native : {false, true}) {
+        const Placement placement{.in_place = in_place, .native_pre_arrival = native};
+        EXPECT_TRUE(CheckPrograms(plan, LowerAll(plan, placement)).ok())
+            << AlgorithmName(c.algorithm) << " n=" << c.ranks << " straggler " << c.straggler
+            << " pieces " << c.pieces << " in_place " << in_place << " native " << native << ": "
+            << CheckPrograms(plan, LowerAll(plan, placement));
+      }
+    }
+  }
+}
+
+// The first receive piece of `program` that satisfies `predicate`, or nullptr.
+template <typename Predicate>
+ProgramPiece* FindReceive(RankProgram& program, Predicate predicate) {
+  for (ProgramStep& step : program.steps) {
+    for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
+      if (predicate(step, program.pieces[i])) return &program.pieces[i];
+    }
+  }
+  return nullptr;
+}
+
+class PlantedBugTest : public ::testing::Test {
+ protected:
+  // StragglAR on 4 ranks (its exchanges overlap sends; chunks move between buffers), rank 0's
+  // program out of place.
+  const Plan plan_ = *SynthesizeStragglar(4, 3);
+  std::vector<RankProgram> programs_ = LowerAll(plan_, {});
+  RankProgram& zero_ = programs_[0];
+
+  std::string Check() { return std::string(CheckPrograms(plan_, programs_).message()); }
+};
+
+TEST_F(PlantedBugTest, CorrectProgramsPass) { EXPECT_EQ(Check(), ""); }
+
+TEST_F(PlantedBugTest, SendFromTheWrongBuffer) {
+  // Round 1 sends chunk 1, which rank 0 wrote in round 0: read from the input it is stale.
+  ProgramPiece& sent = zero_.pieces[zero_.steps[1].first_send];
+  ASSERT_EQ(sent.buffer, Buffer::kResult);
+  sent.buffer = Buffer::kInput;
+  EXPECT_THAT(Check(), HasSubstr("rank 0 round 1 sends chunk 1 from its input, which holds {0}"));
+}
+
+TEST_F(PlantedBugTest, SendFromAResultNotYetWritten) {
+  ProgramPiece& sent = zero_.pieces[zero_.steps[0].first_send];
+  sent.buffer = Buffer::kResult;
+  EXPECT_THAT(Check(), HasSubstr("sends chunk 2 from its result, which holds {garbage}"));
+}
+
+TEST_F(PlantedBugTest, ReduceWithTheWrongOwnValue) {
+  ProgramPiece* received = FindReceive(zero_, [](const ProgramStep& step, const ProgramPiece& p) {
+    return step.receive_op == TransferOp::kReduce && p.buffer == Buffer::kInput;
+  });
+  ASSERT_NE(received, nullptr);
+  received->buffer = Buffer::kResult;
+  EXPECT_THAT(Check(), HasSubstr("reduces into its result, which holds {garbage}"));
+}
+
+TEST_F(PlantedBugTest, OverwriteWithoutWaitingForAReader) {
+  ProgramPiece* received =
+      FindReceive(zero_, [](const ProgramStep&, const ProgramPiece& p) { return p.num_waits > 0; });
+  ASSERT_NE(received, nullptr);
+  received->num_waits = 0;
+  EXPECT_THAT(Check(), HasSubstr("may still read it"));
+  EXPECT_THAT(Check(), HasSubstr("without waiting for it"));
+}
+
+TEST_F(PlantedBugTest, OverlapWithTheSendUnmarked) {
+  ProgramPiece* received =
+      FindReceive(zero_, [](const ProgramStep&, const ProgramPiece& p) { return p.overlaps_send; });
+  ASSERT_NE(received, nullptr);
+  received->overlaps_send = false;
+  EXPECT_THAT(Check(), HasSubstr("overlaps_send is 0 but the step sends the chunk"));
+}
+
+TEST_F(PlantedBugTest, WrongReceiveOp) {
+  zero_.steps[0].receive_op = TransferOp::kCopy;
+  EXPECT_THAT(Check(), HasSubstr("rank 0 round 0: the program's receive has the wrong op"));
+}
+
+TEST_F(PlantedBugTest, MissingStep) {
+  zero_.steps.erase(zero_.steps.begin() + 1);
+  EXPECT_THAT(Check(), HasSubstr("rank 0 round 1: the program sends 0 chunks with rank -1"));
+}
+
+TEST_F(PlantedBugTest, WrongPeer) {
+  zero_.steps[0].send_peer = 2;
+  EXPECT_THAT(Check(), HasSubstr("with rank 2, the plan 1 with rank 1"));
+}
+
+TEST_F(PlantedBugTest, FinishCopyOverAWrittenChunk) {
+  // Rank 3 (the straggler) writes every chunk; a finish copy would undo its work.
+  programs_[3].finish.push_back(Piece(0, Buffer::kInput));
+  EXPECT_THAT(Check(), HasSubstr("rank 3: the finish copies chunk 0 over what the steps wrote"));
+}
+
+// Every chunk of a plan of two or more ranks is written (it needs the others' contributions), so
+// only a rank alone keeps chunks at its input: the finish copies them, and without it the result
+// is garbage.
+TEST(CheckProgramsTest, MissingFinishCopy) {
+  const Plan alone{.num_ranks = 1, .num_chunks = 2};
+  std::vector<RankProgram> programs = LowerAll(alone, {});
+  ASSERT_EQ(programs[0].finish.size(), 1u);
+  EXPECT_EQ(programs[0].finish[0].num_chunks, 2);
+  EXPECT_TRUE(CheckPrograms(alone, programs).ok());
+  programs[0].finish.clear();
+  EXPECT_THAT(std::string(CheckPrograms(alone, programs).message()),
+              HasSubstr("rank 0 ends with chunk 0 holding {garbage}"));
+  // In place there is nothing to copy.
+  EXPECT_TRUE(LowerAll(alone, {.in_place = true})[0].finish.empty());
+}
+
+}  // namespace
+}  // namespace stragglar
