@@ -250,8 +250,13 @@ RuntimeConfig ToRuntimeConfig(const PreloadConfig& config) {
 }
 
 bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecision& decision) {
+  return ApplyForcedAlgorithm(config.algorithm, config.straggler, num_ranks, decision);
+}
+
+bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> straggler, int num_ranks,
+                          CallDecision& decision) {
   using Forced = PreloadConfig::Forced;
-  switch (config.algorithm) {
+  switch (forced) {
     case Forced::kAuto:
       break;
     case Forced::kNative:
@@ -263,11 +268,11 @@ bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecisi
       break;
     case Forced::kStragglar:
       decision.algorithm = Algorithm::kStragglar;
-      decision.straggler = std::min(config.straggler.value_or(num_ranks - 1), num_ranks - 1);
+      decision.straggler = std::min(straggler.value_or(num_ranks - 1), num_ranks - 1);
       break;
   }
   if (decision.algorithm != Algorithm::kStragglar) decision.straggler.reset();
-  return decision.algorithm == Algorithm::kRing && config.algorithm != Forced::kRing;
+  return decision.algorithm == Algorithm::kRing && forced != Forced::kRing;
 }
 
 bool TraceFileIsJson(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }

@@ -8,8 +8,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "policy/policy_config.h"
+#include "policy/reports.h"
 #include "runtime/log.h"
-#include "runtime/runtime_core.h"
 
 namespace stragglar {
 
@@ -71,6 +72,9 @@ RuntimeConfig ToRuntimeConfig(const PreloadConfig& config);
 // collective (NCCL's or MPI's AllReduce, which the core prices as Ring): for auto when the core
 // chose Ring, and for native. A forced "ring" runs our Ring plan instead.
 bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecision& decision);
+// The same with STRAGGLAR_ALGORITHM's and STRAGGLAR_STRAGGLER's values given.
+bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> straggler, int num_ranks,
+                          CallDecision& decision);
 // Whether STRAGGLAR_TRACE_FILE names a Perfetto JSON trace (".json" suffix, any case) rather
 // than CSV.
 bool TraceFileIsJson(absl::string_view path);

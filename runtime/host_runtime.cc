@@ -2,19 +2,19 @@
 
 #include <algorithm>
 #include <barrier>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/reduce.h"
+#include "runtime/link_probe.h"
 
 namespace stragglar {
 namespace {
 
-// The state file's machine id names the backend too: host threads and GPUs learn different costs.
-constexpr absl::string_view kHostBackend = "host-threads";
+// How long a rank waits for a peer's part of the protocol's own traffic.
+constexpr absl::Duration kProtocolTimeout = absl::Seconds(60);
 
 // Seconds per ring round of `bytes`-byte messages with every rank sending and reducing at once,
 // moved the way the executor moves chunks (lent, then reduced by the receiver straight from the
@@ -71,76 +71,136 @@ absl::StatusOr<double> TimeRingRound(int num_ranks, int64_t bytes, int warmup, i
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rounds;
 }
 
+// The bytes of a vector of doubles, for the transport.
+absl::Span<const std::byte> BytesOf(absl::Span<const double> values) {
+  return {reinterpret_cast<const std::byte*>(values.data()), values.size() * sizeof(double)};
+}
+
 }  // namespace
 
 absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks) {
   if (num_ranks < 2) return absl::InvalidArgumentError("need at least 2 ranks to measure");
-  // Large enough that the ranks' buffers spill out of the caches, as a big AllReduce's do.
-  constexpr int64_t kLargeBytes = 4 << 20;
-  absl::StatusOr<double> small = TimeRingRound(num_ranks, 64, 16, 256);
+  absl::StatusOr<double> small = TimeRingRound(num_ranks, kProbeSmallBytes, 16, 256);
   if (!small.ok()) return small.status();
-  absl::StatusOr<double> large = TimeRingRound(num_ranks, kLargeBytes, 2, 12);
+  absl::StatusOr<double> large = TimeRingRound(num_ranks, kProbeLargeBytes, 2, 12);
   if (!large.ok()) return large.status();
   // The ring round ran num_ranks transfers on the machine's cores at once.
   const double lanes = std::max(1u, std::thread::hardware_concurrency());
-  const double slowdown = std::max(1.0, num_ranks / lanes);
-  const double per_byte = std::max(*large - *small, 1e-12) / kLargeBytes / slowdown;
-  return LinkModel{
-      .alpha_s = *small, .bandwidth_bytes_per_s = 1.0 / per_byte, .shared_lanes = lanes};
+  return LinkFromRingRounds(*small, *large, kProbeLargeBytes, num_ranks, lanes);
 }
+
+// One rank's side of the protocol's traffic, over the shared transport.
+class HostCommunicator::Backend final : public CommBackend {
+ public:
+  Backend(int rank, HostCommunicator& owner) : rank_(rank), owner_(owner) {}
+
+  double Now() override { return owner_.Now(); }
+
+  absl::Status StartGather(absl::Span<const double> mine) override {
+    for (int peer = 0; peer < owner_.transport_.num_ranks(); ++peer) {
+      if (peer != rank_) owner_.transport_.Send(rank_, peer, BytesOf(mine));
+    }
+    mine_.assign(mine.begin(), mine.end());
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<double>> FinishGather() override {
+    const size_t per_rank = mine_.size();
+    std::vector<double> all(per_rank * owner_.transport_.num_ranks());
+    std::copy(mine_.begin(), mine_.end(), all.begin() + rank_ * per_rank);
+    for (int peer = 0; peer < owner_.transport_.num_ranks(); ++peer) {
+      if (peer == rank_) continue;
+      absl::StatusOr<std::vector<std::byte>> message =
+          owner_.transport_.Receive(peer, rank_, kProtocolTimeout);
+      if (!message.ok()) return message.status();
+      if (message->size() != per_rank * sizeof(double)) {
+        absl::Status mismatch = absl::InvalidArgumentError(
+            absl::StrCat("epoch exchange: rank ", peer, " sent ", message->size(), " bytes, rank ",
+                         rank_, " expected ", per_rank * sizeof(double)));
+        owner_.transport_.Abort(mismatch);
+        return mismatch;
+      }
+      std::memcpy(all.data() + peer * per_rank, message->data(), message->size());
+    }
+    return all;
+  }
+
+  absl::Status BroadcastFromRankZero(std::string& text) override {
+    if (rank_ == 0) {
+      const absl::Span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()),
+                                              text.size());
+      for (int peer = 1; peer < owner_.transport_.num_ranks(); ++peer) {
+        owner_.transport_.Send(0, peer, bytes);
+      }
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::vector<std::byte>> message =
+        owner_.transport_.Receive(0, rank_, kProtocolTimeout);
+    if (!message.ok()) return message.status();
+    text.assign(reinterpret_cast<const char*>(message->data()), message->size());
+    return absl::OkStatus();
+  }
+
+ private:
+  const int rank_;
+  HostCommunicator& owner_;
+  std::vector<double> mine_;
+};
+
+namespace {
+
+// A call's work: this rank's program over the transport (the host has no collective of its own:
+// its default algorithm is our Ring plan).
+class HostCall final : public CallWork {
+ public:
+  HostCall(const HostAllReduceArgs& args, HostTransport& transport)
+      : args_(args), transport_(transport) {}
+
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+    if (program == nullptr) {
+      return {.status = absl::InternalError("the host runtime has no collective of its own")};
+    }
+    return {.status = ExecuteProgramOnHost(*program, args_, transport_)};
+  }
+
+ private:
+  const HostAllReduceArgs& args_;
+  HostTransport& transport_;
+};
+
+}  // namespace
+
+HostCommunicator::HostCommunicator(int num_ranks)
+    : transport_(num_ranks), origin_(std::chrono::steady_clock::now()) {}
 
 absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
     int num_ranks, const RuntimeConfig& config, const LinkModel& link,
     std::vector<std::shared_ptr<CollectiveObserver>> observers) {
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int rank = 0; rank < num_ranks; ++rank) {
-    absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, rank, num_ranks, link);
-    if (!core.ok()) return core.status();
-    ranks.push_back(std::make_unique<Rank>(*std::move(core)));
-  }
-  if (!config.state_file.empty()) {
-    // Loaded once and given to every rank, so that all of them start from the same state.
-    absl::StatusOr<LearnedState> state =
-        LoadState(config.state_file, num_ranks, MachineId(kHostBackend));
-    if (state.ok()) {
-      for (std::unique_ptr<Rank>& rank : ranks) {
-        if (absl::Status status = rank->core.ImportState(*state); !status.ok()) return status;
-      }
-    } else {
-      std::fprintf(stderr, "stragglar: %s; starting fresh\n",
-                   std::string(state.status().message()).c_str());
+  auto host = std::unique_ptr<HostCommunicator>(new HostCommunicator(std::max(num_ranks, 0)));
+  const CommOptions options{.runtime = config,
+                            .name = "host",
+                            .backend = "host-threads",
+                            .link = link,
+                            // Asked for on the command line: say so when there is none yet.
+                            .missing_state_level = LogLevel::kWarn};
+  // Rank by rank on this thread: the protocol's only collective at creation is rank 0's
+  // broadcast of the learned state, and the transport queues rank 0's sends for the others.
+  for (int rank = 0; rank < std::max(num_ranks, 1); ++rank) {
+    auto each = std::make_unique<Rank>();
+    each->backend = std::make_unique<Backend>(rank, *host);
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        Communicator::Create(rank, num_ranks, options, *each->backend);
+    if (!comm.ok()) return comm.status();
+    each->comm = *std::move(comm);
+    for (const std::shared_ptr<CollectiveObserver>& observer : observers) {
+      each->comm->observers().Add(observer);
     }
+    host->ranks_.push_back(std::move(each));
   }
-  auto comm = std::unique_ptr<HostCommunicator>(
-      new HostCommunicator(std::make_unique<HostTransport>(num_ranks), std::move(ranks)));
-  comm->state_file_ = config.state_file;
-  comm->observers_ = std::move(observers);
-  return comm;
+  return host;
 }
 
-HostCommunicator::HostCommunicator(std::unique_ptr<HostTransport> transport,
-                                   std::vector<std::unique_ptr<Rank>> ranks)
-    : transport_(std::move(transport)),
-      ranks_(std::move(ranks)),
-      origin_(std::chrono::steady_clock::now()) {}
-
-HostCommunicator::~HostCommunicator() { SaveState(/*force=*/true); }
-
-void HostCommunicator::SaveState(bool force) {
-  // Nothing learned yet (no exchange, no imported state): keep whatever the file holds.
-  if (state_file_.empty() || ranks_.empty() || !ranks_[0]->core.HasLearned()) return;
-  const absl::Time now = absl::Now();
-  if (!force && now - last_save_ < kStateSaveInterval) return;
-  last_save_ = now;
-  LearnedState state = ranks_[0]->core.ExportState();
-  state.machine = MachineId(kHostBackend);
-  if (absl::Status status = stragglar::SaveState(state_file_, state);
-      !status.ok() && !save_failed_) {
-    save_failed_ = true;
-    std::fprintf(stderr, "stragglar: %s; not saving the learned state\n",
-                 std::string(status.message()).c_str());
-  }
-}
+HostCommunicator::~HostCommunicator() = default;
 
 double HostCommunicator::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
@@ -152,68 +212,14 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
   }
-  Rank& self = *ranks_[rank];
+  HostCall work(args, transport_);
+  const int64_t bytes = args.count * DataTypeSize(args.type);
+  absl::StatusOr<CallDecision> decision =
+      ranks_[rank]->comm->AllReduce(bytes, /*in_place=*/args.send == args.recv, work, timing);
   // Every failure aborts the shared transport: the other ranks return instead of waiting for a
   // rank that will not come, and later calls fail (the communicator is dead, as NCCL's would be).
-  auto fail = [this](absl::Status status) {
-    transport_->Abort(status);
-    return status;
-  };
-  const double arrival = Now();
-  const int64_t bytes = args.count * DataTypeSize(args.type);
-  absl::StatusOr<CallDecision> decision = self.core.Decide(bytes);
-  if (!decision.ok()) return fail(decision.status());
-  absl::StatusOr<const Plan*> plan = self.core.PlanFor(*decision, bytes);
-  if (!plan.ok()) return fail(plan.status());
-  for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
-    observer->OnStart(rank, *decision, bytes);
-  }
-  if (absl::Status status = ExecutePlanOnHost(**plan, rank, args, *transport_); !status.ok()) {
-    return status;  // the executor has aborted the transport already
-  }
-  const CallTiming recorded{.arrival_s = arrival, .duration_s = Now() - arrival};
-  self.core.Record(recorded);
-  if (timing != nullptr) *timing = recorded;
-  for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
-    observer->OnCall(rank, *decision, bytes, recorded);
-  }
-  if (self.core.ExchangeDue()) {
-    if (absl::Status status = ExchangeEpoch(rank); !status.ok()) return fail(status);
-  }
+  if (!decision.ok()) transport_.Abort(decision.status());
   return decision;
-}
-
-absl::Status HostCommunicator::ExchangeEpoch(int rank) {
-  RuntimeCore& core = ranks_[rank]->core;
-  const std::vector<double> mine = core.EpochPayload();
-  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(mine.data()),
-                                         mine.size() * sizeof(double));
-  for (int peer = 0; peer < num_ranks(); ++peer) {
-    if (peer != rank) transport_->Send(rank, peer, bytes);
-  }
-  std::vector<double> all(mine.size() * num_ranks());
-  std::copy(mine.begin(), mine.end(), all.begin() + rank * mine.size());
-  for (int peer = 0; peer < num_ranks(); ++peer) {
-    if (peer == rank) continue;
-    absl::StatusOr<std::vector<std::byte>> message =
-        transport_->Receive(peer, rank, absl::Seconds(60));
-    if (!message.ok()) return message.status();
-    if (message->size() != bytes.size()) {
-      absl::Status mismatch = absl::InvalidArgumentError(
-          absl::StrCat("epoch exchange: rank ", peer, " sent ", message->size(), " bytes, rank ",
-                       rank, " expected ", bytes.size()));
-      transport_->Abort(mismatch);
-      return mismatch;
-    }
-    std::memcpy(all.data() + peer * mine.size(), message->data(), message->size());
-  }
-  if (absl::Status status = core.AbsorbEpoch(all); !status.ok()) return status;
-  for (const std::shared_ptr<CollectiveObserver>& observer : observers_) {
-    observer->OnEpoch(rank, core.last_epoch());
-  }
-  // Rank 0's thread owns the saving (its core, its clock), so no lock is needed.
-  if (rank == 0) SaveState(/*force=*/false);
-  return absl::OkStatus();
 }
 
 }  // namespace stragglar

@@ -1,5 +1,6 @@
 // The host runtime: n ranks that are threads of one process. One HostTransport carries both the
-// plans' messages and the epoch exchange; each rank owns a RuntimeCore and its plan cache.
+// programs' messages and the protocol's own (the epoch exchange, the learned state's broadcast);
+// each rank has its own Communicator (runtime/communicator.h) over a HostBackend.
 #pragma once
 
 #include <chrono>
@@ -7,20 +8,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "exporters/observer.h"
 #include "kernels/host_executor.h"
-#include "kernels/plan.h"
+#include "kernels/host_transport.h"
+#include "runtime/communicator.h"
 #include "runtime/runtime_core.h"
-#include "runtime/state_file.h"
 
 namespace stragglar {
 
 // Measures alpha and beta of the in-process transport as the plans see them: every rank sends a
 // message to the next and reduces the one from the previous (one ring round, all ranks at once,
-// so contention for the cores is included). alpha = time of a round of tiny messages; beta =
-// extra time per byte of a round of large ones, scaled to one transfer with a core of its own;
-// shared_lanes = the number of cores.
+// so contention for the cores is included), after warm-up rounds that exclude thread start-up
+// skew; the ranks share the machine's cores (runtime/link_probe.h's formula).
 absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks);
 
 class HostCommunicator {
@@ -42,31 +41,22 @@ class HostCommunicator {
                                          CallTiming* timing = nullptr);
 
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
-  const RuntimeCore& core(int rank) const { return ranks_[rank]->core; }
+  const RuntimeCore& core(int rank) const { return ranks_[rank]->comm->core(); }
   // Seconds since the communicator was created: the shared arrival clock.
   double Now() const;
 
  private:
+  class Backend;
   struct Rank {
-    explicit Rank(RuntimeCore core) : core(std::move(core)) {}
-    RuntimeCore core;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Communicator> comm;  // after `backend`, which it uses
   };
 
-  HostCommunicator(std::unique_ptr<HostTransport> transport,
-                   std::vector<std::unique_ptr<Rank>> ranks);
-  absl::Status ExchangeEpoch(int rank);
-  // Rank 0 writes the state file after an exchange, at most every kStateSaveInterval.
-  void SaveState(bool force);
+  HostCommunicator(int num_ranks);
 
-  static constexpr absl::Duration kStateSaveInterval = absl::Seconds(10);
-
-  std::unique_ptr<HostTransport> transport_;
-  std::vector<std::unique_ptr<Rank>> ranks_;
-  std::vector<std::shared_ptr<CollectiveObserver>> observers_;
+  HostTransport transport_;
   std::chrono::steady_clock::time_point origin_;
-  std::string state_file_;
-  absl::Time last_save_ = absl::InfinitePast();
-  bool save_failed_ = false;  // logged once
+  std::vector<std::unique_ptr<Rank>> ranks_;
 };
 
 }  // namespace stragglar

@@ -6,12 +6,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "exporters/run_summary.h"
 #include "runtime/log.h"
-#include "runtime/state_file.h"
-#include "runtime/units.h"
 
 namespace stragglar {
 
@@ -39,56 +36,29 @@ MetricsSetup StartMetricsFromEnv(int local_rank) {
   return setup;
 }
 
-std::string DescribePlan(const Plan& plan, int64_t bytes) {
-  std::string text = absl::StrCat(AlgorithmName(plan.algorithm));
-  if (plan.straggler.has_value()) absl::StrAppend(&text, " around rank ", *plan.straggler);
-  absl::StrAppend(&text, " for ", FormatBytes(static_cast<double>(bytes)), ": ", plan.num_chunks,
-                  " chunks");
-  if (plan.straggler.has_value() && plan.num_ranks > 1 && plan.num_chunks > plan.num_ranks - 1) {
-    absl::StrAppend(&text, " (", plan.num_chunks / (plan.num_ranks - 1), " pieces per rank)");
-  }
-  if (plan.straggler.has_value()) {
-    absl::StrAppend(&text, ", ", plan.pre_arrival_rounds,
-                    " rounds before the straggler arrives and ", plan.post_arrival_rounds(),
-                    " after");
-  } else {
-    absl::StrAppend(&text, ", ", plan.num_rounds(), " rounds");
-  }
-  return text;
+CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view backend,
+                               absl::string_view library_call, std::string name,
+                               LagSource lag_source) {
+  CommOptions options{.runtime = ToRuntimeConfig(config),
+                      .name = std::move(name),
+                      .backend = std::string(backend),
+                      .library_call = std::string(library_call),
+                      .native_default = true,
+                      .forced = config.algorithm,
+                      .forced_straggler = config.straggler};
+  options.runtime.default_algorithm = Algorithm::kRing;  // priced as Ring; runs the library's own
+  options.runtime.candidates = {Algorithm::kRing, Algorithm::kStragglar};
+  options.runtime.lag_source = lag_source;
+  return options;
 }
 
-std::string DescribeLink(const LinkModel& link) {
-  return absl::StrCat("link: ", FormatSeconds(link.alpha_s), " + ",
-                      absl::StrFormat("%.3g", link.bandwidth_bytes_per_s / 1e9),
-                      " GB/s per message");
-}
-
-CallStart StartCall(RuntimeCore& core, const PreloadConfig& config, int64_t bytes,
-                    const CommObservers& observers, absl::string_view library) {
-  absl::StatusOr<CallDecision> decided = core.Decide(bytes);
-  CallStart start;
-  if (decided.ok()) {
-    start.decision = *decided;
-  } else {
-    LogOnce(LogLevel::kWarn, "decide",
-            absl::StrCat("policy failed: ", decided.status().message(), "; using ", library));
-    start.decision = CallDecision{.algorithm = Algorithm::kRing};
+void AddPreloadObservers(Communicator& comm, prometheus::Registry* registry, int num_ranks,
+                         bool traced) {
+  if (registry != nullptr) {
+    comm.observers().Add(std::make_shared<PrometheusObserver>(*registry, comm.name(), num_ranks,
+                                                              std::vector<int>{comm.rank()}));
   }
-  start.native = ApplyForcedAlgorithm(config, core.num_ranks(), start.decision);
-  for (const auto& observer : observers.all())
-    observer->OnStart(core.rank(), start.decision, bytes);
-  return start;
-}
-
-void SaveLearnedState(const RuntimeCore& core, absl::string_view backend) {
-  const std::string& path = core.config().state_file;
-  if (path.empty() || !core.HasLearned()) return;
-  LearnedState state = core.ExportState();
-  state.machine = MachineId(backend);
-  if (absl::Status status = SaveState(path, state); !status.ok()) {
-    LogOnce(LogLevel::kWarn, "save-state",
-            absl::StrCat(status.message(), "; not saving the learned state"));
-  }
+  if (traced) comm.observers().SetRecorder(std::make_shared<TraceRecorder>(0));
 }
 
 void WriteRunOutputs(const TraceRecorder& recorder, const PreloadConfig& config,

@@ -1,19 +1,16 @@
 // What both preload libraries (libstragglar.so for NCCL, libstragglar_mpi.so for MPI) do the same
-// way around their backend: the metrics endpoint, the learned-state file, and the end-of-run
-// trace and lag summary.
+// way around their communicators: the metrics endpoint, the communicator options from the
+// STRAGGLAR_* settings, and the end-of-run trace and lag summary.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/strings/string_view.h"
-#include "exporters/observer.h"
 #include "exporters/prometheus_exporter.h"
 #include "exporters/trace_recorder.h"
+#include "runtime/communicator.h"
 #include "runtime/env_config.h"
-#include "runtime/runtime_core.h"
 
 namespace stragglar {
 
@@ -26,49 +23,17 @@ struct MetricsSetup {
 };
 MetricsSetup StartMetricsFromEnv(int local_rank);
 
-// The observers of one communicator (metrics, trace), and the recorder among them whose rows make
-// the end-of-run trace and summary.
-class CommObservers {
- public:
-  void Add(std::shared_ptr<CollectiveObserver> observer) {
-    observers_.push_back(std::move(observer));
-  }
-  void SetRecorder(std::shared_ptr<TraceRecorder> recorder) {
-    recorder_ = recorder;
-    if (recorder != nullptr) observers_.push_back(std::move(recorder));
-  }
-  const std::shared_ptr<TraceRecorder>& recorder() const { return recorder_; }
-  const std::vector<std::shared_ptr<CollectiveObserver>>& all() const { return observers_; }
+// A preload library's communicator options from its settings: the policy's (ToRuntimeConfig),
+// the library's own AllReduce as the default algorithm (priced as Ring), Ring and StragglAR as
+// the candidates, STRAGGLAR_ALGORITHM applied, failures logged under `library_call`.
+CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view backend,
+                               absl::string_view library_call, std::string name,
+                               LagSource lag_source);
 
- private:
-  std::vector<std::shared_ptr<CollectiveObserver>> observers_;
-  std::shared_ptr<TraceRecorder> recorder_;
-};
-
-// The start of every call a preload library handles: the core's decision for `bytes` (identical
-// on every rank) with STRAGGLAR_ALGORITHM applied, announced to the observers. `native`: run the
-// library's own collective (`library` names it in the log line of a failed decision, which
-// cannot happen with a valid core: the call then runs the library's own, and the call counts stay
-// aligned).
-struct CallStart {
-  CallDecision decision;
-  bool native = true;
-};
-CallStart StartCall(RuntimeCore& core, const PreloadConfig& config, int64_t bytes,
-                    const CommObservers& observers, absl::string_view library);
-
-// One line for the log when a communicator first runs `plan` on calls of `bytes`, e.g.
-// "stragglar around rank 3 for 16 MiB: 24 chunks (8 pieces per rank), 2 rounds before the
-// straggler arrives and 25 after".
-std::string DescribePlan(const Plan& plan, int64_t bytes);
-
-// The link model a communicator measured, e.g. "link: 12.5 us + 1.52 GB/s per message".
-std::string DescribeLink(const LinkModel& link);
-
-// Saves what `core` learned to STRAGGLAR_STATE_FILE (the core's config().state_file), tagged with
-// this machine and `backend`; a failure is logged once per process. No-op without a path or with
-// nothing learned.
-void SaveLearnedState(const RuntimeCore& core, absl::string_view backend);
+// Adds a communicator's observers: its metrics (when `registry` is set, exporting `rank` only)
+// and, with `traced`, the recorder whose rows make the end-of-run trace and summary.
+void AddPreloadObservers(Communicator& comm, prometheus::Registry* registry, int num_ranks,
+                         bool traced);
 
 // The recorded trace (STRAGGLAR_TRACE_FILE), the lag summary table at INFO and its JSON
 // (STRAGGLAR_SUMMARY_FILE), labelled with the communicator's name. Errors are logged.

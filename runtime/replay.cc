@@ -226,41 +226,101 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
   return trace;
 }
 
+// Gathers from the timings the replay was given: the epoch's calls, every rank's timing of each.
+class PolicyReplayer::Backend final : public CommBackend {
+ public:
+  explicit Backend(int num_ranks) : num_ranks_(num_ranks) {}
+
+  // Timings are given, never measured.
+  double Now() override { return 0; }
+  // Exactly what the online backends hand to AbsorbEpoch: every rank's [arrival, duration] per
+  // call of the epoch, rank after rank.
+  absl::Status StartGather(absl::Span<const double> mine) override {
+    gathered_.clear();
+    gathered_.reserve(2 * epoch_.size() * num_ranks_);
+    for (int rank = 0; rank < num_ranks_; ++rank) {
+      for (const std::vector<CallTiming>& call : epoch_) {
+        gathered_.push_back(call[rank].arrival_s);
+        gathered_.push_back(call[rank].duration_s);
+      }
+    }
+    epoch_.clear();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<double>> FinishGather() override { return std::move(gathered_); }
+  // One process plays every rank: rank 0's text is everyone's.
+  absl::Status BroadcastFromRankZero(std::string& text) override { return absl::OkStatus(); }
+
+  void Add(std::vector<CallTiming> call) { epoch_.push_back(std::move(call)); }
+
+ private:
+  int num_ranks_;
+  std::vector<std::vector<CallTiming>> epoch_;  // [call of the epoch][rank]
+  std::vector<double> gathered_;
+};
+
+namespace {
+
+// A replayed call's work: nothing runs; its timings are the ones given for the decision.
+class ReplayedCall final : public CallWork {
+ public:
+  ReplayedCall(int num_ranks,
+               absl::FunctionRef<absl::StatusOr<ReplayedTimings>(const CallDecision&)> timings,
+               absl::FunctionRef<void(std::vector<CallTiming>)> gather)
+      : num_ranks_(num_ranks), timings_(timings), gather_(gather) {}
+
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+    absl::StatusOr<ReplayedTimings> timings = timings_(decision);
+    if (!timings.ok()) return {.status = timings.status()};
+    if (static_cast<int>(timings->by_rank.size()) != num_ranks_) {
+      return {.status = absl::InvalidArgumentError(absl::StrCat(
+                  "replay: ", timings->by_rank.size(), " timings for ", num_ranks_, " ranks"))};
+    }
+    const CallTiming mine = timings->by_rank[0];
+    gather_(std::move(timings->by_rank));
+    return {.timing = mine, .measured = timings->measured};
+  }
+
+ private:
+  int num_ranks_;
+  absl::FunctionRef<absl::StatusOr<ReplayedTimings>(const CallDecision&)> timings_;
+  absl::FunctionRef<void(std::vector<CallTiming>)> gather_;
+};
+
+}  // namespace
+
 absl::StatusOr<PolicyReplayer> PolicyReplayer::Create(RuntimeConfig config, int num_ranks,
                                                       LinkModel link) {
   config.mode = RuntimeMode::kAdapt;
-  absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, /*rank=*/0, num_ranks, link);
-  if (!core.ok()) return core.status();
-  return PolicyReplayer(*std::move(core));
+  auto backend = std::make_unique<Backend>(num_ranks);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+      /*rank=*/0, num_ranks, {.runtime = std::move(config), .name = "replay", .link = link},
+      *backend);
+  if (!comm.ok()) return comm.status();
+  return PolicyReplayer(std::move(backend), *std::move(comm));
 }
 
-absl::Status PolicyReplayer::Complete(absl::Span<const CallTiming> timing, bool ran_decision) {
-  if (static_cast<int>(timing.size()) != core_.num_ranks()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replay: ", timing.size(), " timings for ", core_.num_ranks(), " ranks"));
-  }
-  core_.Record(timing[0], ran_decision);
-  epoch_.emplace_back(timing.begin(), timing.end());
-  if (!core_.ExchangeDue()) return absl::OkStatus();
-  // Exactly what the online backends hand to AbsorbEpoch: every rank's [arrival, duration] per
-  // call of the epoch, rank after rank.
-  std::vector<double> payloads;
-  payloads.reserve(2 * epoch_.size() * core_.num_ranks());
-  for (int rank = 0; rank < core_.num_ranks(); ++rank) {
-    for (const std::vector<CallTiming>& call : epoch_) {
-      payloads.push_back(call[rank].arrival_s);
-      payloads.push_back(call[rank].duration_s);
-    }
-  }
-  epoch_.clear();
-  return core_.AbsorbEpoch(payloads);
+PolicyReplayer::PolicyReplayer(std::unique_ptr<Backend> backend, std::unique_ptr<Communicator> comm)
+    : backend_(std::move(backend)), comm_(std::move(comm)) {}
+PolicyReplayer::PolicyReplayer(PolicyReplayer&&) = default;
+PolicyReplayer& PolicyReplayer::operator=(PolicyReplayer&&) = default;
+PolicyReplayer::~PolicyReplayer() = default;
+
+const RuntimeCore& PolicyReplayer::core() const { return comm_->core(); }
+
+absl::StatusOr<CallDecision> PolicyReplayer::Call(
+    int64_t bytes,
+    absl::FunctionRef<absl::StatusOr<ReplayedTimings>(const CallDecision&)> timings) {
+  ReplayedCall work(core().num_ranks(), timings,
+                    [this](std::vector<CallTiming> call) { backend_->Add(std::move(call)); });
+  return comm_->AllReduce(bytes, /*in_place=*/true, work);
 }
 
 absl::StatusOr<SimulationResult> PolicyReplayer::Price(const CallDecision& decision, int64_t bytes,
                                                        absl::Span<const double> arrival_s) {
-  absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
+  absl::StatusOr<const Plan*> plan = comm_->PlanFor(decision, bytes);
   if (!plan.ok()) return plan.status();
-  return SimulatePlan(**plan, static_cast<double>(bytes), core_.link(), arrival_s);
+  return SimulatePlan(**plan, static_cast<double>(bytes), core().link(), arrival_s);
 }
 
 absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptions& options) {
@@ -302,14 +362,16 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
     ++replayed;
     replayed_calls.push_back(call.call);
     for (int rank = 0; rank < n; ++rank) timing[rank] = *call.rank[rank];
-    absl::StatusOr<CallDecision> decision = replayer->Decide(call.bytes);
+    absl::StatusOr<CallDecision> decision =
+        replayer->Call(call.bytes, [&](const CallDecision& decided) {
+          // The trace's durations measure what ran online; the calibration may credit them to
+          // this replay's choice only when that is what ran (not another policy's choice, or
+          // native NCCL).
+          return ReplayedTimings{
+              .by_rank = timing,
+              .measured = call.algorithm.has_value() && *call.algorithm == decided.algorithm};
+        });
     if (!decision.ok()) return decision.status();
-    // The trace's durations measure what ran online; the calibration may credit them to this
-    // replay's choice only when that is what ran (not another policy's choice, or native NCCL).
-    const bool ran_decision = call.algorithm.has_value() && *call.algorithm == decision->algorithm;
-    if (absl::Status status = replayer->Complete(timing, ran_decision); !status.ok()) {
-      return status;
-    }
 
     const std::vector<double> arrival = LagsFromTimings(timing, LagSource::kArrivalClock);
     double seconds[3];
@@ -328,7 +390,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
     totals.ring_s += seconds[1];
     totals.halving_doubling_s += seconds[2];
   }
-  RuntimeCore* core = &replayer->core();
+  const RuntimeCore* core = &replayer->core();
 
   // The core counts the calls it saw; report the trace's own call indices (it may start anywhere,
   // have gaps, or have skipped incomplete calls).
@@ -338,7 +400,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
   double policy_total = 0, ring_total = 0, hd_total = 0;
   for (const auto& [bytes, totals] : sizes) {
     // What the policy decides for this size now that it has seen the whole trace.
-    absl::StatusOr<CallDecision> final_decision = core->Preview(bytes);
+    absl::StatusOr<CallDecision> final_decision = replayer->Preview(bytes);
     if (!final_decision.ok()) return final_decision.status();
     nlohmann::json entry = {
         {"algorithm", AlgorithmName(final_decision->algorithm)},

@@ -9,11 +9,13 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
 #include "profiler/arrival.h"
+#include "runtime/communicator.h"
 #include "runtime/runtime_core.h"
 
 namespace stragglar {
@@ -45,31 +47,47 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source);
 // detections in the same form, so the two can be compared.
 nlohmann::json StragglersJson(absl::Span<const DetectionEvent> detections);
 
-// Drives a RuntimeCore from every rank's timings of each call (a trace, or a generated scenario)
-// exactly as the online backends do: Decide before the call, Record after it, and the epoch
-// exchange (every rank's payload, rank after rank) when it is due.
+// Every rank's timing of one call, as a replay knows it: from a trace, or from a scenario's model
+// of the plan the policy chose.
+struct ReplayedTimings {
+  std::vector<CallTiming> by_rank;
+  // Whether the timings are of the decision's plan (see RuntimeCore::Record).
+  bool measured = true;
+};
+
+// Drives a communicator's protocol (runtime/communicator.h) from every rank's timings of each call
+// (a trace, or a generated scenario), as rank 0 of the job would have: the same decisions, the
+// same recording, the same epoch exchange (every rank's payload, rank after rank), over a backend
+// that gathers from the given timings instead of a network.
 class PolicyReplayer {
  public:
   // config.mode is forced to kAdapt: a replay asks what the policy would do.
   static absl::StatusOr<PolicyReplayer> Create(RuntimeConfig config, int num_ranks, LinkModel link);
+  PolicyReplayer(PolicyReplayer&&);
+  PolicyReplayer& operator=(PolicyReplayer&&);
+  ~PolicyReplayer();
 
-  // One call of `bytes`: the decision the policy takes for it (from earlier epochs only). Each
-  // Decide is followed by Complete with that call's timings (indexed by rank).
-  absl::StatusOr<CallDecision> Decide(int64_t bytes) { return core_.Decide(bytes); }
-  // `ran_decision`: whether the timings are of the decision's plan (see RuntimeCore::Record).
-  absl::Status Complete(absl::Span<const CallTiming> timing, bool ran_decision = true);
+  // One call of `bytes`: the decision the policy takes for it (from earlier epochs only), and
+  // every rank's timing of it from `timings` given that decision. InvalidArgument when `timings`
+  // does not give one per rank.
+  absl::StatusOr<CallDecision> Call(
+      int64_t bytes,
+      absl::FunctionRef<absl::StatusOr<ReplayedTimings>(const CallDecision&)> timings);
   // Prices `decision`'s plan on `arrival_s` (per rank) with the replay's link.
   absl::StatusOr<SimulationResult> Price(const CallDecision& decision, int64_t bytes,
                                          absl::Span<const double> arrival_s);
 
-  RuntimeCore& core() { return core_; }
-  const RuntimeCore& core() const { return core_; }
+  // What the policy would choose for `bytes` now (see Communicator::Preview).
+  absl::StatusOr<CallDecision> Preview(int64_t bytes) { return comm_->Preview(bytes); }
+
+  const RuntimeCore& core() const;
 
  private:
-  explicit PolicyReplayer(RuntimeCore core) : core_(std::move(core)) {}
+  class Backend;
+  PolicyReplayer(std::unique_ptr<Backend> backend, std::unique_ptr<Communicator> comm);
 
-  RuntimeCore core_;
-  std::vector<std::vector<CallTiming>> epoch_;  // [call of the epoch][rank]
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> comm_;  // after `backend_`, which it uses
 };
 
 struct ReplayOptions {

@@ -44,13 +44,13 @@ void RuntimeCore::Record(const CallTiming& timing, bool ran_decision) {
   Append(call, timing);
 }
 
-void RuntimeCore::Record(const CallTiming& timing, const CallDecision& ran) {
+void RuntimeCore::Record(const CallTiming& timing, const CallDecision& ran, bool measured) {
   if (pending_.has_value()) {
     const int64_t call = pending_->first.call;
     pending_->first = ran;
     pending_->first.call = call;
   }
-  Record(timing);
+  Record(timing, measured);
 }
 
 void RuntimeCore::RecordPending(const CallDecision& ran, PendingTiming pending) {

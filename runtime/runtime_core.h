@@ -57,8 +57,8 @@ class RuntimeCore {
   // something else ran), so the calibration does not credit it to the decision's algorithm.
   void Record(const CallTiming& timing, bool ran_decision = true);
   // The call ran `ran` instead of what Decide() returned (a backend's forced algorithm): the
-  // epoch report and the calibration credit `ran`.
-  void Record(const CallTiming& timing, const CallDecision& ran);
+  // epoch report and the calibration credit `ran` (unless not `measured`, as above).
+  void Record(const CallTiming& timing, const CallDecision& ran, bool measured = true);
   // The call that Decide() last returned ran `ran`; its timing comes later, through Fill().
   void RecordPending(const CallDecision& ran, PendingTiming pending);
   // The oldest recorded call still waiting for its timing: (call index, its pending timing).

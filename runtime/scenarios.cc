@@ -214,25 +214,28 @@ absl::StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const Suite
       }
     }
 
-    absl::StatusOr<CallDecision> decision = replayer->Decide(config.bytes);
+    size_t chosen = 0;
+    absl::StatusOr<CallDecision> decision = replayer->Call(
+        config.bytes, [&](const CallDecision& decided) -> absl::StatusOr<ReplayedTimings> {
+          chosen = decided.algorithm == Algorithm::kRing              ? 0
+                   : decided.algorithm == Algorithm::kHalvingDoubling ? 1
+                                                                      : 2 + *decided.straggler;
+          for (size_t i = 0; i < fixed.size(); ++i) {
+            absl::StatusOr<SimulationResult> priced =
+                replayer->Price(fixed[i], config.bytes, arrival);
+            if (!priced.ok()) return priced.status();
+            seconds[i] = priced->completion_s;
+            fixed_total_s[i] += seconds[i];
+            // The ranks' durations are what the chosen plan gives them: what they would measure.
+            if (i == chosen) {
+              for (int rank = 0; rank < n; ++rank) {
+                timing[rank].duration_s = priced->finish_s[rank] - arrival[rank];
+              }
+            }
+          }
+          return ReplayedTimings{.by_rank = timing};
+        });
     if (!decision.ok()) return decision.status();
-    const size_t chosen = decision->algorithm == Algorithm::kRing ? 0
-                          : decision->algorithm == Algorithm::kHalvingDoubling
-                              ? 1
-                              : 2 + *decision->straggler;
-    for (size_t i = 0; i < fixed.size(); ++i) {
-      absl::StatusOr<SimulationResult> priced = replayer->Price(fixed[i], config.bytes, arrival);
-      if (!priced.ok()) return priced.status();
-      seconds[i] = priced->completion_s;
-      fixed_total_s[i] += seconds[i];
-      // The ranks' durations are what the chosen plan gives them: what they would measure.
-      if (i == chosen) {
-        for (int rank = 0; rank < n; ++rank) {
-          timing[rank].duration_s = priced->finish_s[rank] - arrival[rank];
-        }
-      }
-    }
-    if (absl::Status status = replayer->Complete(timing); !status.ok()) return status;
     result.oracle_s += *std::min_element(seconds.begin(), seconds.end());
     result.policy_s += seconds[chosen];
     if (decision->explored) ++result.explored_calls;

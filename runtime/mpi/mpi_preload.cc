@@ -2,48 +2,34 @@
 // PMPI profiling interface. It defines MPI_Allreduce (and the lifecycle calls it needs); every
 // other MPI function, and every call it does not handle, goes to the MPI library unchanged.
 //
-// Per communicator, at the first call it handles (a collective call, so every rank is there):
-// a private duplicate for stragglar's own messages, a measured link model, and a RuntimeCore.
-// Then, per call: Decide (identical on every rank), run either the MPI library's own Allreduce
-// (the default algorithm, which the cost model prices as Ring and the calibration measures) or a
-// plan over nonblocking point-to-point with our reduction kernels, and Record the timing. Every
-// STRAGGLAR_EPOCH_CALLS calls the ranks allgather their timings at the same call index and absorb
-// them, so they all switch together.
+// Per communicator, at the first call it handles (a collective call, so every rank is there): a
+// private duplicate for stragglar's own messages (runtime/mpi/mpi_backend.h) and the communicator
+// protocol every backend runs (runtime/communicator.h: decisions identical on every rank, the
+// MPI library's own Allreduce for the default algorithm, priced as Ring, or a plan over
+// point-to-point; every STRAGGLAR_EPOCH_CALLS calls an allgather of every rank's timings at the
+// same call index, so that they all switch together).
 #include <mpi.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
-#include <chrono>
-#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "exporters/prometheus_exporter.h"
-#include "exporters/trace_recorder.h"
 #include "kernels/mpi_executor.h"
+#include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
+#include "runtime/mpi/mpi_backend.h"
 #include "runtime/preload_common.h"
-#include "runtime/runtime_core.h"
-#include "runtime/state_file.h"
 
 namespace stragglar {
 namespace {
 
 constexpr absl::string_view kBackend = "mpi";
-
-double Now() {
-  // CLOCK_MONOTONIC is one clock for every process of a host: arrivals compare across ranks there.
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The predefined types whose elements our kernels reduce; anything else (derived types, pairs,
 // complex, 16-bit integers, MPI_CHAR) passes through.
@@ -73,166 +59,35 @@ std::optional<ReduceOp> MapOp(MPI_Op op) {
   return std::nullopt;
 }
 
-// Sends `text` from `root` to every rank of `comm`.
-int BroadcastString(std::string& text, int root, int rank, MPI_Comm comm) {
-  int64_t length = static_cast<int64_t>(text.size());
-  if (int code = PMPI_Bcast(&length, 1, MPI_INT64_T, root, comm); code != MPI_SUCCESS) return code;
-  if (rank != root) text.assign(length, '\0');
-  return PMPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm);
-}
-
-// alpha and beta of `comm` as a plan sees them: one ring round (every rank sends to the next and
-// receives from the previous) of tiny and of large messages. The slowest rank's numbers, so that
-// every rank holds the same model and decides the same.
-LinkModel MeasureMpiLink(MPI_Comm comm, int rank, int size, bool one_host) {
-  constexpr int kLarge = 4 << 20;
-  std::vector<std::byte> out(kLarge), in(kLarge);
-  auto round = [&](int bytes, int repeats) {
-    PMPI_Barrier(comm);
-    const double start = Now();
-    for (int i = 0; i < repeats; ++i) {
-      PMPI_Sendrecv(out.data(), bytes, MPI_BYTE, (rank + 1) % size, 0, in.data(), bytes, MPI_BYTE,
-                    (rank + size - 1) % size, 0, comm, MPI_STATUS_IGNORE);
-    }
-    return (Now() - start) / repeats;
-  };
-  round(kLarge, 1);  // first touch of the buffers and of the connections
-  double measured[2] = {round(64, 16), round(kLarge, 2)};
-  PMPI_Allreduce(MPI_IN_PLACE, measured, 2, MPI_DOUBLE, MPI_MAX, comm);
-  // Ranks of one host share its cores: a round of `size` transfers runs size / cores at a time.
-  const double lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0;
-  const double slowdown = lanes > 0 ? std::max(1.0, size / lanes) : 1.0;
-  const double per_byte = std::max(measured[1] - measured[0], 1e-12) / kLarge / slowdown;
-  return LinkModel{.alpha_s = std::max(measured[0], 1e-7),
-                   .bandwidth_bytes_per_s = 1.0 / per_byte,
-                   .shared_lanes = lanes};
-}
-
-// One communicator stragglar handles.
-class CommState {
- public:
-  CommState(MPI_Comm user, MPI_Comm own, int rank, int size, RuntimeCore core, std::string name,
-            MpiExecutorOptions options)
-      : user_(user),
-        own_(own),
-        rank_(rank),
-        size_(size),
-        core_(std::move(core)),
-        name_(std::move(name)),
-        options_(options) {}
-
-  MPI_Comm own() const { return own_; }
-  const std::string& name() const { return name_; }
-  int rank() const { return rank_; }
-  RuntimeCore& core() { return core_; }
-  CommObservers& observers() { return observers_; }
-  const std::shared_ptr<TraceRecorder>& recorder() const { return observers_.recorder(); }
+// One communicator stragglar handles: its backend, and the protocol over it.
+struct CommState {
+  MPI_Comm user = MPI_COMM_NULL;
+  std::unique_ptr<MpiBackend> backend;
+  std::unique_ptr<Communicator> comm;  // after `backend`, which it uses
+  MpiExecutorOptions options;          // the same on every rank (rank 0's)
 
   int AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                DataType type, ReduceOp reduce_op, const PreloadConfig& config);
-  // Exchanges a partial epoch (at finalize), so its calls reach the trace and the summary.
-  void Flush();
-  void SaveLearned(bool force);
-
- private:
-  int Exchange();
-
-  MPI_Comm user_;
-  MPI_Comm own_;
-  int rank_;
-  int size_;
-  RuntimeCore core_;
-  std::string name_;
-  CommObservers observers_;
-  const MpiExecutorOptions options_;                  // the same on every rank (rank 0's)
-  absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
-  std::chrono::steady_clock::time_point last_save_{};
+                DataType type, ReduceOp reduce_op);
 };
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                         MPI_Op op, DataType type, ReduceOp reduce_op,
-                         const PreloadConfig& config) {
-  const double arrival = Now();
-  const int64_t bytes = static_cast<int64_t>(count) * DataTypeSize(type);
-  // The default algorithm is the MPI library's own Allreduce unless our Ring is forced.
-  const CallStart start = StartCall(core_, config, bytes, observers_, "MPI_Allreduce");
-  const CallDecision& decision = start.decision;
-  const bool native = start.native;
-
-  int code = MPI_SUCCESS;
-  if (native) {
-    code = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, user_);
-  } else {
-    absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
-    absl::Status status = plan.status();
-    if (plan.ok() && rank_ == 0 && LogEnabled(LogLevel::kInfo) &&
-        described_plans_.insert(*plan).second) {
-      Log(LogLevel::kInfo, absl::StrCat(name_, ": ", DescribePlan(**plan, bytes)));
-    }
-    if (plan.ok()) {
-      const MpiAllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
-                                  .recv = recvbuf,
-                                  .count = count,
-                                  .type = type,
-                                  .op = reduce_op};
-      absl::StatusOr<RankProgram> program =
-          LowerPlan(**plan, rank_, {.in_place = args.send == args.recv});
-      status = program.ok() ? ExecuteProgramWithMpi(*program, args, options_, own_, &code)
-                            : program.status();
-    }
-    if (!status.ok()) {
-      Log(LogLevel::kWarn,
-          absl::StrCat("MPI_Allreduce on ", name_, " (", AlgorithmName(decision.algorithm),
-                       ") failed: ", status.message()));
-      if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
-    }
-  }
-  const CallTiming timing{.arrival_s = arrival, .duration_s = Now() - arrival};
-  // Recorded even after an error, so that every rank's epoch stays at the same call index.
-  core_.Record(timing, decision);
-  for (const auto& observer : observers_.all()) observer->OnCall(rank_, decision, bytes, timing);
-  if (code == MPI_SUCCESS && core_.ExchangeDue()) code = Exchange();
-  if (code != MPI_SUCCESS && !native) {
-    // What MPI itself does with an error: the communicator's handler decides (fatal by default).
-    PMPI_Comm_call_errhandler(user_, code);
-  }
+                         MPI_Op op, DataType type, ReduceOp reduce_op) {
+  const MpiAllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+                              .recv = recvbuf,
+                              .count = count,
+                              .type = type,
+                              .op = reduce_op};
+  MpiAllReduceWork work(sendbuf, recvbuf, count, datatype, op, user, args, options, backend->own());
+  const absl::StatusOr<CallDecision> ran =
+      comm->AllReduce(static_cast<int64_t>(count) * DataTypeSize(type),
+                      /*in_place=*/args.send == args.recv, work);
+  if (ran.ok()) return MPI_SUCCESS;
+  int code = work.code() != MPI_SUCCESS ? work.code() : backend->last_error();
+  if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
+  // What MPI itself does with an error: the communicator's handler decides (fatal by default).
+  // The library's own Allreduce has called it already.
+  if (!work.ran_native()) PMPI_Comm_call_errhandler(user, code);
   return code;
-}
-
-int CommState::Exchange() {
-  const std::vector<double> mine = core_.EpochPayload();
-  std::vector<double> all(mine.size() * size_);
-  const int values = static_cast<int>(mine.size());
-  if (int code =
-          PMPI_Allgather(mine.data(), values, MPI_DOUBLE, all.data(), values, MPI_DOUBLE, own_);
-      code != MPI_SUCCESS) {
-    return code;
-  }
-  if (absl::Status status = core_.AbsorbEpoch(all); !status.ok()) {
-    Log(LogLevel::kWarn, absl::StrCat("epoch exchange on ", name_, ": ", status.message()));
-    return MPI_ERR_INTERN;
-  }
-  for (const auto& observer : observers_.all()) observer->OnEpoch(rank_, core_.last_epoch());
-  if (LogEnabled(LogLevel::kTrace)) {
-    const std::optional<int> straggler = core_.detector().straggler();
-    Log(LogLevel::kTrace, absl::StrCat(name_, " epoch ", core_.epochs(), ": straggler ",
-                                       straggler ? absl::StrCat(*straggler) : "none"));
-  }
-  SaveLearned(/*force=*/false);
-  return MPI_SUCCESS;
-}
-
-void CommState::Flush() {
-  if (core_.EpochPayload().empty()) return;
-  (void)Exchange();
-}
-
-void CommState::SaveLearned(bool force) {
-  if (rank_ != 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (!force && now - last_save_ < std::chrono::seconds(10)) return;
-  last_save_ = now;
-  SaveLearnedState(core_, kBackend);
 }
 
 struct Global {
@@ -319,79 +174,55 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
   PMPI_Comm_test_inter(comm, &inter);
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_rank(comm, &rank);
-  std::unique_ptr<CommState> state;
-  if (!inter && size >= 2) {
-    MPI_Comm own = MPI_COMM_NULL;
-    if (PMPI_Comm_dup(comm, &own) == MPI_SUCCESS) {
-      MPI_Comm node = MPI_COMM_NULL;
-      int node_size = 0;
-      PMPI_Comm_split_type(own, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-      PMPI_Comm_size(node, &node_size);
-      PMPI_Comm_free(&node);
-      const bool one_host = node_size == size;
-      RuntimeConfig config = ToRuntimeConfig(g.config);
-      config.default_algorithm = Algorithm::kRing;  // priced as Ring; runs MPI's own Allreduce
-      config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
-      config.lag_source = one_host ? LagSource::kArrivalClock : LagSource::kDuration;
-      const LinkModel link = MeasureMpiLink(own, rank, size, one_host);
-      if (rank == 0) Log(LogLevel::kInfo, absl::StrCat(CommName(comm), ": ", DescribeLink(link)));
-      absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(config, rank, size, link);
-      if (core.ok()) {
-        state = std::make_unique<CommState>(comm, own, rank, size, *std::move(core), CommName(comm),
-                                            AgreedExecutorOptions(g.config, own, rank));
-      } else {
-        Log(LogLevel::kWarn, absl::StrCat("passing through: ", core.status().message()));
-      }
-    }
-  }
-  if (state != nullptr) {
-    // The learned state: read on rank 0, broadcast, parsed by all, so all start from the same.
-    const std::string& path = state->core().config().state_file;
-    if (!path.empty()) {
-      std::string text, machine = MachineId(kBackend), error;
-      if (rank == 0) {
-        absl::StatusOr<std::string> read = ReadStateText(path);
-        if (read.ok())
-          text = *std::move(read);
-        else
-          error = std::string(read.status().message());
-      }
-      BroadcastString(text, 0, rank, state->own());
-      BroadcastString(machine, 0, rank, state->own());
-      if (!text.empty()) {
-        absl::StatusOr<LearnedState> learned = ParseState(text, path, size, machine);
-        if (learned.ok()) {
-          (void)state->core().ImportState(*learned);
-          if (rank == 0) Log(LogLevel::kInfo, absl::StrCat("loaded the learned state ", path));
-        } else if (rank == 0) {
-          Log(LogLevel::kWarn, absl::StrCat(learned.status().message(), "; starting fresh"));
-        }
-      } else if (rank == 0) {
-        Log(LogLevel::kInfo, absl::StrCat(error, "; starting fresh"));
-      }
-    }
-    std::lock_guard<std::mutex> lock(g.mutex);
-    if (g.registry != nullptr) {
-      state->observers().Add(std::make_shared<PrometheusObserver>(*g.registry, state->name(), size,
-                                                                  std::vector<int>{rank}));
-    }
-    // The trace and the end-of-run summary follow the first world-sized communicator.
-    int compare = MPI_UNEQUAL;
-    PMPI_Comm_compare(comm, MPI_COMM_WORLD, &compare);
-    if (!g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT)) {
-      g.traced = true;
-      state->observers().SetRecorder(std::make_shared<TraceRecorder>(0));
+  auto state = std::make_unique<CommState>();
+  state->user = comm;
+  MPI_Comm own = MPI_COMM_NULL;
+  if (inter || size < 2 || PMPI_Comm_dup(comm, &own) != MPI_SUCCESS) {
+    state.reset();
+  } else {
+    MPI_Comm node = MPI_COMM_NULL;
+    int node_size = 0;
+    PMPI_Comm_split_type(own, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_size(node, &node_size);
+    PMPI_Comm_free(&node);
+    const bool one_host = node_size == size;
+    CommOptions options =
+        PreloadCommOptions(g.config, kBackend, "MPI_Allreduce", CommName(comm),
+                           one_host ? LagSource::kArrivalClock : LagSource::kDuration);
+    // Ranks of one host share its cores: a round of `size` transfers runs size / cores at a time.
+    options.probe = {
+        .small_repeats = 16,
+        .large_repeats = 2,
+        .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
+    state->backend = std::make_unique<MpiBackend>(own, rank, size);
+    state->options = AgreedExecutorOptions(g.config, own, rank);
+    absl::StatusOr<std::unique_ptr<Communicator>> created =
+        Communicator::Create(rank, size, std::move(options), *state->backend);
+    if (created.ok()) {
+      state->comm = *std::move(created);
+    } else {
+      Log(LogLevel::kWarn, absl::StrCat("passing through: ", created.status().message()));
+      PMPI_Comm_free(&own);
+      state.reset();
     }
   }
   std::lock_guard<std::mutex> lock(g.mutex);
+  if (state != nullptr) {
+    // The trace and the end-of-run summary follow the first world-sized communicator.
+    int compare = MPI_UNEQUAL;
+    PMPI_Comm_compare(comm, MPI_COMM_WORLD, &compare);
+    const bool traced = !g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT);
+    g.traced = g.traced || traced;
+    AddPreloadObservers(*state->comm, g.registry.get(), size, traced);
+  }
   return g.comms.emplace(comm, std::move(state)).first->second.get();
 }
 
 // Rank 0 of the traced communicator writes the trace and the summary.
 void WriteOutputs(Global& g, CommState& state) {
-  const std::shared_ptr<TraceRecorder>& recorder = state.recorder();
-  if (recorder == nullptr || state.rank() != 0) return;
-  WriteRunOutputs(*recorder, g.config, state.name(), "stragglar (MPI)");
+  const std::shared_ptr<TraceRecorder>& recorder = state.comm->observers().recorder();
+  if (recorder == nullptr || state.comm->rank() != 0) return;
+  WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (MPI)");
 }
 
 void OnFinalize() {
@@ -401,8 +232,8 @@ void OnFinalize() {
     if (state == nullptr) continue;
     // Only the traced communicator spans the world, so only its ranks all reach this point
     // together: the one safe place for a last, partial exchange.
-    if (state->recorder() != nullptr) state->Flush();
-    state->SaveLearned(/*force=*/true);
+    if (state->comm->observers().recorder() != nullptr) (void)state->comm->Flush();
+    state->comm->Close();
     WriteOutputs(g, *state);
   }
   g.active = false;
@@ -446,9 +277,10 @@ int MPI_Comm_free(MPI_Comm* comm) {
     }
     if (state != nullptr) {
       // MPI_Comm_free is collective, so freeing our duplicate here keeps the ranks in step.
-      state->SaveLearned(/*force=*/true);
+      state->comm->Close();
       stragglar::WriteOutputs(g, *state);
-      MPI_Comm own = state->own();
+      MPI_Comm own = state->backend->own();
+      state->comm.reset();
       PMPI_Comm_free(&own);
     }
   }
@@ -471,7 +303,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   }
   stragglar::CommState* state = stragglar::StateFor(g, comm);
   if (state == nullptr) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  return state->AllReduce(sendbuf, recvbuf, count, datatype, op, *type, *reduce_op, g.config);
+  return state->AllReduce(sendbuf, recvbuf, count, datatype, op, *type, *reduce_op);
 }
 
 }  // extern "C"

@@ -1,0 +1,149 @@
+// The one protocol of a communicator, for every backend: ranks as threads (the host runtime
+// behind `stragglar run`), MPI_Allreduce and ncclAllReduce in the preload libraries, and a
+// replayed trace. One Communicator per rank; the backend (runtime/comm_backend.h) gives it
+// collectives among the ranks, clocks, and each call's own work.
+//
+// Per call: Decide (identical on every rank; STRAGGLAR_ALGORITHM applied), tell the observers,
+// lower the plan for the call's placement once and keep the program, run the call through the
+// backend, record this rank's timing (now, or with the GPU timer's ticket and filled once the GPU
+// has run the call: observers see OnCall then, in call order), and every `epoch_calls` calls
+// exchange the epoch and absorb it at the same call index on every rank. A backend whose calls
+// only enqueue work defers the exchange: the full epoch is sealed, half an epoch later its timings
+// are read and gathered behind the calls, and an epoch later absorbed; decisions then lag the
+// measurements by one epoch, and stay identical on every rank. Around that: the link model
+// (given, or probed through the backend), and the learned state (STRAGGLAR_STATE_FILE: read by
+// rank 0 and broadcast at creation, saved by rank 0 after exchanges at most every 10 s and when
+// closed).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/program.h"
+#include "policy/reports.h"
+#include "runtime/comm_backend.h"
+#include "runtime/comm_observers.h"
+#include "runtime/env_config.h"
+#include "runtime/link_probe.h"
+#include "runtime/log.h"
+#include "runtime/runtime_core.h"
+
+namespace stragglar {
+
+struct CommOptions {
+  RuntimeConfig runtime;  // the policy, the epoch cadence, the state file
+  // Names the communicator in log lines ("world", "comm0").
+  std::string name;
+  // The learned state's machine id names the backend too ("host-threads", "mpi", "nccl"): each
+  // learns its own costs.
+  std::string backend = "host-threads";
+  // The library call a failure names in its log line ("MPI_Allreduce", "ncclAllReduce"); empty:
+  // failures are only returned (the host runtime, whose caller reports them).
+  std::string library_call;
+  // The link model to price plans with; nullopt: probed through the backend at creation.
+  std::optional<LinkModel> link;
+  LinkProbeSpec probe;
+  // The backend runs its library's own AllReduce for the default algorithm (MPI, NCCL; the model
+  // prices it as Ring). Without one, the default is our Ring plan.
+  bool native_default = false;
+  // STRAGGLAR_ALGORITHM and STRAGGLAR_STRAGGLER (testing and benchmark knobs).
+  PreloadConfig::Forced forced = PreloadConfig::Forced::kAuto;
+  std::optional<int> forced_straggler;
+  // Programs leave StragglAR's pre-arrival phase to the backend's collectives where the plan
+  // allows it (STRAGGLAR_PRE_ARRIVAL=nccl, agreed on by every rank).
+  bool native_pre_arrival = false;
+  // The level of the line that says there is no state file yet (a first run): INFO in the
+  // preload libraries, WARN where a user asked for the file on a command line.
+  LogLevel missing_state_level = LogLevel::kInfo;
+};
+
+// The INFO line when a communicator first runs `plan` on calls of `bytes`, e.g. "stragglar around
+// rank 3 for 16 MiB: 24 chunks (8 pieces per rank), 2 rounds before the straggler arrives and 25
+// after".
+std::string DescribePlan(const Plan& plan, int64_t bytes);
+
+class Communicator {
+ public:
+  // Collective: every rank creates its communicator in the same order (the link probe and the
+  // learned state's broadcast are the backend's collectives). `backend` must outlive it.
+  // InvalidArgument as RuntimeCore::Create; a failed probe or broadcast, as the backend says.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(int rank, int num_ranks,
+                                                              CommOptions options,
+                                                              CommBackend& backend);
+  // Saves the learned state (Close()).
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // One AllReduce of `bytes` (`in_place`: send and receive buffers are the same memory), run by
+  // `work`. Returns the decision that ran, or the first failure: the work's, the program's, or
+  // the epoch exchange's. A failed exchange disables the protocol on this communicator: from then
+  // on every call runs the library's own collective (where there is one) or fails with the same
+  // error. `timing`, when given, receives what was recorded now (nothing for a pending timing).
+  absl::StatusOr<CallDecision> AllReduce(int64_t bytes, bool in_place, CallWork& work,
+                                         CallTiming* timing = nullptr);
+
+  // The plan `decision` runs on a call of `bytes` (owned by the communicator).
+  absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision, int64_t bytes) {
+    return core_.PlanFor(decision, bytes);
+  }
+  // What the policy would choose for `bytes` now, without exploration and without counting a call.
+  absl::StatusOr<CallDecision> Preview(int64_t bytes) { return core_.Preview(bytes); }
+
+  // Exchanges the calls of a partial epoch (immediate backends, at the end of a job), so that they
+  // reach the observers. Collective.
+  absl::Status Flush();
+  // Saves the learned state one last time (rank 0). Idempotent.
+  void Close();
+
+  int rank() const { return core_.rank(); }
+  const std::string& name() const { return options_.name; }
+  const LinkModel& link() const { return core_.link(); }
+  const RuntimeCore& core() const { return core_; }
+  CommObservers& observers() { return observers_; }
+  // Why the protocol was disabled (OK while it runs).
+  const absl::Status& disabled() const { return disabled_; }
+
+ private:
+  Communicator(CommOptions options, CommBackend& backend, RuntimeCore core);
+  absl::Status LoadLearnedState();
+  // The decision for a call of `bytes` with STRAGGLAR_ALGORITHM applied; `native`: run the
+  // library's own collective.
+  CallDecision Decide(int64_t bytes, bool* native);
+  absl::StatusOr<const RankProgram*> ProgramFor(const CallDecision& decision, int64_t bytes,
+                                                bool in_place);
+  void Record(const CallDecision& decision, int64_t bytes, double arrival_s,
+              const CallOutcome& outcome, CallTiming* timing);
+  // Fills the pending timings the backend knows (`wait`: of every call before `until_call`,
+  // blocking), telling the observers, in call order.
+  void DeliverTimings(bool wait, int64_t until_call);
+  absl::Status ExchangeNow();
+  absl::Status AdvanceDeferredExchange();
+  absl::Status GatherSealed();
+  absl::Status Absorb(const std::vector<double>& all);
+  void SaveLearnedState(bool force);
+  absl::StatusOr<CallDecision> RunDisabled(int64_t bytes, bool in_place, CallWork& work);
+
+  CommOptions options_;
+  CommBackend& backend_;
+  RuntimeCore core_;
+  CommObservers observers_;
+  // Programs by (plan, in place): plans live in the core's plan cache for the communicator's
+  // lifetime, so their addresses identify them.
+  absl::flat_hash_map<std::pair<const Plan*, bool>, RankProgram> programs_;
+  absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
+  bool gathered_ = false;  // deferred: the sealed epoch's gather has been started
+  absl::Status disabled_;
+  std::chrono::steady_clock::time_point last_save_{};
+  bool closed_ = false;
+};
+
+}  // namespace stragglar

@@ -1,0 +1,86 @@
+#include "runtime/mpi/mpi_backend.h"
+
+#include <chrono>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+
+double MpiBackend::Now() {
+  // CLOCK_MONOTONIC is one clock for every process of a host: arrivals compare across ranks there.
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+absl::Status MpiBackend::Failed(absl::string_view call, int code) {
+  last_error_ = code;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (PMPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
+}
+
+absl::Status MpiBackend::StartGather(absl::Span<const double> mine) {
+  gathered_.assign(mine.size() * size_, 0.0);
+  const int values = static_cast<int>(mine.size());
+  if (int code = PMPI_Allgather(mine.data(), values, MPI_DOUBLE, gathered_.data(), values,
+                                MPI_DOUBLE, own_);
+      code != MPI_SUCCESS) {
+    return Failed("MPI_Allgather (epoch exchange)", code);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> MpiBackend::FinishGather() { return std::move(gathered_); }
+
+absl::Status MpiBackend::BroadcastFromRankZero(std::string& text) {
+  int64_t length = static_cast<int64_t>(text.size());
+  if (int code = PMPI_Bcast(&length, 1, MPI_INT64_T, 0, own_); code != MPI_SUCCESS) {
+    return Failed("MPI_Bcast", code);
+  }
+  if (rank_ != 0) text.assign(length, '\0');
+  if (int code = PMPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, own_);
+      code != MPI_SUCCESS) {
+    return Failed("MPI_Bcast", code);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats) {
+  if (probe_out_.size() < static_cast<size_t>(bytes)) {
+    probe_out_.resize(bytes);
+    probe_in_.resize(bytes);
+  }
+  if (int code = PMPI_Barrier(own_); code != MPI_SUCCESS) return Failed("MPI_Barrier", code);
+  const double start = Now();
+  for (int i = 0; i < repeats; ++i) {
+    if (int code = PMPI_Sendrecv(probe_out_.data(), static_cast<int>(bytes), MPI_BYTE,
+                                 (rank_ + 1) % size_, 0, probe_in_.data(), static_cast<int>(bytes),
+                                 MPI_BYTE, (rank_ + size_ - 1) % size_, 0, own_, MPI_STATUS_IGNORE);
+        code != MPI_SUCCESS) {
+      return Failed("MPI_Sendrecv (link probe)", code);
+    }
+  }
+  return (Now() - start) / repeats;
+}
+
+absl::Status MpiBackend::MaxOverRanks(absl::Span<double> values) {
+  if (int code = PMPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                                MPI_DOUBLE, MPI_MAX, own_);
+      code != MPI_SUCCESS) {
+    return Failed("MPI_Allreduce (link probe)", code);
+  }
+  return absl::OkStatus();
+}
+
+CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
+  if (program == nullptr) {
+    ran_native_ = true;
+    code_ = PMPI_Allreduce(sendbuf_, recvbuf_, count_, datatype_, op_, user_);
+    if (code_ == MPI_SUCCESS) return {};
+    return {.status = absl::InternalError(absl::StrCat("MPI_Allreduce returned ", code_))};
+  }
+  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, &code_)};
+}
+
+}  // namespace stragglar

@@ -1,0 +1,83 @@
+// The MPI backend of the communicator protocol: the protocol's own traffic over a communicator
+// private to stragglar (a duplicate of the user's), and each MPI_Allreduce's work: the MPI
+// library's own Allreduce on the user's communicator, or this rank's program over point-to-point
+// (kernels/mpi_executor.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/mpi_executor.h"
+#include "runtime/comm_backend.h"
+
+namespace stragglar {
+
+class MpiBackend final : public CommBackend {
+ public:
+  // `own` carries only stragglar's traffic; it is the caller's to free.
+  MpiBackend(MPI_Comm own, int rank, int size) : own_(own), rank_(rank), size_(size) {}
+
+  MPI_Comm own() const { return own_; }
+  // The MPI error code of the last failed call of this backend (MPI_SUCCESS when none failed),
+  // to return to the application unchanged.
+  int last_error() const { return last_error_; }
+
+  double Now() override;
+  absl::Status StartGather(absl::Span<const double> mine) override;
+  absl::StatusOr<std::vector<double>> FinishGather() override;
+  absl::Status BroadcastFromRankZero(std::string& text) override;
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats) override;
+  absl::Status MaxOverRanks(absl::Span<double> values) override;
+
+ private:
+  absl::Status Failed(absl::string_view call, int code);
+
+  MPI_Comm own_;
+  int rank_;
+  int size_;
+  int last_error_ = MPI_SUCCESS;
+  std::vector<double> gathered_;
+  std::vector<std::byte> probe_out_, probe_in_;
+};
+
+// One MPI_Allreduce's work. `args` holds the resolved buffers (MPI_IN_PLACE is the receive
+// buffer) and our element type and op.
+class MpiAllReduceWork final : public CallWork {
+ public:
+  MpiAllReduceWork(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm user, const MpiAllReduceArgs& args, const MpiExecutorOptions& options,
+                   MPI_Comm own)
+      : sendbuf_(sendbuf),
+        recvbuf_(recvbuf),
+        count_(count),
+        datatype_(datatype),
+        op_(op),
+        user_(user),
+        args_(args),
+        options_(options),
+        own_(own) {}
+
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
+
+  // The MPI error code of the work (MPI_SUCCESS when it succeeded or failed outside MPI), and
+  // whether it ran the library's own Allreduce (which reports its errors itself).
+  int code() const { return code_; }
+  bool ran_native() const { return ran_native_; }
+
+ private:
+  const void* sendbuf_;
+  void* recvbuf_;
+  int count_;
+  MPI_Datatype datatype_;
+  MPI_Op op_;
+  MPI_Comm user_;
+  const MpiAllReduceArgs& args_;
+  const MpiExecutorOptions& options_;
+  MPI_Comm own_;
+  int code_ = MPI_SUCCESS;
+  bool ran_native_ = false;
+};
+
+}  // namespace stragglar

@@ -1,0 +1,281 @@
+#include "runtime/nccl/nccl_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/device_scope.h"
+#include "runtime/log.h"
+#include "runtime/nccl/nccl_api.h"
+
+namespace stragglar {
+
+NcclBackend::~NcclBackend() {
+  DeviceScope scope(device_);
+  ReleaseReadyComms(/*abort=*/false);
+  for (cudaEvent_t event : {gathered_event_, probe_start_, probe_stop_}) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+  if (device_exchange_ != nullptr) cudaFree(device_exchange_);
+  if (host_exchange_ != nullptr) cudaFreeHost(host_exchange_);
+}
+
+absl::Status NcclBackend::CudaFailed(absl::string_view call, cudaError_t code) {
+  last_error_ = ncclUnhandledCudaError;
+  return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(code)));
+}
+
+absl::Status NcclBackend::NcclFailed(absl::string_view call, ncclResult_t code) {
+  last_error_ = code;
+  return absl::InternalError(absl::StrCat(call, " failed: ", code));
+}
+
+double NcclBackend::Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void NcclBackend::ReleaseReadyComms(bool abort) {
+  for (const auto& [straggler, ready_comm] : ready_comms_) {
+    if (ready_comm == nullptr) continue;
+    if (abort && Api().comm_abort != nullptr) {
+      Api().comm_abort(ready_comm);
+    } else if (Api().comm_destroy != nullptr) {
+      Api().comm_destroy(ready_comm);
+    }
+  }
+  ready_comms_.clear();
+}
+
+absl::StatusOr<ncclComm_t> NcclBackend::ReadyComm(int straggler, int block) {
+  if (auto it = ready_comms_.find(straggler); it != ready_comms_.end()) return it->second;
+  const NcclApi& api = Api();
+  if (api.comm_split == nullptr || api.collectives.reduce_scatter == nullptr ||
+      api.collectives.reduce == nullptr) {
+    last_error_ = ncclInternalError;
+    return absl::InternalError("ncclCommSplit, ncclReduceScatter or ncclReduce not found");
+  }
+  // The key orders the ready ranks by the block each owns, which NCCL's layout then matches.
+  ncclComm_t ready_comm = nullptr;
+  if (ncclResult_t code = api.comm_split(comm_, block >= 0 ? 0 : NCCL_SPLIT_NOCOLOR,
+                                         std::max(block, 0), &ready_comm, nullptr);
+      code != ncclSuccess) {
+    return NcclFailed(absl::StrCat("ncclCommSplit (ready ranks without straggler ", straggler, ")"),
+                      code);
+  }
+  ready_comms_.emplace(straggler, ready_comm);
+  if (rank_ == 0) {
+    Log(LogLevel::kInfo, absl::StrCat("StragglAR's pre-arrival phase as NCCL collectives on the ",
+                                      size_ - 1, " ranks other than ", straggler));
+  }
+  return ready_comm;
+}
+
+absl::Status NcclBackend::EnsureExchangeBuffers() {
+  if (gathered_event_ != nullptr) return absl::OkStatus();
+  const size_t values = 2 * static_cast<size_t>(epoch_calls_) * (size_ + 1);
+  if (cudaError_t code = cudaMalloc(&device_exchange_, values * sizeof(double));
+      code != cudaSuccess) {
+    device_exchange_ = nullptr;
+    return CudaFailed("cudaMalloc (epoch exchange)", code);
+  }
+  if (cudaError_t code = cudaHostAlloc(&host_exchange_, values * sizeof(double), 0);
+      code != cudaSuccess) {
+    host_exchange_ = nullptr;
+    return CudaFailed("cudaHostAlloc (epoch exchange)", code);
+  }
+  if (cudaError_t code = cudaEventCreateWithFlags(&gathered_event_, cudaEventDisableTiming);
+      code != cudaSuccess) {
+    gathered_event_ = nullptr;
+    return CudaFailed("cudaEventCreate (epoch exchange)", code);
+  }
+  return absl::OkStatus();
+}
+
+// Enqueued behind the calls on the stream: this rank's timings to the device, NCCL's AllGather,
+// every rank's back to pinned host memory, and an event that says they have landed.
+absl::Status NcclBackend::StartGather(absl::Span<const double> mine) {
+  if (absl::Status status = EnsureExchangeBuffers(); !status.ok()) return status;
+  const size_t values = mine.size();
+  if (values > 2 * static_cast<size_t>(epoch_calls_)) {
+    return absl::InternalError("epoch exchange: more calls than an epoch holds");
+  }
+  std::memcpy(host_exchange_, mine.data(), values * sizeof(double));
+  double* device_all = device_exchange_ + values;
+  double* host_all = host_exchange_ + values;
+  if (cudaError_t code = cudaMemcpyAsync(device_exchange_, host_exchange_, values * sizeof(double),
+                                         cudaMemcpyHostToDevice, stream_);
+      code != cudaSuccess) {
+    return CudaFailed("cudaMemcpyAsync (epoch exchange)", code);
+  }
+  if (ncclResult_t code =
+          Api().all_gather(device_exchange_, device_all, values, ncclFloat64, comm_, stream_);
+      code != ncclSuccess) {
+    return NcclFailed("ncclAllGather (epoch exchange)", code);
+  }
+  if (cudaError_t code = cudaMemcpyAsync(host_all, device_all, values * size_ * sizeof(double),
+                                         cudaMemcpyDeviceToHost, stream_);
+      code != cudaSuccess) {
+    return CudaFailed("cudaMemcpyAsync (epoch exchange)", code);
+  }
+  if (cudaError_t code = cudaEventRecord(gathered_event_, stream_); code != cudaSuccess) {
+    return CudaFailed("cudaEventRecord (epoch exchange)", code);
+  }
+  gathered_values_ = values;
+  return absl::OkStatus();
+}
+
+// Enqueued half an epoch ago: normally long finished.
+absl::StatusOr<std::vector<double>> NcclBackend::FinishGather() {
+  if (gathered_event_ == nullptr) return absl::FailedPreconditionError("no gather was started");
+  if (cudaError_t code = cudaEventSynchronize(gathered_event_); code != cudaSuccess) {
+    return CudaFailed("cudaEventSynchronize (epoch exchange)", code);
+  }
+  const double* all = host_exchange_ + gathered_values_;
+  return std::vector<double>(all, all + gathered_values_ * size_);
+}
+
+absl::Status NcclBackend::BroadcastBytes(void* host, size_t bytes) {
+  cudaError_t code = cudaSuccess;
+  std::byte* device = scratch_.Get(bytes, &code);
+  if (device == nullptr) return CudaFailed("cudaMalloc (broadcast)", code);
+  if (cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_) != cudaSuccess ||
+      Api().broadcast(device, device, bytes, ncclUint8, 0, comm_, stream_) != ncclSuccess ||
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_) != cudaSuccess ||
+      cudaStreamSynchronize(stream_) != cudaSuccess) {
+    last_error_ = ncclInternalError;
+    return absl::InternalError("broadcast from rank 0 failed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclBackend::BroadcastFromRankZero(std::string& text) {
+  int64_t length = static_cast<int64_t>(text.size());
+  if (absl::Status status = BroadcastBytes(&length, sizeof(length)); !status.ok()) return status;
+  text.resize(length);
+  if (length == 0) return absl::OkStatus();
+  return BroadcastBytes(text.data(), length);
+}
+
+absl::StatusOr<std::optional<CallTiming>> NcclBackend::PollTiming(uint64_t ticket) {
+  if (timer_ == nullptr) return absl::FailedPreconditionError("no GPU call timer");
+  return timer_->Poll(ticket);
+}
+
+absl::StatusOr<CallTiming> NcclBackend::WaitTiming(uint64_t ticket) {
+  if (timer_ == nullptr) return absl::FailedPreconditionError("no GPU call timer");
+  return timer_->Wait(ticket);
+}
+
+void NcclBackend::ReleaseTiming(uint64_t ticket) {
+  if (timer_ != nullptr) timer_->Release(ticket);
+}
+
+// Timed with CUDA events on the stream, after the user's work on it, once per communicator.
+absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats) {
+  const NcclApi& api = Api();
+  cudaError_t code = cudaSuccess;
+  std::byte* buffers = scratch_.Get(2 * bytes, &code);
+  if (buffers == nullptr) return CudaFailed("cudaMalloc (link probe)", code);
+  for (cudaEvent_t* event : {&probe_start_, &probe_stop_}) {
+    if (*event == nullptr && (code = cudaEventCreate(event)) != cudaSuccess) {
+      *event = nullptr;
+      return CudaFailed("cudaEventCreate (link probe)", code);
+    }
+  }
+  if ((code = cudaEventRecord(probe_start_, stream_)) != cudaSuccess) {
+    return CudaFailed("cudaEventRecord (link probe)", code);
+  }
+  for (int i = 0; i < repeats; ++i) {
+    api.point_to_point.group_start();
+    const ncclResult_t sent =
+        api.point_to_point.send(buffers, bytes, ncclUint8, (rank_ + 1) % size_, comm_, stream_);
+    const ncclResult_t received = api.point_to_point.recv(
+        buffers + bytes, bytes, ncclUint8, (rank_ + size_ - 1) % size_, comm_, stream_);
+    const ncclResult_t ended = api.point_to_point.group_end();
+    for (ncclResult_t result : {sent, received, ended}) {
+      if (result != ncclSuccess) return NcclFailed("ncclSend/ncclRecv (link probe)", result);
+    }
+  }
+  if ((code = cudaEventRecord(probe_stop_, stream_)) != cudaSuccess ||
+      (code = cudaEventSynchronize(probe_stop_)) != cudaSuccess) {
+    return CudaFailed("cudaEventSynchronize (link probe)", code);
+  }
+  float elapsed_ms = 0;
+  cudaEventElapsedTime(&elapsed_ms, probe_start_, probe_stop_);
+  return elapsed_ms * 1e-3 / repeats;
+}
+
+absl::Status NcclBackend::MaxOverRanks(absl::Span<double> values) {
+  const size_t bytes = values.size() * sizeof(double);
+  cudaError_t code = cudaSuccess;
+  std::byte* device = scratch_.Get(bytes, &code);
+  if (device == nullptr) return CudaFailed("cudaMalloc (link probe)", code);
+  if (cudaMemcpyAsync(device, values.data(), bytes, cudaMemcpyHostToDevice, stream_) !=
+          cudaSuccess ||
+      Api().all_reduce(device, device, values.size(), ncclFloat64, ncclMax, comm_, stream_) !=
+          ncclSuccess ||
+      cudaMemcpyAsync(values.data(), device, bytes, cudaMemcpyDeviceToHost, stream_) !=
+          cudaSuccess ||
+      cudaStreamSynchronize(stream_) != cudaSuccess) {
+    last_error_ = ncclInternalError;
+    return absl::InternalError("agreeing on the link model failed");
+  }
+  return absl::OkStatus();
+}
+
+ncclResult_t NcclAllReduceWork::RunProgram(const CallDecision& decision, const RankProgram& program,
+                                           std::string* error) {
+  std::optional<NativePreArrival> native;
+  if (program.placement.native_pre_arrival) {
+    absl::StatusOr<ncclComm_t> ready =
+        backend_.ReadyComm(decision.straggler.value_or(-1), program.pre_arrival_block);
+    if (!ready.ok()) {
+      *error = std::string(ready.status().message());
+      return backend_.last_error() != ncclSuccess ? backend_.last_error() : ncclInternalError;
+    }
+    native = NativePreArrival{.nccl = Api().collectives, .ready_comm = *ready};
+  }
+  const GpuAllReduceArgs args{.send = sendbuff_,
+                              .recv = recvbuff_,
+                              .count = static_cast<int64_t>(count_),
+                              .type = type_,
+                              .op = reduce_op_};
+  return RunProgramOverNccl(program, args, Api().point_to_point, CudaDeviceOps(), backend_.comm(),
+                            stream_, backend_.scratch(), error,
+                            native.has_value() ? &*native : nullptr);
+}
+
+CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
+  GpuCallTimer* timer = backend_.timer();
+  std::optional<uint64_t> ticket;
+  if (timer != nullptr) {
+    absl::StatusOr<uint64_t> begun = timer->Begin(stream_);
+    if (begun.ok()) {
+      ticket = *begun;
+    } else {
+      LogOnce(LogLevel::kWarn, "timer-begin",
+              absl::StrCat("GPU call timing unavailable (", begun.status().message(),
+                           "); timing calls with host clocks"));
+    }
+  }
+  std::string error;
+  code_ = program == nullptr ? Api().all_reduce(sendbuff_, recvbuff_, count_, datatype_, op_,
+                                                backend_.comm(), stream_)
+                             : RunProgram(decision, *program, &error);
+  if (ticket.has_value()) {
+    if (absl::Status ended = timer->End(*ticket, stream_); !ended.ok()) {
+      timer->Release(*ticket);
+      ticket.reset();
+    }
+  }
+  // The call is only enqueued: its timing is the GPU's, or just its arrival.
+  CallOutcome outcome{.ticket = ticket, .host_duration = false};
+  if (code_ != ncclSuccess) {
+    outcome.status =
+        absl::InternalError(error.empty() ? absl::StrCat("NCCL returned ", code_) : error);
+  }
+  return outcome;
+}
+
+}  // namespace stragglar

@@ -1,0 +1,128 @@
+// The NCCL backend of the communicator protocol: the protocol's own traffic as small NCCL
+// collectives enqueued on the calling stream (the epoch's gather runs behind the calls: the
+// protocol defers the exchange), the GPU call timer's tickets, and each ncclAllReduce's work:
+// NCCL's own AllReduce, or this rank's program over NCCL send/recv and our CUDA kernels
+// (kernels/nccl_executor.h), optionally with StragglAR's pre-arrival phase as NCCL collectives on
+// a communicator of the ready ranks.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kernels/nccl_executor.h"
+#include "profiler/gpu_timer.h"
+#include "runtime/comm_backend.h"
+
+namespace stragglar {
+
+class NcclBackend final : public CommBackend {
+ public:
+  // `timer` (the process's; null: host clocks only) must outlive the backend. The epoch's gather
+  // holds up to `epoch_calls` calls.
+  NcclBackend(ncclComm_t comm, int rank, int size, int device, GpuCallTimer* timer, int epoch_calls)
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        timer_(timer),
+        epoch_calls_(epoch_calls) {}
+  ~NcclBackend() override;
+  NcclBackend(const NcclBackend&) = delete;
+  NcclBackend& operator=(const NcclBackend&) = delete;
+
+  // The stream of the call in progress: the protocol's traffic is enqueued behind the user's
+  // work on it. Set before every call into the protocol.
+  void set_stream(cudaStream_t stream) { stream_ = stream; }
+  int device() const { return device_; }
+  ncclComm_t comm() const { return comm_; }
+  DeviceScratch& scratch() { return scratch_; }
+  GpuCallTimer* timer() const { return timer_; }
+  // NCCL's code for the last failure of this backend (ncclSuccess when none), to return unchanged.
+  ncclResult_t last_error() const { return last_error_; }
+
+  // STRAGGLAR_PRE_ARRIVAL=nccl: the communicator of the ready ranks when `straggler` is late, each
+  // at the index of the block it owns (`block`; -1 on the straggler, which gets nullptr), split
+  // off at its first use (a collective call: every rank, the straggler too, is in the same call).
+  absl::StatusOr<ncclComm_t> ReadyComm(int straggler, int block);
+  // Frees the ready ranks' communicators: aborted when the user's communicator is (a peer may be
+  // gone, and destroying would wait for it), destroyed otherwise.
+  void ReleaseReadyComms(bool abort);
+
+  double Now() override;
+  absl::Status StartGather(absl::Span<const double> mine) override;
+  absl::StatusOr<std::vector<double>> FinishGather() override;
+  bool DefersExchange() const override { return true; }
+  absl::Status BroadcastFromRankZero(std::string& text) override;
+  absl::StatusOr<std::optional<CallTiming>> PollTiming(uint64_t ticket) override;
+  absl::StatusOr<CallTiming> WaitTiming(uint64_t ticket) override;
+  void ReleaseTiming(uint64_t ticket) override;
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats) override;
+  absl::Status MaxOverRanks(absl::Span<double> values) override;
+
+ private:
+  absl::Status CudaFailed(absl::string_view call, cudaError_t code);
+  absl::Status NcclFailed(absl::string_view call, ncclResult_t code);
+  absl::Status EnsureExchangeBuffers();
+  // `bytes` of host memory as rank 0 has them, on every rank (through device scratch).
+  absl::Status BroadcastBytes(void* host, size_t bytes);
+
+  ncclComm_t comm_;
+  int rank_;
+  int size_;
+  int device_;
+  GpuCallTimer* timer_;
+  int epoch_calls_;
+  cudaStream_t stream_ = nullptr;
+  ncclResult_t last_error_ = ncclSuccess;
+  DeviceScratch scratch_;
+  absl::flat_hash_map<int, ncclComm_t> ready_comms_;  // by straggler; nullptr on the straggler
+  // The gather's buffers: device in/out and their pinned host copies, and the event that says
+  // the host copy of the result has landed.
+  double* device_exchange_ = nullptr;  // [2 * epoch_calls] this rank's, then [.. * size] all
+  double* host_exchange_ = nullptr;    // the same layout, pinned
+  cudaEvent_t gathered_event_ = nullptr;
+  size_t gathered_values_ = 0;  // of the gather in flight, per rank
+  cudaEvent_t probe_start_ = nullptr, probe_stop_ = nullptr;
+};
+
+// One ncclAllReduce's work, bracketed by the GPU call timer.
+class NcclAllReduceWork final : public CallWork {
+ public:
+  NcclAllReduceWork(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                    ncclRedOp_t op, DataType type, ReduceOp reduce_op, cudaStream_t stream,
+                    NcclBackend& backend)
+      : sendbuff_(sendbuff),
+        recvbuff_(recvbuff),
+        count_(count),
+        datatype_(datatype),
+        op_(op),
+        type_(type),
+        reduce_op_(reduce_op),
+        stream_(stream),
+        backend_(backend) {}
+
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
+  // NCCL's code for the work (ncclSuccess when it succeeded).
+  ncclResult_t code() const { return code_; }
+
+ private:
+  ncclResult_t RunProgram(const CallDecision& decision, const RankProgram& program,
+                          std::string* error);
+
+  const void* sendbuff_;
+  void* recvbuff_;
+  size_t count_;
+  ncclDataType_t datatype_;
+  ncclRedOp_t op_;
+  DataType type_;
+  ReduceOp reduce_op_;
+  cudaStream_t stream_;
+  NcclBackend& backend_;
+  ncclResult_t code_ = ncclSuccess;
+};
+
+}  // namespace stragglar
