@@ -45,6 +45,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "kernels/exact_data.h"
 #include "nlohmann/json.hpp"
 #include "runtime/units.h"
 
@@ -76,11 +77,13 @@ usage: mpirun -np N stragglar-mpi-bench [--min-bytes 1MiB] [--max-bytes 64MiB] [
 )";
 
 constexpr absl::string_view kProgram = "stragglar-mpi-bench";
+constexpr uint64_t kSeed = 1;  // of the inputs (kernels/exact_data.h)
 
-struct DataType {
+struct ElementType {
   std::string name;
   MPI_Datatype mpi;
   int size;
+  DataType data;  // the exact test data's type (kernels/exact_data.h)
 };
 
 struct Config {
@@ -91,7 +94,7 @@ struct Config {
   int warmup = 0;
   std::vector<double> delays;
   int straggler = 0;
-  DataType dtype;
+  ElementType dtype;
   bool check = false;
   std::string json;
 };
@@ -118,11 +121,11 @@ absl::StatusOr<Config> ConfigFromFlags(int ranks) {
   }
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype == "float32") {
-    config.dtype = {dtype, MPI_FLOAT, 4};
+    config.dtype = {dtype, MPI_FLOAT, 4, DataType::kFloat32};
   } else if (dtype == "float64") {
-    config.dtype = {dtype, MPI_DOUBLE, 8};
+    config.dtype = {dtype, MPI_DOUBLE, 8, DataType::kFloat64};
   } else if (dtype == "int32") {
-    config.dtype = {dtype, MPI_INT32_T, 4};
+    config.dtype = {dtype, MPI_INT32_T, 4, DataType::kInt32};
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype \"", dtype, "\" is not one of float32, float64, int32"));
@@ -194,32 +197,6 @@ absl::Status CheckSingleHost(int ranks) {
   return absl::OkStatus();
 }
 
-// Integer values, so the sum is exact in every reduction order and --check can compare bytes.
-template <typename T>
-void FillTyped(void* data, int64_t count, int rank) {
-  T* values = static_cast<T*>(data);
-  for (int64_t i = 0; i < count; ++i) values[i] = static_cast<T>(i % 7 - 3 + rank);
-}
-
-void Fill(const DataType& dtype, void* data, int64_t count, int rank) {
-  if (dtype.mpi == MPI_FLOAT) {
-    FillTyped<float>(data, count, rank);
-  } else if (dtype.mpi == MPI_DOUBLE) {
-    FillTyped<double>(data, count, rank);
-  } else {
-    FillTyped<int32_t>(data, count, rank);
-  }
-}
-
-int64_t CountMismatches(const char* a, const char* b, int64_t count, int element_size) {
-  if (std::memcmp(a, b, count * element_size) == 0) return 0;
-  int64_t wrong = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    wrong += std::memcmp(a + i * element_size, b + i * element_size, element_size) != 0;
-  }
-  return wrong;
-}
-
 struct Summary {
   double mean = 0;
   double median = 0;
@@ -266,7 +243,10 @@ class Bench {
   // Runs one (delay, size) row; returns the mismatch count over all ranks (rank 0's samples are
   // filled, the others' stay empty).
   int64_t RunRow(double delay, int64_t count, Samples& samples) {
-    Fill(config_.dtype, send_.data(), count, rank_);
+    // Exact in every reduction order, so --check can compare the two results bit for bit.
+    const exact_data::Spec spec{
+        .type = config_.dtype.data, .op = ReduceOp::kSum, .ranks = ranks_, .seed = kSeed};
+    exact_data::FillInput(spec, rank_, 0, count, send_.data());
     int64_t wrong = 0;
     for (int i = 0; i < config_.warmup + config_.iterations; ++i) {
       double stamps[4];  // native arrival, completion, preload arrival, completion
@@ -276,8 +256,9 @@ class Bench {
         Call(impl, delay, count, &stamps[2 * impl], &stamps[2 * impl + 1]);
       }
       if (config_.check) {
-        wrong += CountMismatches(results_[kNative].data(), results_[kPreload].data(), count,
-                                 config_.dtype.size);
+        wrong += exact_data::Compare(config_.dtype.data, results_[kNative].data(),
+                                     results_[kPreload].data(), count)
+                     .count;
       }
       // Outside the timed calls, and in warmup too, so every pair has the same call pattern.
       std::vector<double> all(rank_ == 0 ? 4 * ranks_ : 0);

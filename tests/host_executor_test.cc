@@ -13,14 +13,15 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/exact_data.h"
 #include "kernels/synthesizers.h"
-#include "tests/exact_data.h"
 
 namespace stragglar {
 namespace {
 
+using exact_data::Bytes;
+using exact_data::SplitMix64;
 using ::testing::HasSubstr;
-using namespace exact_data;  // NOLINT: the test data helpers
 
 // ---------------------------------------------------------------------------------------------
 // Running a collective: one thread per rank, one transport per collective.
@@ -78,16 +79,15 @@ void ExpectExactResult(const Outcome& outcome, const Collective& collective,
     ASSERT_TRUE(outcome.statuses[rank].ok())
         << context << " rank " << rank << ": " << outcome.statuses[rank];
     const Bytes& result = outcome.results[rank];
-    if (result != expected) {
-      const int element_size = DataTypeSize(collective.type);
-      int64_t first = 0;
-      while (std::memcmp(result.data() + first * element_size,
-                         expected.data() + first * element_size, element_size) == 0) {
-        ++first;
-      }
+    const exact_data::Mismatches mismatches =
+        exact_data::Compare(collective.type, result.data(), expected.data(), collective.count);
+    if (mismatches.count > 0) {
+      const int64_t first = mismatches.first;
       ADD_FAILURE() << context << " rank " << rank << ": first wrong element " << first << " of "
-                    << collective.count << " is " << ElementString(collective.type, result, first)
-                    << ", expected " << ElementString(collective.type, expected, first);
+                    << collective.count << " is "
+                    << exact_data::ElementString(collective.type, result.data(), first)
+                    << ", expected "
+                    << exact_data::ElementString(collective.type, expected.data(), first);
       return;
     }
     if (!collective.in_place) {
@@ -119,11 +119,13 @@ Plan MakePlan(Algorithm algorithm, int num_ranks, int straggler) {
 
 // Runs one collective on exact inputs and checks it against the reference.
 void CheckExact(const Plan& plan, const Collective& collective, uint64_t seed) {
+  const exact_data::Spec spec{
+      .type = collective.type, .op = collective.op, .ranks = plan.num_ranks, .seed = seed};
   std::vector<Bytes> inputs;
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
-    inputs.push_back(MakeInput(collective.type, collective.op, rank, collective.count, seed));
+    inputs.push_back(exact_data::MakeInput(spec, rank, collective.count));
   }
-  const Bytes expected = Reference(collective.type, collective.op, inputs, collective.count);
+  const Bytes expected = exact_data::Reference(spec, collective.count);
   const Outcome outcome = RunAllReduce(plan, collective, inputs);
   ExpectExactResult(
       outcome, collective, inputs, expected,
@@ -292,7 +294,7 @@ TEST_P(HostExecutorRandomFloatTest, WithinRoundingBoundAndIdenticalAcrossRanks) 
   std::vector<Bytes> inputs;
   for (int rank = 0; rank < num_ranks; ++rank) {
     inputs.push_back(
-        MakeInput(type, op, rank, collective.count, SplitMix64(42), FloatInputs::kRandom));
+        exact_data::MakeRandomFloatInput(type, rank, collective.count, SplitMix64(42)));
   }
   const Outcome outcome = RunAllReduce(plan, collective, inputs);
   for (int rank = 0; rank < num_ranks; ++rank) {
@@ -308,13 +310,13 @@ TEST_P(HostExecutorRandomFloatTest, WithinRoundingBoundAndIdenticalAcrossRanks) 
     double exact = 0;
     double magnitude = 0;
     for (const Bytes& input : inputs) {
-      exact += LoadFloat(type, input.data(), i);
-      magnitude += std::abs(LoadFloat(type, input.data(), i));
+      exact += exact_data::ElementValue(type, input.data(), i);
+      magnitude += std::abs(exact_data::ElementValue(type, input.data(), i));
     }
     exact /= divisor;
     const double bound =
         ((num_ranks - 1) * u * magnitude) / divisor + 2 * u * std::abs(exact) + 1e-300;
-    const double actual = LoadFloat(type, outcome.results[0].data(), i);
+    const double actual = exact_data::ElementValue(type, outcome.results[0].data(), i);
     if (!(std::abs(actual - exact) <= bound)) {
       ++failures;
       ADD_FAILURE() << "element " << i << ": " << actual << " vs exact " << exact << ", bound "
@@ -694,11 +696,13 @@ TEST(HostExecutorTest, BuffersAreFreeToReuseOnReturn) {
       const int num_ranks = 6;
       const int64_t count = 6 * 4096 + 5;
       const Plan plan = MakePlan(algorithm, num_ranks, 4);
+      const exact_data::Spec spec{
+          .type = DataType::kInt32, .op = ReduceOp::kSum, .ranks = num_ranks, .seed = 7};
       std::vector<Bytes> inputs;
       for (int rank = 0; rank < num_ranks; ++rank) {
-        inputs.push_back(MakeInput(DataType::kInt32, ReduceOp::kSum, rank, count, 7));
+        inputs.push_back(exact_data::MakeInput(spec, rank, count));
       }
-      const Bytes expected = Reference(DataType::kInt32, ReduceOp::kSum, inputs, count);
+      const Bytes expected = exact_data::Reference(spec, count);
       std::vector<std::unique_ptr<Bytes>> sends, results;
       for (int rank = 0; rank < num_ranks; ++rank) {
         sends.push_back(std::make_unique<Bytes>(inputs[rank]));

@@ -21,15 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/exact_data.h"
 #include "kernels/nccl_types.h"
 #include "kernels/synthesizers.h"
-#include "tests/exact_data.h"
 
 namespace stragglar {
 namespace {
 
+using exact_data::Bytes;
 using ::testing::HasSubstr;
-using namespace exact_data;  // NOLINT: the test data helpers
 
 // ---------------------------------------------------------------------------------------------
 // A fake NCCL: ranks are threads; a send is copied when posted (NCCL reads the data during the
@@ -331,16 +331,15 @@ Plan MakePlan(Algorithm algorithm, int n, int straggler) {
     if (outcome.results[rank] != ncclSuccess) {
       return ::testing::AssertionFailure() << "rank " << rank << ": " << outcome.errors[rank];
     }
-    if (outcome.received[rank] != expected) {
-      int64_t first = 0;
-      const int size = DataTypeSize(type);
-      while (std::memcmp(outcome.received[rank].data() + first * size,
-                         expected.data() + first * size, size) == 0) {
-        ++first;
-      }
-      return ::testing::AssertionFailure() << "rank " << rank << ": element " << first << " is "
-                                           << ElementString(type, outcome.received[rank], first)
-                                           << ", expected " << ElementString(type, expected, first);
+    const Bytes& received = outcome.received[rank];
+    const exact_data::Mismatches mismatches = exact_data::Compare(
+        type, received.data(), expected.data(), expected.size() / DataTypeSize(type));
+    if (received.size() != expected.size() || mismatches.count > 0) {
+      const int64_t first = std::max<int64_t>(mismatches.first, 0);
+      return ::testing::AssertionFailure()
+             << "rank " << rank << ": element " << first << " is "
+             << exact_data::ElementString(type, received.data(), first) << ", expected "
+             << exact_data::ElementString(type, expected.data(), first);
     }
     if (!in_place && outcome.sent[rank] != inputs[rank]) {
       return ::testing::AssertionFailure() << "rank " << rank << ": the send buffer changed";
@@ -367,11 +366,12 @@ TEST_P(NcclExecutorTest, EveryRankGetsTheExactResult) {
   for (const auto& [type, op] : cases) {
     for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{n - 1}, int64_t{293}, int64_t{4099}}) {
       for (bool in_place : {false, true}) {
+        const exact_data::Spec spec{
+            .type = type, .op = op, .ranks = n, .seed = static_cast<uint64_t>(count * 31 + n)};
         std::vector<Bytes> inputs;
-        for (int rank = 0; rank < n; ++rank) {
-          inputs.push_back(MakeInput(type, op, rank, count, /*seed=*/count * 31 + n));
-        }
-        const Bytes expected = Reference(type, op, inputs, count);
+        for (int rank = 0; rank < n; ++rank)
+          inputs.push_back(exact_data::MakeInput(spec, rank, count));
+        const Bytes expected = exact_data::Reference(spec, count);
         const Outcome outcome = RunOnFakeNccl(plan, type, op, count, in_place, inputs);
         ASSERT_TRUE(ExactOnEveryRank(outcome, expected, inputs, type, in_place))
             << DataTypeName(type) << " " << ReduceOpName(op) << " count " << count
@@ -428,11 +428,12 @@ TEST_P(NativePreArrivalTest, SameExactResultAsTheRounds) {
     for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{blocks}, int64_t{293},
                           int64_t{blocks * pieces * 37}, int64_t{blocks * 1000 + 1}}) {
       for (bool in_place : {false, true}) {
+        const exact_data::Spec spec{
+            .type = type, .op = op, .ranks = n, .seed = static_cast<uint64_t>(count * 7 + n)};
         std::vector<Bytes> inputs;
-        for (int rank = 0; rank < n; ++rank) {
-          inputs.push_back(MakeInput(type, op, rank, count, /*seed=*/count * 7 + n));
-        }
-        const Bytes expected = Reference(type, op, inputs, count);
+        for (int rank = 0; rank < n; ++rank)
+          inputs.push_back(exact_data::MakeInput(spec, rank, count));
+        const Bytes expected = exact_data::Reference(spec, count);
         const std::string context =
             absl::StrCat(DataTypeName(type), " ", ReduceOpName(op), " count ", count,
                          in_place ? " in place" : " out of place");
@@ -503,11 +504,11 @@ TEST(NativePreArrivalBlocksTest, OneBlockPerReadyRank) {
       }
     }
   }
+  const exact_data::Spec spec{
+      .type = DataType::kInt32, .op = ReduceOp::kSum, .ranks = 4, .seed = 5};
   std::vector<Bytes> inputs;
-  for (int rank = 0; rank < 4; ++rank) {
-    inputs.push_back(MakeInput(DataType::kInt32, ReduceOp::kSum, rank, 101, 5));
-  }
-  const Bytes expected = Reference(DataType::kInt32, ReduceOp::kSum, inputs, 101);
+  for (int rank = 0; rank < 4; ++rank) inputs.push_back(exact_data::MakeInput(spec, rank, 101));
+  const Bytes expected = exact_data::Reference(spec, 101);
   for (const Plan& plan :
        {MakePlan(Algorithm::kRing, 4, 0), MakePlan(Algorithm::kHalvingDoubling, 4, 0)}) {
     EXPECT_FALSE(NcclPlanExecutor::Create(plan, 0)->SupportsNativePreArrival());

@@ -21,6 +21,7 @@
 #include "exporters/prometheus_exporter.h"
 #include "exporters/run_summary.h"
 #include "exporters/trace.h"
+#include "kernels/exact_data.h"
 #include "kernels/host_executor.h"
 #include "runtime/host_runtime.h"
 #include "runtime/replay.h"
@@ -28,50 +29,6 @@
 
 namespace stragglar {
 namespace {
-
-// Inputs whose sums are exact in every type and every reduction order: rank r holds
-// pattern(i) + offset(r), small integers, so every partial sum stays below 2^8 (bf16's exact
-// integer range) for up to 64 ranks.
-double Pattern(int64_t i) { return static_cast<double>(i % 5) - 2; }
-double Offset(int rank) { return static_cast<double>(rank % 3) - 1; }
-
-// Writes `count` elements of `value_of(i)` converted to `type` into `out`.
-template <typename ValueOf>
-void Fill(DataType type, int64_t count, ValueOf value_of, void* out) {
-  auto fill = [&](auto* data, auto encode) {
-    for (int64_t i = 0; i < count; ++i) data[i] = encode(value_of(i));
-  };
-  // Integers go through int64_t: converting a double outside the target's range is undefined,
-  // while int64_t -> narrower integer wraps modulo 2^bits (C++20), exactly as the sums do.
-  auto integer = [&](auto* data) {
-    using Element = std::remove_pointer_t<decltype(data)>;
-    fill(data, [](double v) { return static_cast<Element>(static_cast<int64_t>(v)); });
-  };
-  switch (type) {
-    case DataType::kInt8:
-      return integer(static_cast<int8_t*>(out));
-    case DataType::kUint8:
-      return integer(static_cast<uint8_t*>(out));
-    case DataType::kInt32:
-      return integer(static_cast<int32_t*>(out));
-    case DataType::kUint32:
-      return integer(static_cast<uint32_t*>(out));
-    case DataType::kInt64:
-      return integer(static_cast<int64_t*>(out));
-    case DataType::kUint64:
-      return integer(static_cast<uint64_t*>(out));
-    case DataType::kFloat16:
-      return fill(static_cast<uint16_t*>(out),
-                  [](double v) { return FloatToHalf(static_cast<float>(v)); });
-    case DataType::kBfloat16:
-      return fill(static_cast<uint16_t*>(out),
-                  [](double v) { return FloatToBfloat16(static_cast<float>(v)); });
-    case DataType::kFloat32:
-      return fill(static_cast<float*>(out), [](double v) { return static_cast<float>(v); });
-    case DataType::kFloat64:
-      return fill(static_cast<double*>(out), [](double v) { return v; });
-  }
-}
 
 double Percentile(std::vector<double> values, double fraction) {
   if (values.empty()) return 0;
@@ -404,17 +361,16 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       FormatSeconds(link->alpha_s), FormatBandwidth(link->bandwidth_bytes_per_s),
       link->shared_lanes);
 
+  // Inputs whose sum is exact in every type (bf16 included, up to 64 ranks and beyond) and every
+  // reduction order, so every result must equal `expected` bit for bit.
+  const exact_data::Spec data{
+      .type = options.type, .op = ReduceOp::kSum, .ranks = n, .seed = options.seed};
   std::vector<std::vector<std::byte>> inputs(n, std::vector<std::byte>(options.bytes));
   for (int rank = 0; rank < n; ++rank) {
-    Fill(
-        options.type, count, [rank](int64_t i) { return Pattern(i) + Offset(rank); },
-        inputs[rank].data());
+    exact_data::FillInput(data, rank, 0, count, inputs[rank].data());
   }
-  double offsets = 0;
-  for (int rank = 0; rank < n; ++rank) offsets += Offset(rank);
   std::vector<std::byte> expected(options.bytes);
-  Fill(
-      options.type, count, [&](int64_t i) { return n * Pattern(i) + offsets; }, expected.data());
+  exact_data::FillReference(data, 0, count, expected.data());
   const std::vector<std::vector<double>> compute_s = DrawComputeTimes(options);
 
   // Metrics are optional: a port that cannot be bound costs the operator the endpoint, not the

@@ -2,105 +2,103 @@
 // the MPI library's own PMPI_Allreduce on the same inputs: every supported type x op, in place and
 // out of place, sizes from 0 to past the chunk boundaries, on the world and on a split
 // communicator; plus calls stragglar must pass through unchanged (16-bit integers, a derived
-// type, a user-defined op). Inputs are exact in every reduction order (small integers, powers of
-// two for products), so any difference is a bug, not rounding. Exits 1 on any mismatch.
+// type, a user-defined op). Inputs are the project's exact test data (kernels/exact_data.h), exact
+// in every reduction order, so any difference is a bug, not rounding. Exits 1 on any mismatch.
 #include <dlfcn.h>
 #include <mpi.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "kernels/exact_data.h"
+
 namespace {
+
+using stragglar::DataType;
+using stragglar::ReduceOp;
 
 struct Type {
   const char* name;
   MPI_Datatype type;
-  int size;
-  bool floating;
+  DataType data;  // the exact data that fills it: the same width and signedness
 };
 
 struct Op {
   const char* name;
   MPI_Op op;
+  ReduceOp data;  // the operator the inputs are exact for
 };
 
-// Element i of `rank`'s input as a double, exact when converted to any of the types: sums stay
-// small integers; products use +-1, +-2 and 1/2 (floats) or +-1, 2 (integers, wrapping exactly).
-double Value(int rank, int64_t i, const char* op, bool floating) {
-  if (std::strcmp(op, "prod") == 0) {
-    static const double kFloating[] = {1, -1, 2, 0.5, -2, 1, 0.5};
-    static const double kIntegers[] = {1, -1, 2, 1, -1, 2, 1};
-    return (floating ? kFloating : kIntegers)[(i * 3 + rank) % 7];
-  }
-  return static_cast<double>((i * 7 + rank * 5) % 11) - 5;
+// `count` elements of `type` (`element_size` bytes each) on `rank` of `ranks`: the type's exact
+// data, as many elements of it as fill the buffer (two int32 for an int32 pair, two int8 for an
+// int16, whose wrap-around sums are exact as well).
+std::vector<char> Input(const Type& type, const Op& op, int rank, int ranks, int count,
+                        int element_size) {
+  const stragglar::exact_data::Spec spec{.type = type.data,
+                                         .op = op.data,
+                                         .ranks = ranks,
+                                         .seed = static_cast<uint64_t>(count) * 131 + ranks};
+  const int64_t elements = int64_t{count} * element_size / stragglar::DataTypeSize(type.data);
+  std::vector<char> input(int64_t{count} * element_size);
+  stragglar::exact_data::FillInput(spec, rank, 0, elements, input.data());
+  return input;
 }
 
-void Fill(const Type& type, const char* op, int rank, int64_t count, std::vector<char>& out) {
-  out.assign(count * type.size, 0);
-  for (int64_t i = 0; i < count; ++i) {
-    double v = Value(rank, i, op, type.floating);
-    // Unsigned types: keep sums and products non-negative (wrapping is exact either way).
-    if (type.type == MPI_UNSIGNED || type.type == MPI_UINT8_T || type.type == MPI_UINT64_T ||
-        type.type == MPI_UNSIGNED_CHAR || type.type == MPI_UNSIGNED_LONG) {
-      v = std::fabs(v);
-    }
-    char* at = out.data() + i * type.size;
-    auto put = [&](auto value) { std::memcpy(at, &value, sizeof(value)); };
-    if (type.type == MPI_FLOAT)
-      put(static_cast<float>(v));
-    else if (type.type == MPI_DOUBLE)
-      put(v);
-    else if (type.size == 1)
-      put(static_cast<int8_t>(v));
-    else if (type.size == 2)
-      put(static_cast<int16_t>(v));
-    else if (type.size == 4)
-      put(static_cast<int32_t>(v));
-    else
-      put(static_cast<int64_t>(v));
-  }
-}
-
+// Defined for every int32, INT32_MIN included (whose std::abs is not).
 void AbsMax(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<int32_t*>(in);
   auto* b = static_cast<int32_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = std::max(std::abs(a[i]), std::abs(b[i]));
+  for (int i = 0; i < *len; ++i) {
+    b[i] = static_cast<int32_t>(std::max(std::abs(int64_t{a[i]}), std::abs(int64_t{b[i]})));
+  }
 }
 
 int failures = 0;
 int checks = 0;
 
-void Compare(const std::string& what, const std::vector<char>& mine,
+// `mine` must equal `reference` bit for bit; a mismatch names the first wrong element of the
+// exact data's type.
+void Compare(const std::string& what, DataType type, const std::vector<char>& mine,
              const std::vector<char>& reference, int rank) {
   ++checks;
-  if (mine != reference) {
+  const int64_t elements = static_cast<int64_t>(mine.size()) / stragglar::DataTypeSize(type);
+  const stragglar::exact_data::Mismatches mismatches =
+      stragglar::exact_data::Compare(type, mine.data(), reference.data(), elements);
+  if (mismatches.count > 0) {
     ++failures;
-    size_t first = 0;
-    while (first < mine.size() && mine[first] == reference[first]) ++first;
-    std::fprintf(stderr, "rank %d: MISMATCH %s (first differing byte %zu of %zu)\n", rank,
-                 what.c_str(), first, mine.size());
+    std::fprintf(
+        stderr,
+        "rank %d: MISMATCH %s (%lld of %lld %s elements differ; the first, %lld, is %s, "
+        "PMPI_Allreduce gives %s)\n",
+        rank, what.c_str(), static_cast<long long>(mismatches.count),
+        static_cast<long long>(elements), std::string(stragglar::DataTypeName(type)).c_str(),
+        static_cast<long long>(mismatches.first),
+        stragglar::exact_data::ElementString(type, mine.data(), mismatches.first).c_str(),
+        stragglar::exact_data::ElementString(type, reference.data(), mismatches.first).c_str());
   }
 }
 
 // One case: MPI_Allreduce against PMPI_Allreduce, out of place and in place.
 void Check(MPI_Comm comm, const char* comm_name, const Type& type, const Op& op, int count,
            MPI_Datatype mpi_type, int element_size) {
-  int rank = 0;
+  int rank = 0, ranks = 0;
   MPI_Comm_rank(comm, &rank);
-  std::vector<char> input, reference(count * element_size), result(count * element_size, 0x5a);
-  Fill(type, op.name, rank, count * (element_size / type.size), input);
+  MPI_Comm_size(comm, &ranks);
+  const std::vector<char> input = Input(type, op, rank, ranks, count, element_size);
+  std::vector<char> reference(count * element_size), result(count * element_size, 0x5a);
   PMPI_Allreduce(input.data(), reference.data(), count, mpi_type, op.op, comm);
   const std::string what =
       std::string(comm_name) + " " + type.name + " " + op.name + " count " + std::to_string(count);
   MPI_Allreduce(input.data(), result.data(), count, mpi_type, op.op, comm);
-  Compare(what + " out of place", result, reference, rank);
+  Compare(what + " out of place", type.data, result, reference, rank);
   std::vector<char> in_place = input;
   MPI_Allreduce(MPI_IN_PLACE, in_place.data(), count, mpi_type, op.op, comm);
-  Compare(what + " in place", in_place, reference, rank);
+  Compare(what + " in place", type.data, in_place, reference, rank);
 }
 
 }  // namespace
@@ -121,20 +119,24 @@ int main(int argc, char** argv) {
                  library.c_str());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
+  static_assert(sizeof(long) == 8, "MPI_LONG is filled as int64");
   const Type types[] = {
-      {"float32", MPI_FLOAT, 4, true},
-      {"float64", MPI_DOUBLE, 8, true},
-      {"int32", MPI_INT, 4, false},
-      {"uint32", MPI_UNSIGNED, 4, false},
-      {"int64", MPI_INT64_T, 8, false},
-      {"uint64", MPI_UINT64_T, 8, false},
-      {"long", MPI_LONG, 8, false},
-      {"int8", MPI_INT8_T, 1, false},
-      {"uint8", MPI_UINT8_T, 1, false},
-      {"signed char", MPI_SIGNED_CHAR, 1, false},
-      {"unsigned char", MPI_UNSIGNED_CHAR, 1, false},
+      {"float32", MPI_FLOAT, DataType::kFloat32},
+      {"float64", MPI_DOUBLE, DataType::kFloat64},
+      {"int32", MPI_INT, DataType::kInt32},
+      {"uint32", MPI_UNSIGNED, DataType::kUint32},
+      {"int64", MPI_INT64_T, DataType::kInt64},
+      {"uint64", MPI_UINT64_T, DataType::kUint64},
+      {"long", MPI_LONG, DataType::kInt64},
+      {"int8", MPI_INT8_T, DataType::kInt8},
+      {"uint8", MPI_UINT8_T, DataType::kUint8},
+      {"signed char", MPI_SIGNED_CHAR, DataType::kInt8},
+      {"unsigned char", MPI_UNSIGNED_CHAR, DataType::kUint8},
   };
-  const Op ops[] = {{"sum", MPI_SUM}, {"prod", MPI_PROD}, {"max", MPI_MAX}, {"min", MPI_MIN}};
+  const Op ops[] = {{"sum", MPI_SUM, ReduceOp::kSum},
+                    {"prod", MPI_PROD, ReduceOp::kProd},
+                    {"max", MPI_MAX, ReduceOp::kMax},
+                    {"min", MPI_MIN, ReduceOp::kMin}};
   // 0 and 1, fewer elements than chunks, odd counts, and one past 256 KiB of float32.
   const int counts[] = {0, 1, 3, 7, 1001, 65537 + 2};
   MPI_Comm half = MPI_COMM_NULL;
@@ -144,23 +146,25 @@ int main(int argc, char** argv) {
   for (const Type& type : types) {
     for (const Op& op : ops) {
       for (int count : counts) {
-        Check(MPI_COMM_WORLD, "world", type, op, count, type.type, type.size);
+        Check(MPI_COMM_WORLD, "world", type, op, count, type.type,
+              stragglar::DataTypeSize(type.data));
       }
-      Check(half, "half", type, op, 4099, type.type, type.size);
+      Check(half, "half", type, op, 4099, type.type, stragglar::DataTypeSize(type.data));
     }
   }
   // Passed through unchanged: a 16-bit type, a derived type, a user-defined op.
-  const Type int16{"int16", MPI_SHORT, 2, false};
+  const Type int16{"int16", MPI_SHORT, DataType::kInt8};
   Check(MPI_COMM_WORLD, "world", int16, ops[0], 5000, MPI_SHORT, 2);
   MPI_Datatype pair;
   MPI_Type_contiguous(2, MPI_INT, &pair);
   MPI_Type_commit(&pair);
-  const Type int32{"int32 pair", MPI_INT, 4, false};
+  const Type int32{"int32 pair", MPI_INT, DataType::kInt32};
   MPI_Op abs_max;
   MPI_Op_create(AbsMax, 1, &abs_max);
+  const Op user_abs_max{"user abs-max", abs_max, ReduceOp::kMax};
   // A derived type reduced with a user op (MPI allows user ops on derived types).
-  Check(MPI_COMM_WORLD, "world", int32, {"user abs-max", abs_max}, 3000, pair, 8);
-  Check(MPI_COMM_WORLD, "world", int32, {"user abs-max", abs_max}, 3000, MPI_INT, 4);
+  Check(MPI_COMM_WORLD, "world", int32, user_abs_max, 3000, pair, 8);
+  Check(MPI_COMM_WORLD, "world", int32, user_abs_max, 3000, MPI_INT, 4);
   MPI_Op_free(&abs_max);
   MPI_Type_free(&pair);
   MPI_Comm_free(&half);
