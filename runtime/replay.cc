@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <istream>
 #include <map>
 #include <string>
@@ -229,24 +230,28 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
 // Gathers from the timings the replay was given: the epoch's calls, every rank's timing of each.
 class PolicyReplayer::Backend final : public CommBackend {
  public:
-  explicit Backend(int num_ranks) : num_ranks_(num_ranks) {}
+  Backend(int num_ranks, bool deferred) : num_ranks_(num_ranks), deferred_(deferred) {}
 
   // Timings are given, never measured.
   double Now() override { return 0; }
   // Exactly what the online backends hand to AbsorbEpoch: every rank's [arrival, duration] per
-  // call of the epoch, rank after rank.
+  // call of the gathered epoch (the oldest calls not gathered yet: deferred, later calls are
+  // already in), rank after rank.
   absl::Status StartGather(absl::Span<const double> mine) override {
+    const size_t calls = mine.size() / 2;
+    if (calls > epoch_.size()) return absl::InternalError("replay: gathering calls not given");
     gathered_.clear();
-    gathered_.reserve(2 * epoch_.size() * num_ranks_);
+    gathered_.reserve(2 * calls * num_ranks_);
     for (int rank = 0; rank < num_ranks_; ++rank) {
-      for (const std::vector<CallTiming>& call : epoch_) {
-        gathered_.push_back(call[rank].arrival_s);
-        gathered_.push_back(call[rank].duration_s);
+      for (size_t call = 0; call < calls; ++call) {
+        gathered_.push_back(epoch_[call][rank].arrival_s);
+        gathered_.push_back(epoch_[call][rank].duration_s);
       }
     }
-    epoch_.clear();
+    epoch_.erase(epoch_.begin(), epoch_.begin() + calls);
     return absl::OkStatus();
   }
+  bool DefersExchange() const override { return deferred_; }
   absl::StatusOr<std::vector<double>> FinishGather() override { return std::move(gathered_); }
   // One process plays every rank: rank 0's text is everyone's.
   absl::Status BroadcastFromRankZero(std::string& text) override { return absl::OkStatus(); }
@@ -255,7 +260,8 @@ class PolicyReplayer::Backend final : public CommBackend {
 
  private:
   int num_ranks_;
-  std::vector<std::vector<CallTiming>> epoch_;  // [call of the epoch][rank]
+  bool deferred_;
+  std::deque<std::vector<CallTiming>> epoch_;  // [call not gathered yet][rank]
   std::vector<double> gathered_;
 };
 
@@ -290,9 +296,9 @@ class ReplayedCall final : public CallWork {
 }  // namespace
 
 absl::StatusOr<PolicyReplayer> PolicyReplayer::Create(RuntimeConfig config, int num_ranks,
-                                                      LinkModel link) {
+                                                      LinkModel link, bool deferred_exchange) {
   config.mode = RuntimeMode::kAdapt;
-  auto backend = std::make_unique<Backend>(num_ranks);
+  auto backend = std::make_unique<Backend>(num_ranks, deferred_exchange);
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
       /*rank=*/0, num_ranks, {.runtime = std::move(config), .name = "replay", .link = link},
       *backend);
@@ -329,7 +335,8 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
     return absl::InvalidArgumentError(
         absl::StrCat("the trace has ", n, " rank(s); replay needs at least 2"));
   }
-  absl::StatusOr<PolicyReplayer> replayer = PolicyReplayer::Create(options.config, n, options.link);
+  absl::StatusOr<PolicyReplayer> replayer =
+      PolicyReplayer::Create(options.config, n, options.link, options.deferred_exchange);
   if (!replayer.ok()) return replayer.status();
 
   nlohmann::json incomplete = nlohmann::json::array();
@@ -430,6 +437,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       {"incomplete_calls", incomplete},
       {"incomplete_calls_total", incomplete_total},
       {"epoch_calls", options.config.epoch_calls},
+      {"exchange", options.deferred_exchange ? "deferred" : "immediate"},
       {"stragglers", StragglersJson(detections)},
       {"calibration", core->calibration().ToJson()},
       {"decisions", decisions},

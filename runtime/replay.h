@@ -61,8 +61,12 @@ struct ReplayedTimings {
 // that gathers from the given timings instead of a network.
 class PolicyReplayer {
  public:
-  // config.mode is forced to kAdapt: a replay asks what the policy would do.
-  static absl::StatusOr<PolicyReplayer> Create(RuntimeConfig config, int num_ranks, LinkModel link);
+  // config.mode is forced to kAdapt: a replay asks what the policy would do. `deferred_exchange`:
+  // exchange epochs as a backend whose calls only enqueue work does (the NCCL preload: sealed,
+  // gathered half an epoch later, absorbed an epoch later), so that its decisions are replayed
+  // at the calls it took them.
+  static absl::StatusOr<PolicyReplayer> Create(RuntimeConfig config, int num_ranks, LinkModel link,
+                                               bool deferred_exchange = false);
   PolicyReplayer(PolicyReplayer&&);
   PolicyReplayer& operator=(PolicyReplayer&&);
   ~PolicyReplayer();
@@ -93,6 +97,7 @@ class PolicyReplayer {
 struct ReplayOptions {
   RuntimeConfig config;  // mode is forced to kAdapt: replay asks what the policy would do
   LinkModel link;
+  bool deferred_exchange = false;  // see PolicyReplayer::Create
 };
 
 // Replays `trace` through a RuntimeCore. Calls where some rank has no row are reported and

@@ -151,6 +151,27 @@ TEST(ReplayTest, NamesAPersistentStragglerAtTheFirstEpochThatHasEnoughCalls) {
   EXPECT_EQ(report["predicted"]["saved_vs_ring_s"], decision["saved_vs_ring_s"]);
 }
 
+// Replayed as a GPU backend exchanges epochs (deferred: absorbed an epoch after they end), the
+// detector sees the same epochs and names the straggler at the same call, while the decisions that
+// follow from it start one epoch later.
+TEST(ReplayTest, DeferredExchangeNamesAtTheSameCallAndDecidesAnEpochLater) {
+  const std::string csv = Csv(TraceRows(8, 256, 5e-3, [](int) { return 3; }));
+  const nlohmann::json immediate = Replay(csv, /*epoch_calls=*/32);
+  absl::StatusOr<Trace> trace = Parse(csv);
+  ASSERT_TRUE(trace.ok());
+  ReplayOptions options{.link = {.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1 << 30)},
+                        .deferred_exchange = true};
+  options.config.epoch_calls = 32;
+  const nlohmann::json deferred = *ReplayTrace(*trace, options);
+  EXPECT_EQ(deferred["exchange"], "deferred");
+  EXPECT_EQ(deferred["stragglers"], immediate["stragglers"]);
+  const nlohmann::json& now = immediate["decisions"][std::to_string(16 << 20)]["mix"];
+  const nlohmann::json& later = deferred["decisions"][std::to_string(16 << 20)]["mix"];
+  // StragglAR from call 32 (immediate) or 64 (deferred), less one exploration call in 64 each.
+  EXPECT_EQ(now["stragglar"], 224 - 4);
+  EXPECT_EQ(later["stragglar"], 192 - 3);
+}
+
 TEST(ReplayTest, RowOrderAndDuplicatesDoNotChangeTheResult) {
   std::vector<std::string> rows = TraceRows(6, 128, 4e-3, [](int) { return 2; });
   const nlohmann::json ordered = Replay(Csv(rows));

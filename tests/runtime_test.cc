@@ -367,7 +367,9 @@ TEST(RuntimeCoreTest, SlowStragglarWithNobodyLateDoesNotHideAPersistentStraggler
   for (int epoch = 0; epoch < 6; ++epoch) {
     for (const CallDecision& decision :
          RunMeasuredEpoch(cores, bytes, /*late_rank=*/-1, 0, exposed_extra_s)) {
-      if (!decision.explored) EXPECT_NE(decision.algorithm, Algorithm::kStragglar) << decision.call;
+      if (!decision.explored) {
+        EXPECT_NE(decision.algorithm, Algorithm::kStragglar) << decision.call;
+      }
     }
   }
   const Calibration& calibration = cores[0].calibration();

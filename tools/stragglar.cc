@@ -74,6 +74,9 @@ ABSL_FLAG(stragglar::Seconds, metrics_hold, stragglar::Seconds{0},
           "run: keep serving metrics this long after the last step, e.g. 5s");
 ABSL_FLAG(std::string, dtype, "float32", "run: element type (float32, bfloat16, int32, ...)");
 ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
+ABSL_FLAG(std::string, exchange, "immediate",
+          "replay: how the job exchanged epochs: immediate (stragglar run, the MPI preload) or "
+          "deferred (the NCCL preload, whose decisions lag its measurements by an epoch)");
 ABSL_FLAG(int, epoch_calls, 32,
           "run, replay: calls between epoch exchanges (policy updates); replay a trace with the "
           "value of the run that wrote it");
@@ -93,7 +96,8 @@ usage:
                 [--dtype float32] [--seed 1] [--epoch-calls 32] [--algorithms ring,stragglar]
                 [--summary-json FILE] [--trace FILE] [--trace-json FILE]
                 [--metrics-port P] [--metrics-addr A] [--metrics-hold 0s]
-  stragglar replay --trace FILE|- [--epoch-calls 32] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
+  stragglar replay --trace FILE|- [--epoch-calls 32] [--exchange immediate|deferred] [--alpha 3us]
+                   [--bandwidth 450GiB/s] [--json]
   stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
                       [--ranks 8] [--bytes 256MiB] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
 
@@ -469,6 +473,10 @@ absl::Status RunRun() {
 absl::Status RunReplay() {
   const std::string path = absl::GetFlag(FLAGS_trace);
   if (path.empty()) return Usage("--trace is required");
+  const std::string exchange = absl::GetFlag(FLAGS_exchange);
+  if (exchange != "immediate" && exchange != "deferred") {
+    return Usage(absl::StrCat("--exchange must be immediate or deferred, got \"", exchange, "\""));
+  }
   std::ifstream file;
   if (path != "-") {
     file.open(path);
@@ -484,6 +492,7 @@ absl::Status RunReplay() {
   if (!link.ok()) return link.status();
   ReplayOptions options{.link = *link};
   options.config.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
+  options.deferred_exchange = exchange == "deferred";
   if (options.config.epoch_calls < 1) {
     return Usage(
         absl::StrCat("--epoch-calls must be at least 1, got ", options.config.epoch_calls));
@@ -638,7 +647,7 @@ const std::vector<Command>& Commands() {
         "dtype", "seed", "epoch_calls", "algorithms", "metrics_port", "metrics_addr",
         "metrics_hold"},
        RunRun},
-      {"replay", {"trace", "json", "epoch_calls", "alpha", "bandwidth"}, RunReplay},
+      {"replay", {"trace", "json", "epoch_calls", "exchange", "alpha", "bandwidth"}, RunReplay},
       {"scenarios",
        {"calls", "noise_calls", "seed", "epoch_calls", "ranks", "bytes", "alpha", "bandwidth",
         "json"},

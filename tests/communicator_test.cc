@@ -1,0 +1,334 @@
+// One protocol for every backend: the same timings give the same decisions at the same calls,
+// whether the ranks exchange epochs at once (ranks as threads, MPI), deferred (the GPU's: calls
+// only enqueue work, timings arrive later through a timer's tickets), or a replay feeds them; and
+// observers see every call once, in call order, in every backend.
+#include "runtime/communicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/host_runtime.h"
+#include "runtime/replay.h"
+
+namespace stragglar {
+namespace {
+
+const LinkModel kPaperLink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+constexpr int kRanks = 4;
+constexpr int64_t kBytes = 64 << 20;
+constexpr int64_t kCalls = 96;
+
+// Every rank's timing of every call: the ranks arrive together until rank 2 turns 20 ms late at
+// call 20; a call's duration is what its algorithm costs after the last arrival plus the wait
+// for it, so the calibration sees StragglAR and Ring cost differently.
+CallTiming Scripted(int rank, int64_t call, const CallDecision& decision) {
+  const bool late = rank == 2 && call >= 20;
+  const double arrival_s = 1.0 * call + (late ? 20e-3 : 0.0);
+  const double last_s = 1.0 * call + (call >= 20 ? 20e-3 : 0.0);
+  const double cost_s = decision.algorithm == Algorithm::kStragglar ? 1.5e-3 : 3e-3;
+  return {.arrival_s = arrival_s, .duration_s = last_s - arrival_s + cost_s};
+}
+
+RuntimeConfig Config() {
+  RuntimeConfig config;
+  config.epoch_calls = 8;
+  config.explore_every = 8;
+  config.detector.window_calls = 16;
+  config.detector.min_calls = 8;
+  config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
+  return config;
+}
+
+// The k-th collective of every rank meets the k-th of the others.
+class Rendezvous {
+ public:
+  void Deposit(int64_t round, int rank, std::vector<double> values) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::vector<double>>& slots = rounds_[round];
+    slots.resize(kRanks);
+    slots[rank] = std::move(values);
+    ++counts_[round];
+    changed_.notify_all();
+  }
+  std::vector<double> Collect(int64_t round) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return counts_[round] == kRanks; });
+    std::vector<double> all;
+    for (const std::vector<double>& each : rounds_[round]) {
+      all.insert(all.end(), each.begin(), each.end());
+    }
+    return all;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int64_t, std::vector<std::vector<double>>> rounds_;
+  std::map<int64_t, int> counts_;
+};
+
+// A backend of ranks as threads whose calls are timed by the script: at once, or (deferred)
+// through tickets that a poll answers only a few calls later, as a GPU timer would.
+class ScriptedBackend final : public CommBackend {
+ public:
+  ScriptedBackend(int rank, bool deferred, Rendezvous& gathers, Rendezvous& broadcasts)
+      : rank_(rank), deferred_(deferred), gathers_(gathers), broadcasts_(broadcasts) {}
+
+  double Now() override { return 0; }
+  absl::Status StartGather(absl::Span<const double> mine) override {
+    gathers_.Deposit(started_++, rank_, {mine.begin(), mine.end()});
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<double>> FinishGather() override {
+    return gathers_.Collect(finished_++);
+  }
+  bool DefersExchange() const override { return deferred_; }
+  absl::Status BroadcastFromRankZero(std::string& text) override {
+    std::vector<double> bytes(text.begin(), text.end());
+    broadcasts_.Deposit(broadcast_, rank_, rank_ == 0 ? bytes : std::vector<double>{});
+    const std::vector<double> all = broadcasts_.Collect(broadcast_++);
+    text.assign(all.begin(), all.end());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::optional<CallTiming>> PollTiming(uint64_t ticket) override {
+    // Still running: a poll learns a call's timing only 6 calls later, after the gather of its
+    // epoch has started (half an epoch after it was sealed), which must therefore wait for it.
+    if (static_cast<int64_t>(ticket) + 6 > calls_run_) return std::nullopt;
+    return WaitTiming(ticket);
+  }
+  absl::StatusOr<CallTiming> WaitTiming(uint64_t ticket) override {
+    return Scripted(rank_, static_cast<int64_t>(ticket), ran_.at(ticket));
+  }
+  void ReleaseTiming(uint64_t ticket) override { ++released_; }
+
+  void Ran(const CallDecision& decision) {
+    ran_[decision.call] = decision;
+    ++calls_run_;
+  }
+  int64_t released() const { return released_; }
+
+ private:
+  int rank_;
+  bool deferred_;
+  Rendezvous& gathers_;
+  Rendezvous& broadcasts_;
+  int64_t started_ = 0, finished_ = 0, broadcast_ = 0;
+  int64_t calls_run_ = 0;
+  int64_t released_ = 0;
+  std::map<uint64_t, CallDecision> ran_;
+};
+
+class ScriptedWork final : public CallWork {
+ public:
+  ScriptedWork(int rank, ScriptedBackend& backend, bool deferred)
+      : rank_(rank), backend_(backend), deferred_(deferred) {}
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+    EXPECT_NE(program, nullptr) << "no library collective here: every call runs a program";
+    backend_.Ran(decision);
+    if (deferred_) return {.ticket = static_cast<uint64_t>(decision.call)};
+    return {.timing = Scripted(rank_, decision.call, decision)};
+  }
+
+ private:
+  int rank_;
+  ScriptedBackend& backend_;
+  bool deferred_;
+};
+
+// What rank 0's observers saw.
+class Watcher final : public CollectiveObserver {
+ public:
+  void OnStart(int rank, const CallDecision& decision, int64_t bytes) override {
+    started.push_back(decision.call);
+  }
+  void OnCall(int rank, const CallDecision& decision, int64_t bytes,
+              const CallTiming& timing) override {
+    EXPECT_EQ(timing.duration_s, Scripted(rank, decision.call, decision).duration_s);
+    delivered.push_back(decision.call);
+  }
+  void OnEpoch(int rank, const EpochReport& report) override { epochs.push_back(report); }
+
+  std::vector<int64_t> started, delivered;
+  std::vector<EpochReport> epochs;
+};
+
+struct ScriptedRun {
+  std::vector<std::vector<CallDecision>> decisions;  // [rank][call]
+  std::vector<DetectionEvent> detections;            // rank 0's
+  std::string calibration;                           // rank 0's, as JSON
+  std::shared_ptr<Watcher> watcher;                  // rank 0's
+};
+
+ScriptedRun RunThreads(bool deferred) {
+  Rendezvous gathers, broadcasts;
+  ScriptedRun run{.decisions = std::vector<std::vector<CallDecision>>(kRanks),
+                  .watcher = std::make_shared<Watcher>()};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      ScriptedBackend backend(rank, deferred, gathers, broadcasts);
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+          rank, kRanks, {.runtime = Config(), .name = "scripted", .link = kPaperLink}, backend);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      if (rank == 0) (*comm)->observers().Add(run.watcher);
+      for (int64_t call = 0; call < kCalls; ++call) {
+        ScriptedWork work(rank, backend, deferred);
+        absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
+        ASSERT_TRUE(decision.ok()) << decision.status();
+        EXPECT_EQ(decision->call, call);
+        run.decisions[rank].push_back(*decision);
+      }
+      if (rank == 0) {
+        run.detections = (*comm)->core().detections();
+        run.calibration = (*comm)->core().calibration().ToJson().dump();
+      }
+      // Every ticket a deferred call took is given back once its timing was read: every call of
+      // an absorbed epoch, and the others as the polls found them.
+      if (deferred) {
+        EXPECT_GE(backend.released(), (*comm)->core().epochs() * 8);
+      }
+      if (deferred && rank == 0) {
+        EXPECT_EQ(backend.released(), static_cast<int64_t>(run.watcher->delivered.size()));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return run;
+}
+
+ScriptedRun RunReplay(bool deferred) {
+  ScriptedRun run{.decisions = std::vector<std::vector<CallDecision>>(1)};
+  PolicyReplayer replayer = *PolicyReplayer::Create(Config(), kRanks, kPaperLink, deferred);
+  for (int64_t call = 0; call < kCalls; ++call) {
+    absl::StatusOr<CallDecision> decision = replayer.Call(kBytes, [&](const CallDecision& decided) {
+      ReplayedTimings timings;
+      for (int rank = 0; rank < kRanks; ++rank) {
+        timings.by_rank.push_back(Scripted(rank, decided.call, decided));
+      }
+      return timings;
+    });
+    EXPECT_TRUE(decision.ok()) << decision.status();
+    run.decisions[0].push_back(decision.value_or(CallDecision{}));
+  }
+  run.detections = replayer.core().detections();
+  run.calibration = replayer.core().calibration().ToJson().dump();
+  return run;
+}
+
+::testing::AssertionResult SameDecisions(const std::vector<CallDecision>& a,
+                                         const std::vector<CallDecision>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size();
+  for (size_t call = 0; call < a.size(); ++call) {
+    if (a[call].call != b[call].call || a[call].algorithm != b[call].algorithm ||
+        a[call].straggler != b[call].straggler || a[call].explored != b[call].explored ||
+        a[call].predicted_s != b[call].predicted_s) {
+      return ::testing::AssertionFailure()
+             << "call " << call << ": " << AlgorithmName(a[call].algorithm) << " vs "
+             << AlgorithmName(b[call].algorithm);
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void ExpectSameRun(const ScriptedRun& online, const ScriptedRun& replayed) {
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_TRUE(SameDecisions(online.decisions[rank], online.decisions[0])) << "rank " << rank;
+  }
+  EXPECT_TRUE(SameDecisions(online.decisions[0], replayed.decisions[0]));
+  ASSERT_EQ(online.detections.size(), replayed.detections.size());
+  for (size_t i = 0; i < online.detections.size(); ++i) {
+    EXPECT_EQ(online.detections[i].call, replayed.detections[i].call);
+    EXPECT_EQ(online.detections[i].straggler, replayed.detections[i].straggler);
+  }
+  EXPECT_EQ(online.calibration, replayed.calibration);
+}
+
+int64_t FirstStragglar(const std::vector<CallDecision>& decisions) {
+  for (const CallDecision& decision : decisions) {
+    if (decision.algorithm == Algorithm::kStragglar && !decision.explored) return decision.call;
+  }
+  return -1;
+}
+
+TEST(CommunicatorTest, ImmediateExchangeDecidesAsTheReplay) {
+  const ScriptedRun online = RunThreads(/*deferred=*/false);
+  const ScriptedRun replayed = RunReplay(/*deferred=*/false);
+  ExpectSameRun(online, replayed);
+  ASSERT_EQ(online.detections.size(), 1u);
+  EXPECT_EQ(online.detections[0].straggler, 2);
+  EXPECT_GT(FirstStragglar(online.decisions[0]), 20);
+  // Observers: every call once, in order, its timing known at once.
+  std::vector<int64_t> every(kCalls);
+  for (int64_t call = 0; call < kCalls; ++call) every[call] = call;
+  EXPECT_EQ(online.watcher->started, every);
+  EXPECT_EQ(online.watcher->delivered, every);
+  EXPECT_EQ(online.watcher->epochs.size(), static_cast<size_t>(kCalls / 8));
+}
+
+// A GPU backend: decisions come from the epochs absorbed an epoch late, and the replay told to
+// exchange that way reproduces them call by call.
+TEST(CommunicatorTest, DeferredExchangeDecidesAsTheDeferredReplay) {
+  const ScriptedRun online = RunThreads(/*deferred=*/true);
+  const ScriptedRun replayed = RunReplay(/*deferred=*/true);
+  ExpectSameRun(online, replayed);
+  const ScriptedRun immediate = RunReplay(/*deferred=*/false);
+  EXPECT_GE(FirstStragglar(online.decisions[0]), FirstStragglar(immediate.decisions[0]) + 8);
+  // Observers: every call once, in call order, each once its timing is known (a few calls
+  // later), and every call of an absorbed epoch before that epoch's report.
+  std::vector<int64_t> ordered = online.watcher->delivered;
+  std::sort(ordered.begin(), ordered.end());
+  EXPECT_EQ(ordered, online.watcher->delivered);
+  EXPECT_EQ(std::adjacent_find(ordered.begin(), ordered.end()), ordered.end());
+  EXPECT_GE(ordered.size(), static_cast<size_t>(kCalls - 8));
+  for (const EpochReport& report : online.watcher->epochs) {
+    EXPECT_GE(static_cast<int64_t>(ordered.size()), report.first_call + 8);
+  }
+  // Absorbed at calls 16, 24, ..., 88: the last two epochs are still sealed or open.
+  EXPECT_EQ(online.watcher->epochs.size(), static_cast<size_t>(kCalls / 8 - 2));
+}
+
+// The host backend with real threads, a real transport and real plans: the timings it recorded,
+// replayed, give the decisions it took.
+TEST(CommunicatorTest, HostRuntimeDecidesAsTheReplayOfItsTimings) {
+  RuntimeConfig config = Config();
+  absl::StatusOr<std::unique_ptr<HostCommunicator>> host =
+      HostCommunicator::Create(kRanks, config, kPaperLink);
+  ASSERT_TRUE(host.ok()) << host.status();
+  constexpr int64_t kCount = 4096;
+  std::vector<std::vector<CallTiming>> timings(48, std::vector<CallTiming>(kRanks));
+  std::vector<CallDecision> decisions(48);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::vector<float> data(kCount, 1.0f);
+      for (int call = 0; call < 48; ++call) {
+        if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        absl::StatusOr<CallDecision> decision =
+            (*host)->AllReduce(rank, {.send = data.data(), .recv = data.data(), .count = kCount},
+                               &timings[call][rank]);
+        ASSERT_TRUE(decision.ok()) << decision.status();
+        if (rank == 0) decisions[call] = *decision;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  PolicyReplayer replayer = *PolicyReplayer::Create(config, kRanks, kPaperLink);
+  std::vector<CallDecision> replayed;
+  for (int call = 0; call < 48; ++call) {
+    replayed.push_back(*replayer.Call(kCount * sizeof(float), [&](const CallDecision&) {
+      return ReplayedTimings{.by_rank = timings[call]};
+    }));
+  }
+  EXPECT_TRUE(SameDecisions(decisions, replayed));
+  EXPECT_EQ(replayer.core().detections().size(), (*host)->core(0).detections().size());
+}
+
+}  // namespace
+}  // namespace stragglar
