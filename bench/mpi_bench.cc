@@ -45,9 +45,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "exporters/units.h"
 #include "kernels/exact_data.h"
 #include "nlohmann/json.hpp"
-#include "runtime/units.h"
 
 ABSL_FLAG(stragglar::ByteSize, min_bytes, stragglar::ByteSize{1 << 20},
           "smallest message size, e.g. 1MiB");

@@ -1,15 +1,11 @@
 #include "exporters/prometheus_exporter.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <exception>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace stragglar {
@@ -37,34 +33,6 @@ const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
     return bounds;
   }();
   return buckets;
-}
-
-std::optional<MetricsEndpoint> MetricsEndpointFromEnv(int local_rank, std::ostream& log,
-                                                      const char* (*getenv)(const char*)) {
-  if (getenv == nullptr) getenv = [](const char* name) -> const char* { return std::getenv(name); };
-  const char* port_text = getenv("STRAGGLAR_METRICS_PORT");
-  if (port_text == nullptr || *port_text == '\0') return std::nullopt;
-  MetricsEndpoint endpoint;
-  int base = 0;
-  if (!absl::SimpleAtoi(port_text, &base) || base < 1 || base + local_rank > 65535) {
-    log << "stragglar: STRAGGLAR_METRICS_PORT=\"" << port_text
-        << "\" is invalid: it accepts a port number in [1, " << 65535 - local_rank
-        << "] (rank's port = base + local rank); serving no metrics" << std::endl;
-    return std::nullopt;
-  }
-  endpoint.port = base + local_rank;
-  if (const char* address = getenv("STRAGGLAR_METRICS_ADDR"); address != nullptr && *address) {
-    in6_addr parsed;
-    if (inet_pton(AF_INET, address, &parsed) == 1 || inet_pton(AF_INET6, address, &parsed) == 1) {
-      endpoint.address = address;
-    } else {
-      log << "stragglar: STRAGGLAR_METRICS_ADDR=\"" << address
-          << "\" is invalid: it accepts an IPv4 or IPv6 address (0.0.0.0 for every interface); "
-             "using 127.0.0.1"
-          << std::endl;
-    }
-  }
-  return endpoint;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(

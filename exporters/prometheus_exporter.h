@@ -19,8 +19,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -41,20 +39,6 @@ std::string SizeBucketLabel(int64_t bytes);
 
 // Histogram boundaries from 1 us to 10 s in 1-2.5-5 steps (collective times and lags).
 const prometheus::Histogram::BucketBoundaries& DurationBuckets();
-
-// Where a process serves its metrics.
-struct MetricsEndpoint {
-  std::string address = "127.0.0.1";  // loopback unless configured otherwise
-  int port = 0;
-};
-
-// The endpoint configured by STRAGGLAR_METRICS_PORT (the base port: a process serves on base +
-// `local_rank`, so the ranks of a node do not collide) and STRAGGLAR_METRICS_ADDR. nullopt when
-// the port is unset (no endpoint). An invalid value gives one line on `log` naming the variable
-// and what it accepts, then the default: no endpoint for a bad port, loopback for a bad address.
-// `getenv` is injectable for tests.
-std::optional<MetricsEndpoint> MetricsEndpointFromEnv(int local_rank, std::ostream& log,
-                                                      const char* (*getenv)(const char*) = nullptr);
 
 // Serves a registry at http://address:port/metrics.
 class MetricsServer {

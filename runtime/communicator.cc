@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/units.h"
 #include "runtime/state_file.h"
-#include "runtime/units.h"
 
 namespace stragglar {
 namespace {

@@ -1,5 +1,7 @@
 #include "runtime/env_config.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -14,8 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "exporters/units.h"
 #include "kernels/plan.h"
-#include "runtime/units.h"
 
 namespace stragglar {
 namespace {
@@ -169,9 +171,7 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
   }
 
   // Paths are taken verbatim: whitespace may be part of a file name.
-  if (std::optional<std::string> value = env.Raw("STRAGGLAR_STATE_FILE")) {
-    config.state_file = *value;
-  }
+  config.state_file = StateFileFromEnv(getenv);
   if (std::optional<std::string> value = env.Raw("STRAGGLAR_TRACE_FILE")) {
     config.trace_file = *value;
   }
@@ -237,6 +237,10 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
   }
 
   return config;
+}
+
+std::string StateFileFromEnv(const char* (*getenv)(const char*)) {
+  return EnvReader(getenv, nullptr).Raw("STRAGGLAR_STATE_FILE").value_or("");
 }
 
 RuntimeConfig ToRuntimeConfig(const PreloadConfig& config) {
@@ -310,6 +314,34 @@ std::string DescribeConfig(const PreloadConfig& config) {
   }
   if (!config.summary_file.empty()) absl::StrAppend(&text, ", summary ", config.summary_file);
   return text;
+}
+
+std::optional<MetricsEndpoint> MetricsEndpointFromEnv(int local_rank, std::ostream& log,
+                                                      const char* (*getenv)(const char*)) {
+  if (getenv == nullptr) getenv = [](const char* name) -> const char* { return std::getenv(name); };
+  const char* port_text = getenv("STRAGGLAR_METRICS_PORT");
+  if (port_text == nullptr || *port_text == '\0') return std::nullopt;
+  MetricsEndpoint endpoint;
+  int base = 0;
+  if (!absl::SimpleAtoi(port_text, &base) || base < 1 || base + local_rank > 65535) {
+    log << "stragglar: STRAGGLAR_METRICS_PORT=\"" << port_text
+        << "\" is invalid: it accepts a port number in [1, " << 65535 - local_rank
+        << "] (rank's port = base + local rank); serving no metrics" << std::endl;
+    return std::nullopt;
+  }
+  endpoint.port = base + local_rank;
+  if (const char* address = getenv("STRAGGLAR_METRICS_ADDR"); address != nullptr && *address) {
+    in6_addr parsed;
+    if (inet_pton(AF_INET, address, &parsed) == 1 || inet_pton(AF_INET6, address, &parsed) == 1) {
+      endpoint.address = address;
+    } else {
+      log << "stragglar: STRAGGLAR_METRICS_ADDR=\"" << address
+          << "\" is invalid: it accepts an IPv4 or IPv6 address (0.0.0.0 for every interface); "
+             "using 127.0.0.1"
+          << std::endl;
+    }
+  }
+  return endpoint;
 }
 
 }  // namespace stragglar

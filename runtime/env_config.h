@@ -62,6 +62,10 @@ absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);
 PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*) = nullptr,
                                    std::ostream* log = nullptr);
 
+// STRAGGLAR_STATE_FILE as PreloadConfigFromEnv reads it (verbatim; empty when unset), for
+// `stragglar run`, which honours it too.
+std::string StateFileFromEnv(const char* (*getenv)(const char*) = nullptr);
+
 // The RuntimeConfig for the core: mode, epoch_calls, min_bytes, state_file and pieces; the rest
 // keeps RuntimeConfig's defaults. A forced algorithm is the backend's business (it bypasses the
 // core's decisions, including for calls under min_bytes).
@@ -82,5 +86,19 @@ bool TraceFileIsJson(absl::string_view path);
 // One line for an INFO message at startup, e.g. "mode adapt, epoch 64 calls, min 256 KiB, debug
 // WARN, algorithm auto, trace /tmp/t.json (Perfetto JSON)". Unset files are left out.
 std::string DescribeConfig(const PreloadConfig& config);
+
+// Where a process serves its metrics.
+struct MetricsEndpoint {
+  std::string address = "127.0.0.1";  // loopback unless configured otherwise
+  int port = 0;
+};
+
+// The endpoint configured by STRAGGLAR_METRICS_PORT (the base port: a process serves on base +
+// `local_rank`, so the ranks of a node do not collide) and STRAGGLAR_METRICS_ADDR. nullopt when
+// the port is unset (no endpoint). An invalid value gives one line on `log` naming the variable
+// and what it accepts, then the default: no endpoint for a bad port, loopback for a bad address.
+// `getenv` is injectable for tests.
+std::optional<MetricsEndpoint> MetricsEndpointFromEnv(int local_rank, std::ostream& log,
+                                                      const char* (*getenv)(const char*) = nullptr);
 
 }  // namespace stragglar

@@ -222,4 +222,14 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
   return decision;
 }
 
+absl::Status HostCommunicator::Flush(int rank) {
+  if (rank < 0 || rank >= num_ranks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
+  }
+  absl::Status status = ranks_[rank]->comm->Flush();
+  if (!status.ok()) transport_.Abort(status);
+  return status;
+}
+
 }  // namespace stragglar

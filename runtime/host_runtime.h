@@ -40,6 +40,10 @@ class HostCommunicator {
   absl::StatusOr<CallDecision> AllReduce(int rank, const HostAllReduceArgs& args,
                                          CallTiming* timing = nullptr);
 
+  // Exchanges the calls of a partial epoch (at the end of a job), so that they reach the
+  // observers. Called by every rank's thread.
+  absl::Status Flush(int rank);
+
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
   const RuntimeCore& core(int rank) const { return ranks_[rank]->comm->core(); }
   // Seconds since the communicator was created: the shared arrival clock.

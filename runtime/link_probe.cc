@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/units.h"
+#include "exporters/units.h"
 
 namespace stragglar {
 

@@ -1,7 +1,7 @@
-// `stragglar replay`: reads an arrival trace (the contract's CSV, as `stragglar run --trace` writes
-// it) and feeds it through the same RuntimeCore that runs online — the same epoch exchange, the
-// same detector and the same chooser — to report who was a persistent straggler, when the runtime
-// would have named them, and what the policy would have chosen and saved.
+// `stragglar replay`: feeds an arrival trace (runtime/trace_reader.h) through the same
+// communicator protocol that runs online (the same epoch exchange, detector and chooser) to report
+// who was a persistent straggler, when the runtime would have named them, and what the policy
+// would have chosen and saved. The scenario suite drives the same replayer with generated calls.
 #pragma once
 
 #include <cstdint>
@@ -17,30 +17,9 @@
 #include "profiler/arrival.h"
 #include "runtime/communicator.h"
 #include "runtime/runtime_core.h"
+#include "runtime/trace_reader.h"
 
 namespace stragglar {
-
-// A parsed trace: one entry per distinct call index, in increasing order.
-struct Trace {
-  struct Call {
-    int64_t call = 0;
-    int64_t bytes = 0;                   // 0 when the trace has no bytes column
-    std::optional<Algorithm> algorithm;  // what ran, when the trace says so and it is one of ours
-    std::vector<std::optional<CallTiming>> rank;  // [rank]; nullopt: the rank has no row
-  };
-  int num_ranks = 0;  // the largest rank index + 1
-  std::vector<Call> calls;
-  int64_t rows = 0;            // data rows read
-  int64_t duplicate_rows = 0;  // rows identical to an earlier one, ignored
-};
-
-// Reads the CSV: a header line naming at least call, rank and arrival_s (optional duration_s,
-// bytes, algorithm; other columns are ignored), then one row per (call, rank) in any order.
-// Errors name the line: a malformed number, a missing field, a negative call or rank, the same
-// (call, rank) twice with different values, two sizes or algorithms for one call, or a rank index
-// far beyond the others (a typo). An algorithm name this library does not know (e.g. "nccl")
-// leaves Call::algorithm empty. `source` names the input in messages.
-absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source);
 
 // The contract's "stragglers" list from detection events: one entry per rank named, with
 // "cleared_at_call" when the verdict was later withdrawn. `stragglar run` reports its online

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
+#include "runtime/env_config.h"
 #include "runtime/host_runtime.h"
 
 namespace stragglar {

@@ -27,16 +27,18 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "exporters/prometheus_exporter.h"
+#include "exporters/units.h"
 #include "kernels/plan.h"
 #include "kernels/stragglar_schedule.h"
 #include "kernels/synthesizers.h"
 #include "kernels/verifier.h"
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
+#include "runtime/env_config.h"
 #include "runtime/replay.h"
 #include "runtime/scenarios.h"
-#include "runtime/units.h"
 #include "tools/run_job.h"
+#include "tools/text_reports.h"
 
 ABSL_FLAG(std::string, algorithm, "", "plan: ring, halving-doubling or stragglar");
 ABSL_FLAG(std::optional<int>, ranks, std::nullopt, "number of ranks (>= 2)");
@@ -442,9 +444,7 @@ absl::Status RunRun() {
     if (!algorithms.ok()) return algorithms.status();
     options.candidates = *algorithms;
   }
-  if (const char* state_file = std::getenv("STRAGGLAR_STATE_FILE"); state_file != nullptr) {
-    options.state_file = state_file;
-  }
+  options.state_file = StateFileFromEnv();
   // Flags win over the environment the preload library reads (one process: local rank 0).
   std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(0, std::cerr);
   if (std::optional<int> port = absl::GetFlag(FLAGS_metrics_port); port.has_value()) {
@@ -503,51 +503,7 @@ absl::Status RunReplay() {
     PrintJson(*report);
     return absl::OkStatus();
   }
-  const nlohmann::json& r = *report;
-  std::cout << absl::StrFormat(
-      "trace %s: %d ranks, %d calls replayed (%d rows, %d duplicates ignored), epochs of %d "
-      "calls\n",
-      path, r["ranks"].get<int>(), r["calls"].get<int64_t>(), r["rows"].get<int64_t>(),
-      r["duplicate_rows"].get<int64_t>(), r["epoch_calls"].get<int>());
-  if (r["incomplete_calls_total"].get<int64_t>() > 0) {
-    std::cout << absl::StrFormat(
-        "%d calls where some rank never arrived (left out; a hang looks like this):\n",
-        r["incomplete_calls_total"].get<int64_t>());
-    for (const nlohmann::json& call : r["incomplete_calls"]) {
-      std::cout << absl::StrFormat(
-          "  call %d: missing ranks %s\n", call["call"].get<int64_t>(),
-          absl::StrJoin(call["missing_ranks"].get<std::vector<int>>(), ", "));
-    }
-  }
-  if (r["stragglers"].empty()) std::cout << "persistent stragglers: none\n";
-  for (const nlohmann::json& each : r["stragglers"]) {
-    std::cout << absl::StrFormat(
-        "persistent straggler: rank %d, named at call %d (persistence %.0f%%, mean lag %s)%s\n",
-        each["rank"].get<int>(), each["detected_at_call"].get<int64_t>(),
-        100 * each["persistence"].get<double>(), FormatSeconds(each["mean_lag_s"].get<double>()),
-        each.contains("cleared_at_call")
-            ? absl::StrCat(", cleared at call ", each["cleared_at_call"].get<int64_t>())
-            : "");
-  }
-  std::cout << absl::StrFormat(
-      "\npredicted with alpha %s, bandwidth %s (--alpha, --bandwidth):\n%-10s %-14s %6s %12s "
-      "%12s %12s %12s %12s\n",
-      FormatSeconds(link->alpha_s), FormatBandwidth(link->bandwidth_bytes_per_s), "size",
-      "decision", "calls", "policy", "always ring", "saved", "always h-d", "saved");
-  for (const auto& [bytes, entry] : r["decisions"].items()) {
-    std::string decision(entry["algorithm"].get<std::string>());
-    if (!entry["straggler"].is_null()) {
-      absl::StrAppend(&decision, " (", entry["straggler"].get<int>(), ")");
-    }
-    const nlohmann::json& predicted = entry["predicted_s"];
-    std::cout << absl::StrFormat(
-        "%-10s %-14s %6d %12s %12s %12s %12s %12s\n", FormatBytes(std::stoll(bytes)), decision,
-        entry["calls"].get<int64_t>(), FormatSeconds(predicted["policy"].get<double>()),
-        FormatSeconds(predicted["ring"].get<double>()),
-        FormatSeconds(entry["saved_vs_ring_s"].get<double>()),
-        FormatSeconds(predicted["halving_doubling"].get<double>()),
-        FormatSeconds(entry["saved_vs_halving_doubling_s"].get<double>()));
-  }
+  PrintReplayReport(*report, path, *link, std::cout);
   return absl::OkStatus();
 }
 
@@ -588,45 +544,7 @@ absl::Status RunScenarios() {
   if (json) {
     PrintJson(report);
   } else {
-    std::cout << absl::StrFormat(
-        "%d ranks, %s per call, alpha %s, bandwidth %s, T_RS %s, noise sd %s, epochs of %d "
-        "calls, seed %d\n\n%-24s %7s %-22s %8s %8s %8s  %-14s %8s\n",
-        config.num_ranks, FormatBytes(config.bytes), FormatSeconds(config.link.alpha_s),
-        FormatBandwidth(config.link.bandwidth_bytes_per_s),
-        FormatSeconds(report["t_rs_s"].get<double>()), FormatSeconds(config.noise_s),
-        config.runtime.epoch_calls, config.seed, "scenario", "calls", "named (rank@call)",
-        "latency", "FP/100k", "regret", "best fixed", "vs fixed");
-    for (const nlohmann::json& each : report["scenarios"]) {
-      std::string named, latency;
-      for (const nlohmann::json& detection : each["detections"]) {
-        absl::StrAppend(&named, named.empty() ? "" : " ", detection["rank"].get<int>(), "@",
-                        detection["detected_at_call"].get<int64_t>());
-      }
-      int64_t worst = 0;
-      bool missed = false;
-      for (const nlohmann::json& value : each["detection_latency_calls"]) {
-        if (value.is_null()) {
-          missed = true;
-        } else {
-          worst = std::max(worst, value.get<int64_t>());
-        }
-      }
-      latency = missed                                    ? "missed"
-                : each["detection_latency_calls"].empty() ? "-"
-                                                          : absl::StrCat(worst);
-      if (named.size() > 22) named = named.substr(0, 19) + "...";
-      std::cout << absl::StrFormat(
-          "%-24s %7d %-22s %8s %8.1f %7.2f%%  %-14s %7.2f%%\n", each["name"].get<std::string>(),
-          each["calls"].get<int64_t>(), named.empty() ? "-" : named, latency,
-          each["false_positives_per_100k"].get<double>(), 100 * each["regret"].get<double>(),
-          each["best_fixed"].get<std::string>(), 100 * each["vs_best_fixed"].get<double>());
-    }
-    std::cout << absl::StrFormat("\nmean regret %.2f%%; targets %s\n",
-                                 100 * report["mean_regret"].get<double>(),
-                                 report["targets_met"].get<bool>() ? "met" : "NOT met:");
-    for (const nlohmann::json& failure : report["failures"]) {
-      std::cout << "  " << failure.get<std::string>() << "\n";
-    }
+    PrintScenarioReport(report, config, std::cout);
   }
   if (!report["targets_met"].get<bool>()) {
     return absl::FailedPreconditionError("the policy missed some of its targets (listed above)");

@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/nccl_bench/flags.h"
-#include "runtime/units.h"
+#include "exporters/units.h"
 
 namespace stragglar::nccl_bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/units.h"
+#include "exporters/units.h"
 
 #include <algorithm>
 #include <array>

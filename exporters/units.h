@@ -1,6 +1,6 @@
-// Sizes and bandwidths as users write them: "16MiB", "1GB", "450GiB/s". Durations use
-// absl::Duration
-// ("3us", "20ms", "1.5s"). Shared by the CLI flags and the STRAGGLAR_* environment configuration.
+// Sizes, bandwidths and durations as people write and read them: "16MiB", "1GB", "450GiB/s",
+// "3us", "20ms", "1.5s". The exporters' tables and the logs print them; the CLI flags and the
+// STRAGGLAR_* settings parse them. Below every layer that talks to people, so in exporters/.
 #pragma once
 
 #include <cstdint>
