@@ -293,15 +293,7 @@ absl::Status HostCall::Run() {
   if (absl::Status status = WaitForLoans(args_.timeout); !status.ok()) {
     return Fail(std::move(status));
   }
-  // Out of place, the chunks no step wrote still hold this rank's input.
-  for (const ProgramPiece& piece : program_.finish) {
-    const int64_t begin = offsets_[piece.first_chunk];
-    const int64_t end = offsets_[piece.first_chunk + piece.num_chunks];
-    if (end > begin) std::memcpy(result_ + begin, input_ + begin, end - begin);
-  }
-  if (args_.op == ReduceOp::kAvg && args_.count > 0) {
-    FinalizeReduction(args_.type, args_.op, result_, args_.count, program_.num_ranks);
-  }
+  FinishOnHost(program_, offsets_, input_, result_, args_.count, args_.type, args_.op);
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/program.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -199,6 +200,19 @@ absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement plac
     }
   }
   return program;
+}
+
+void FinishOnHost(const RankProgram& program, const std::vector<int64_t>& offsets,
+                  const std::byte* input, std::byte* result, int64_t count, DataType type,
+                  ReduceOp op) {
+  for (const ProgramPiece& piece : program.finish) {
+    const int64_t begin = offsets[piece.first_chunk];
+    const int64_t end = offsets[piece.first_chunk + piece.num_chunks];
+    if (end > begin) std::memcpy(result + begin, input + begin, end - begin);
+  }
+  if (op == ReduceOp::kAvg && count > 0) {
+    FinalizeReduction(type, op, result, count, program.num_ranks);
+  }
 }
 
 std::vector<int64_t> ChunkByteOffsets(int64_t count, int64_t element_size, int num_chunks) {

@@ -14,11 +14,13 @@
 // device memory as it is.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/plan.h"
+#include "kernels/reduce.h"
 
 namespace stragglar {
 
@@ -111,6 +113,13 @@ struct PreArrivalBlocks {
   int32_t block = -1;
 };
 PreArrivalBlocks FindPreArrivalBlocks(const Plan& plan, int rank);
+
+// The end of a run on the CPU (host and MPI executors), once no peer reads this rank's buffers:
+// the finish copies (out of place, what no step wrote still holds this rank's input), and kAvg's
+// one division. `offsets` are ChunkByteOffsets of the call.
+void FinishOnHost(const RankProgram& program, const std::vector<int64_t>& offsets,
+                  const std::byte* input, std::byte* result, int64_t count, DataType type,
+                  ReduceOp op);
 
 // Byte offset where each chunk of a buffer of `count` elements of `element_size` bytes starts;
 // chunk c spans [offsets[c], offsets[c + 1]) (num_chunks + 1 entries).
