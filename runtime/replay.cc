@@ -120,8 +120,9 @@ const RuntimeCore& PolicyReplayer::core() const { return comm_->core(); }
 absl::StatusOr<CallDecision> PolicyReplayer::Call(
     int64_t bytes,
     absl::FunctionRef<absl::StatusOr<ReplayedTimings>(const CallDecision&)> timings) {
-  ReplayedCall work(core().num_ranks(), timings,
-                    [this](std::vector<CallTiming> call) { backend_->Add(std::move(call)); });
+  // Named, so that it outlives the FunctionRef the work holds to it.
+  const auto gather = [this](std::vector<CallTiming> call) { backend_->Add(std::move(call)); };
+  ReplayedCall work(core().num_ranks(), timings, gather);
   return comm_->AllReduce(bytes, /*in_place=*/true, work);
 }
 
