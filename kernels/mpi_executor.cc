@@ -16,21 +16,7 @@ constexpr int64_t kSegmentWindow = 2;
 
 absl::Status MpiFailure(absl::string_view call, int code, int* mpi_error) {
   *mpi_error = code;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (PMPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
-  return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
-}
-
-// The chunks of pieces[first, first + count), in order.
-void AppendChunks(const RankProgram& program, int32_t first, int32_t count,
-                  std::vector<int32_t>& chunks) {
-  for (int32_t i = first; i < first + count; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
-      chunks.push_back(c);
-    }
-  }
+  return MpiCallFailed(call, code);
 }
 
 // How one step's transfers travel: how many messages each way, whether the receive streams
@@ -126,15 +112,12 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
     layout.overlap = layout.overlap || program_.pieces[i].overlaps_send;
     consecutive = consecutive && (i == step.first_receive || !program_.pieces[i].starts_run);
   }
-  std::vector<int32_t> sent, received;
-  AppendChunks(program_, step.first_send, step.num_sends, sent);
-  AppendChunks(program_, step.first_receive, step.num_receives, received);
   // The same chunks both ways, cut alike: segment j is added once segment j has left, so the
   // receive streams through a window of segments. Any other overlap receives the whole message
   // first (a window could deadlock two ranks each waiting on the other's send).
   layout.streaming =
       layout.segments > 1 &&
-      (!layout.overlap || (sent == received && layout.send_segments == layout.segments));
+      (!layout.overlap || (step.same_chunks_both_ways && layout.send_segments == layout.segments));
   layout.window = layout.streaming ? std::min(kSegmentWindow, layout.segments) : layout.segments;
   layout.received_in_place = receives && step.receive_op == TransferOp::kCopy &&
                              step.num_receives > 0 && !layout.overlap && consecutive;
@@ -282,6 +265,13 @@ absl::Status MpiCall::Run() {
 }
 
 }  // namespace
+
+absl::Status MpiCallFailed(absl::string_view call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (PMPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
+}
 
 absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
                                    const MpiExecutorOptions& options, MPI_Comm comm,

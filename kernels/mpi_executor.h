@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "kernels/plan.h"
 #include "kernels/program.h"
 #include "kernels/reduce.h"
@@ -28,6 +29,9 @@ struct MpiExecutorOptions {
   // each added while it is still in cache and while the next one arrives. 0: one message.
   int64_t reduce_segment_bytes = 0;
 };
+
+// Internal naming the failed MPI call and MPI's message for `code`, e.g. "MPI_Wait failed: ...".
+absl::Status MpiCallFailed(absl::string_view call, int code);
 
 // Runs `program` (lowered for args' placement) as its rank of `comm`, which must have
 // program.num_ranks ranks and carry no other traffic (messages are matched by round tags). Round

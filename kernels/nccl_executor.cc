@@ -66,13 +66,14 @@ struct MessageRun {
   int32_t end_piece = 0;  // one past the last
 };
 
-std::vector<MessageRun> RunsOf(const RankProgram& program, int32_t first, int32_t count) {
-  std::vector<MessageRun> runs;
+// Fills `runs` (reused across steps, so that a call allocates them once).
+void RunsOf(const RankProgram& program, int32_t first, int32_t count,
+            std::vector<MessageRun>& runs) {
+  runs.clear();
   for (int32_t i = first; i < first + count; ++i) {
     if (runs.empty() || program.pieces[i].starts_run) runs.push_back({i, i});
     runs.back().end_piece = i + 1;
   }
-  return runs;
 }
 
 // One call of a program, enqueued on a stream.
@@ -145,7 +146,8 @@ class NcclCall {
   std::byte* result_;
   std::byte* incoming_ = nullptr;  // what a step receives outside the result
   std::byte* packed_ = nullptr;    // what a step sends from both buffers, packed
-  // Where each message of the current step goes from and lands (reused across steps).
+  // The current step's messages, and where each goes from and lands (reused across steps).
+  std::vector<MessageRun> sends_, receives_;
   std::vector<const std::byte*> send_from_;
   std::vector<std::byte*> receive_into_;
 };
@@ -155,10 +157,12 @@ ncclResult_t NcclCall::AllocateScratch(ScratchSpace& scratch) {
   int64_t receive_scratch = 0, pack_scratch = 0;
   for (const ProgramStep& step : program_.steps) {
     int64_t received = 0, packed = 0;
-    for (const MessageRun& run : RunsOf(program_, step.first_receive, step.num_receives)) {
+    RunsOf(program_, step.first_receive, step.num_receives, receives_);
+    for (const MessageRun& run : receives_) {
       if (!IntoResult(step, run)) received += RunBytes(run);
     }
-    for (const MessageRun& run : RunsOf(program_, step.first_send, step.num_sends)) {
+    RunsOf(program_, step.first_send, step.num_sends, sends_);
+    for (const MessageRun& run : sends_) {
       if (!OneBuffer(run)) packed += RunBytes(run);
     }
     receive_scratch = std::max(receive_scratch, received);
@@ -314,10 +318,10 @@ ncclResult_t NcclCall::Apply(const ProgramStep& step, const std::vector<MessageR
 }
 
 ncclResult_t NcclCall::RunStep(const ProgramStep& step) {
-  const std::vector<MessageRun> sends = RunsOf(program_, step.first_send, step.num_sends);
-  const std::vector<MessageRun> receives = RunsOf(program_, step.first_receive, step.num_receives);
-  if (ncclResult_t code = Exchange(step, sends, receives); code != ncclSuccess) return code;
-  return Apply(step, receives);
+  RunsOf(program_, step.first_send, step.num_sends, sends_);
+  RunsOf(program_, step.first_receive, step.num_receives, receives_);
+  if (ncclResult_t code = Exchange(step, sends_, receives_); code != ncclSuccess) return code;
+  return Apply(step, receives_);
 }
 
 // The chunks no step wrote hold this rank's own input (out of place), and kAvg divides once.

@@ -187,6 +187,8 @@ absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement plac
         chunks[chunk].lent.clear();
       }
     }
+    step.same_chunks_both_ways =
+        send != nullptr && receive != nullptr && send->chunks == receive->chunks;
     program.steps.push_back(step);
   }
   for (int32_t chunk = 0; chunk < plan.num_chunks; ++chunk) {

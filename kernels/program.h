@@ -75,6 +75,9 @@ struct ProgramStep {
   int32_t num_receives = 0;
   int32_t send_chunks = 0;  // chunks in the send's transfer (one message on the host and MPI)
   int32_t receive_chunks = 0;
+  // The step sends and receives the same chunks in the same order (StragglAR's exchanges with
+  // the straggler): a transport may stream the receive while the send leaves, piece by piece.
+  bool same_chunks_both_ways = false;
 
   friend bool operator==(const ProgramStep&, const ProgramStep&) = default;
 };

@@ -206,6 +206,12 @@ absl::Status SymbolicRun::CheckStepMatchesPlan(int rank, int round, const Progra
       !status.ok()) {
     return status;
   }
+  const bool same_chunks = send != nullptr && receive != nullptr && send->chunks == receive->chunks;
+  if (step != nullptr && step->same_chunks_both_ways != same_chunks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " round ", round, ": same_chunks_both_ways is ",
+                     step->same_chunks_both_ways, ", not ", same_chunks));
+  }
   if (step != nullptr && ((receive != nullptr && step->receive_op != receive->op) ||
                           (send != nullptr && step->send_op != send->op))) {
     return absl::InvalidArgumentError(

@@ -5,6 +5,7 @@
 // protocol's, the same for every backend.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,12 @@ class CallWork {
   // plan, lowered for the call's placement.
   virtual CallOutcome Run(const CallDecision& decision, const RankProgram* program) = 0;
 };
+
+// Seconds on CLOCK_MONOTONIC (std::chrono::steady_clock): one clock for every process of a host,
+// so that arrivals compare across the ranks there.
+inline double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 class CommBackend {
  public:

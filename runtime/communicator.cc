@@ -249,8 +249,7 @@ absl::Status Communicator::AdvanceDeferredExchange() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CallDecision> Communicator::RunDisabled(int64_t bytes, bool in_place,
-                                                       CallWork& work) {
+absl::StatusOr<CallDecision> Communicator::RunDisabled(CallWork& work) {
   if (!options_.native_default) return disabled_;
   const CallDecision decision{.call = core_.calls(), .algorithm = core_.config().default_algorithm};
   const CallOutcome outcome = work.Run(decision, nullptr);
@@ -262,7 +261,7 @@ absl::StatusOr<CallDecision> Communicator::RunDisabled(int64_t bytes, bool in_pl
 
 absl::StatusOr<CallDecision> Communicator::AllReduce(int64_t bytes, bool in_place, CallWork& work,
                                                      CallTiming* timing) {
-  if (!disabled_.ok()) return RunDisabled(bytes, in_place, work);
+  if (!disabled_.ok()) return RunDisabled(work);
   auto disable = [&](absl::Status status) {
     disabled_ = status;
     if (!options_.library_call.empty()) {

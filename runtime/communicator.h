@@ -130,7 +130,7 @@ class Communicator {
   absl::Status GatherSealed();
   absl::Status Absorb(const std::vector<double>& all);
   void SaveLearnedState(bool force);
-  absl::StatusOr<CallDecision> RunDisabled(int64_t bytes, bool in_place, CallWork& work);
+  absl::StatusOr<CallDecision> RunDisabled(CallWork& work);
 
   CommOptions options_;
   CommBackend& backend_;

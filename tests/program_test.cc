@@ -257,6 +257,13 @@ TEST_F(PlantedBugTest, WrongReceiveOp) {
   EXPECT_THAT(Check(), HasSubstr("rank 0 round 0: the program's receive has the wrong op"));
 }
 
+TEST_F(PlantedBugTest, ExchangeUnmarked) {
+  // Round 2: rank 0 and the straggler swap chunk 0, the same chunk both ways.
+  ASSERT_TRUE(zero_.steps[2].same_chunks_both_ways);
+  zero_.steps[2].same_chunks_both_ways = false;
+  EXPECT_THAT(Check(), HasSubstr("rank 0 round 2: same_chunks_both_ways is 0, not 1"));
+}
+
 TEST_F(PlantedBugTest, MissingStep) {
   zero_.steps.erase(zero_.steps.begin() + 1);
   EXPECT_THAT(Check(), HasSubstr("rank 0 round 1: the program sends 0 chunks with rank -1"));

@@ -1,23 +1,14 @@
 #include "runtime/mpi/mpi_backend.h"
 
-#include <chrono>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
 namespace stragglar {
 
-double MpiBackend::Now() {
-  // CLOCK_MONOTONIC is one clock for every process of a host: arrivals compare across ranks there.
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 absl::Status MpiBackend::Failed(absl::string_view call, int code) {
   last_error_ = code;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (PMPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
-  return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
+  return MpiCallFailed(call, code);
 }
 
 absl::Status MpiBackend::StartGather(absl::Span<const double> mine) {

@@ -1,7 +1,6 @@
 #include "runtime/nccl/nccl_backend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -29,10 +28,6 @@ absl::Status NcclBackend::CudaFailed(absl::string_view call, cudaError_t code) {
 absl::Status NcclBackend::NcclFailed(absl::string_view call, ncclResult_t code) {
   last_error_ = code;
   return absl::InternalError(absl::StrCat(call, " failed: ", code));
-}
-
-double NcclBackend::Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void NcclBackend::ReleaseReadyComms(bool abort) {
