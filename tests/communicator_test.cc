@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "runtime/host_runtime.h"
 #include "runtime/replay.h"
+#include "tests/scripted_calls.h"
 
 namespace stragglar {
 namespace {
@@ -25,26 +26,11 @@ constexpr int kRanks = 4;
 constexpr int64_t kBytes = 64 << 20;
 constexpr int64_t kCalls = 96;
 
-// Every rank's timing of every call: the ranks arrive together until rank 2 turns 20 ms late at
-// call 20; a call's duration is what its algorithm costs after the last arrival plus the wait
-// for it, so the calibration sees StragglAR and Ring cost differently.
 CallTiming Scripted(int rank, int64_t call, const CallDecision& decision) {
-  const bool late = rank == 2 && call >= 20;
-  const double arrival_s = 1.0 * call + (late ? 20e-3 : 0.0);
-  const double last_s = 1.0 * call + (call >= 20 ? 20e-3 : 0.0);
-  const double cost_s = decision.algorithm == Algorithm::kStragglar ? 1.5e-3 : 3e-3;
-  return {.arrival_s = arrival_s, .duration_s = last_s - arrival_s + cost_s};
+  return scripted::Timing(/*late_rank=*/2, rank, call, decision);
 }
 
-RuntimeConfig Config() {
-  RuntimeConfig config;
-  config.epoch_calls = 8;
-  config.explore_every = 8;
-  config.detector.window_calls = 16;
-  config.detector.min_calls = 8;
-  config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
-  return config;
-}
+RuntimeConfig Config() { return scripted::Config(); }
 
 // The k-th collective of every rank meets the k-th of the others.
 class Rendezvous {

@@ -11,6 +11,7 @@
 #include "runtime/communicator.h"
 #include "runtime/mpi/mpi_backend.h"
 #include "runtime/replay.h"
+#include "tests/scripted_calls.h"
 
 namespace stragglar {
 namespace {
@@ -19,10 +20,7 @@ constexpr int64_t kBytes = 64 << 20;
 constexpr int64_t kCalls = 96;
 
 CallTiming Scripted(int rank, int64_t call, const CallDecision& decision) {
-  const double late_s = call >= 20 ? 20e-3 : 0.0;
-  const double arrival_s = 1.0 * call + (rank == 1 ? late_s : 0.0);
-  const double cost_s = decision.algorithm == Algorithm::kStragglar ? 1.5e-3 : 3e-3;
-  return {.arrival_s = arrival_s, .duration_s = 1.0 * call + late_s - arrival_s + cost_s};
+  return scripted::Timing(/*late_rank=*/1, rank, call, decision);
 }
 
 class ScriptedWork final : public CallWork {
@@ -36,15 +34,7 @@ class ScriptedWork final : public CallWork {
   int rank_;
 };
 
-RuntimeConfig Config() {
-  RuntimeConfig config;
-  config.epoch_calls = 8;
-  config.explore_every = 8;
-  config.detector.window_calls = 16;
-  config.detector.min_calls = 8;
-  config.candidates = {Algorithm::kRing, Algorithm::kStragglar};
-  return config;
-}
+RuntimeConfig Config() { return scripted::Config(); }
 
 // Algorithm, straggler and exploration of a decision in one number, to gather and compare.
 int Code(const CallDecision& decision) {
