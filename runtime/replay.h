@@ -79,7 +79,7 @@ struct ReplayOptions {
   bool deferred_exchange = false;  // see PolicyReplayer::Create
 };
 
-// Replays `trace` through a RuntimeCore. Calls where some rank has no row are reported and
+// Replays `trace` through the communicator protocol (PolicyReplayer). Calls where some rank has no row are reported and
 // left out of the replay (the detector needs every rank's arrival). The JSON is the contract's
 // {"ranks", "calls", "stragglers": [{"rank", "detected_at_call", "persistence", "mean_lag_s"}],
 // "decisions": {...}} plus "incomplete_calls", "rows", "duplicate_rows" and "predicted". Predicted

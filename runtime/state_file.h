@@ -2,8 +2,8 @@
 // per algorithm and size bucket, every rank's predicted lag, and the named straggler. A restarted
 // job that loads it adapts from its first call instead of after its first epoch. The file is small
 // JSON, written atomically (a temporary file, flushed to disk, renamed over the old one).
-// Every rank must start from the same state or their decisions diverge: the host runtime loads it
-// once for all its threads; a multi-process backend must load it on one rank and broadcast it.
+// Every rank must start from the same state or their decisions diverge: the communicator protocol
+// (runtime/communicator.h) reads it on rank 0 and broadcasts it, for every backend.
 #pragma once
 
 #include <optional>
