@@ -79,8 +79,9 @@ struct ReplayOptions {
   bool deferred_exchange = false;  // see PolicyReplayer::Create
 };
 
-// Replays `trace` through the communicator protocol (PolicyReplayer). Calls where some rank has no row are reported and
-// left out of the replay (the detector needs every rank's arrival). The JSON is the contract's
+// Replays `trace` through the communicator protocol (PolicyReplayer). Calls where some rank has no
+// row are reported and left out of the replay (the detector needs every rank's arrival). The JSON
+// is the contract's
 // {"ranks", "calls", "stragglers": [{"rank", "detected_at_call", "persistence", "mean_lag_s"}],
 // "decisions": {...}} plus "incomplete_calls", "rows", "duplicate_rows" and "predicted". Predicted
 // times are the model's time after each call's last arrival (the latency `stragglar run`
