@@ -103,6 +103,16 @@ class EnvReader {
 
 }  // namespace
 
+absl::Span<const absl::string_view> PreloadVariableNames() {
+  static constexpr absl::string_view kNames[] = {
+      "STRAGGLAR_ALGORITHM",    "STRAGGLAR_DEBUG",        "STRAGGLAR_EPOCH_CALLS",
+      "STRAGGLAR_METRICS_ADDR", "STRAGGLAR_METRICS_PORT", "STRAGGLAR_MIN_BYTES",
+      "STRAGGLAR_MODE",         "STRAGGLAR_MPI_SEGMENT",  "STRAGGLAR_PIECES",
+      "STRAGGLAR_PRE_ARRIVAL",  "STRAGGLAR_PROFILER",     "STRAGGLAR_STATE_FILE",
+      "STRAGGLAR_STRAGGLER",    "STRAGGLAR_SUMMARY_FILE", "STRAGGLAR_TRACE_FILE"};
+  return kNames;
+}
+
 absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm) {
   switch (algorithm) {
     case PreloadConfig::Forced::kAuto:

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
 #include "runtime/log.h"
@@ -48,6 +49,10 @@ struct PreloadConfig {
   // uses rank 0's value on every rank.
   bool nccl_pre_arrival = false;
 };
+
+// Every STRAGGLAR_* variable the preload libraries read (PreloadConfigFromEnv, StateFileFromEnv,
+// MetricsEndpointFromEnv), so that `stragglar doctor` can name any other as unknown (a typo).
+absl::Span<const absl::string_view> PreloadVariableNames();
 
 // "auto", "native", "ring", "halving-doubling", "stragglar".
 absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);

@@ -9,10 +9,32 @@
 #include "absl/strings/str_split.h"
 #include "exporters/run_summary.h"
 #include "runtime/log.h"
+#include "runtime/version.h"
 
 namespace stragglar {
 
-MetricsSetup StartMetricsFromEnv(int local_rank) {
+namespace {
+
+// Writes a buffered log's lines whatever the level.
+void LogAlwaysLines(const std::string& lines) {
+  for (absl::string_view line : absl::StrSplit(lines, '\n', absl::SkipEmpty())) {
+    LogAlways(LogLevel::kWarn, line);
+  }
+}
+
+}  // namespace
+
+PreloadConfig ConfigureFromEnv(absl::string_view library, absl::string_view backend_library) {
+  std::ostringstream invalid;
+  PreloadConfig config = PreloadConfigFromEnv(nullptr, &invalid);
+  SetLogLevel(config.debug);
+  Log(LogLevel::kInfo, absl::StrCat(library, " ", StragglarVersion(), " active over ",
+                                    backend_library, ": ", DescribeConfig(config)));
+  LogAlwaysLines(invalid.str());
+  return config;
+}
+
+MetricsSetup StartMetricsFromEnv(int local_rank, const BuildInfo& build) {
   MetricsSetup setup;
   std::ostringstream config_log;
   if (std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(local_rank, config_log)) {
@@ -20,6 +42,7 @@ MetricsSetup StartMetricsFromEnv(int local_rank) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> server =
         MetricsServer::Start(endpoint->address, endpoint->port, registry);
     if (server.ok()) {
+      ExportBuildInfo(*registry, build);
       setup.registry = std::move(registry);
       setup.server = *std::move(server);
       Log(LogLevel::kInfo,
@@ -29,10 +52,7 @@ MetricsSetup StartMetricsFromEnv(int local_rank) {
     }
   }
   // A bad STRAGGLAR_METRICS_* value is printed whatever the log level, like every setting.
-  if (std::string line = config_log.str(); !line.empty()) {
-    if (line.back() == '\n') line.pop_back();
-    LogAlways(LogLevel::kWarn, line);
-  }
+  LogAlwaysLines(config_log.str());
   return setup;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "exporters/build_info.h"
 #include "exporters/prometheus_exporter.h"
 #include "exporters/trace_recorder.h"
 #include "runtime/communicator.h"
@@ -14,14 +15,21 @@
 
 namespace stragglar {
 
+// Reads the STRAGGLAR_* settings and sets the log level. Its first line, at INFO, says that
+// `library` (e.g. "libstragglar.so") is active, its version, and `backend_library` (the collective
+// library found, e.g. "NCCL 2.28.9"):
+//   libstragglar.so 0.1.0 active over NCCL 2.28.9: mode adapt, epoch 64 calls, ...
+// then one line per invalid setting, printed whatever the level (see PreloadConfigFromEnv).
+PreloadConfig ConfigureFromEnv(absl::string_view library, absl::string_view backend_library);
+
 // The endpoint STRAGGLAR_METRICS_PORT / STRAGGLAR_METRICS_ADDR configure for the process of node
 // rank `local_rank`, started; both null when it is not configured or cannot bind (said in one
-// line: the job goes on without metrics).
+// line: the job goes on without metrics). The registry carries stragglar_build_info (`build`).
 struct MetricsSetup {
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<MetricsServer> server;
 };
-MetricsSetup StartMetricsFromEnv(int local_rank);
+MetricsSetup StartMetricsFromEnv(int local_rank, const BuildInfo& build);
 
 // A preload library's communicator options from its settings: the policy's (ToRuntimeConfig),
 // the library's own AllReduce as the default algorithm (priced as Ring), Ring and StragglAR as

@@ -4,9 +4,9 @@
 #
 # usage: scripts/gpu-bundle.sh BUILD_DIR BUNDLE_DIR
 #   BUILD_DIR   a configured build with CUDA (scripts/build.sh); the GPU targets are built first
-#   BUNDLE_DIR  created or refreshed (about 16 MiB): build/bin, build/lib (stripped), deps/ (the
-#               shared libraries the binaries need beyond glibc, libstdc++, zlib, CUDA and NCCL)
-#               and env.sh
+#   BUNDLE_DIR  created or refreshed (about 16 MiB): build/, an install (cmake --install, stripped)
+#               with the checks' own programs (component gpu-check); deps/ (the shared
+#               libraries the binaries need beyond glibc, libstdc++, zlib, CUDA and NCCL); env.sh
 # On the GPU machine, in a checkout of the same commit:
 #   source BUNDLE_DIR/env.sh     # LD_LIBRARY_PATH: deps/, that machine's NCCL and CUPTI
 #   scripts/gpu-check.sh BUNDLE_DIR/build --prebuilt --mps --out /tmp/gpu-check
@@ -22,35 +22,36 @@ build_dir=$1
 bundle=$2
 [[ -f $build_dir/CMakeCache.txt ]] || { echo "gpu-bundle: $build_dir is not a configured build" >&2; exit 2; }
 
-programs=(stragglar-bench stragglar-gpu-reduce-check gpu_timer_test nccl_passthrough_check
-  nccl_local_load_check)
-libraries=(libstragglar.so libnccl_passthrough_module.so)
-# Without CUDA these targets do not exist, and the build says so.
-cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}" stragglar_preload \
-  nccl_passthrough_module
-mpi_programs=(stragglar-mpi-bench mpi_allreduce_check)
+# The bundle is an install (cmake/install.cmake) of what the checks run, plus the checks' own
+# programs (the gpu-check component, tests/CMakeLists.txt): stripped, no RUNPATH.
+components=(core cuda gpu-check)
+targets=(stragglar stragglar_preload stragglar-bench stragglar-gpu-reduce-check gpu_timer_test
+  nccl_passthrough_check nccl_local_load_check nccl_passthrough_module)
 # Asked of the build's target list, so that a failing MPI build stops here instead of passing for
 # a build without MPI.
-targets=$(cmake --build "$build_dir" --target help)  # not piped: grep -q would cut it short
-if [[ $targets == *stragglar-mpi-bench* ]]; then
-  cmake --build "$build_dir" -j "$(nproc)" --target "${mpi_programs[@]}" stragglar_mpi
-  programs+=("${mpi_programs[@]}")
-  libraries+=(libstragglar_mpi.so)
+listed=$(cmake --build "$build_dir" --target help)  # not piped: grep -q would cut it short
+if [[ $listed == *stragglar-mpi-bench* ]]; then
+  components+=(mpi)
+  targets+=(stragglar_mpi stragglar-mpi-bench mpi_allreduce_check)
 else
   echo "gpu-bundle: no MPI targets in $build_dir (MPI not found at configure); bundling without"
 fi
-
+# Without CUDA these targets do not exist, and the build says so.
+cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$bundle/build" "$bundle/deps"
-mkdir -p "$bundle/build/bin" "$bundle/build/lib" "$bundle/deps"
-for program in "${programs[@]}"; do strip -o "$bundle/build/bin/$program" "$build_dir/bin/$program"; done
-for library in "${libraries[@]}"; do strip -o "$bundle/build/lib/$library" "$build_dir/lib/$library"; done
+mkdir -p "$bundle/deps"
+for component in "${components[@]}"; do
+  cmake --install "$build_dir" --prefix "$bundle/build" --component "$component" --strip >/dev/null
+done
 
 # Everything ldd resolves except what any Linux with CUDA and NCCL (and MPI) has or must bring.
 # MPI's libraries and their own needs come from the machine's OpenMPI, which was built with them.
 system='/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libnccl|libcudart|libcuda'
 system+='|libmpi|libopen-rte|libopen-pal|libhwloc|libevent_core-[0-9.]+|libevent_pthreads-[0-9.]+'
 system+='|libudev)\.so'
-for file in "$bundle"/build/bin/* "$bundle"/build/lib/*; do ldd "$file"; done |
+for file in "$bundle"/build/bin/* "$bundle"/build/lib/*.so "$bundle"/build/lib/stragglar/*.so; do
+  ldd "$file"
+done |
   awk '/=> \// {print $3}' | grep -Ev "$system" | sort -u |
   while read -r dependency; do cp -L "$dependency" "$bundle/deps/"; done
 

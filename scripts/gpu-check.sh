@@ -188,6 +188,8 @@ fi
 build_dir=$(cd "$build_dir" 2>/dev/null && pwd || echo "$build_dir")
 bench=$build_dir/bin/stragglar-bench
 preload=$build_dir/lib/libstragglar.so
+# An install (scripts/gpu-bundle.sh) keeps the preloads in lib/stragglar/.
+[[ -f $preload || ! -f $build_dir/lib/stragglar/libstragglar.so ]] || preload=$build_dir/lib/stragglar/libstragglar.so
 # need NAME FILE...: true when every file exists, otherwise records NAME as FAIL saying which not.
 need() {
   local name=$1 missing=()
@@ -230,7 +232,7 @@ if wanted pass; then
   header "2b. libstragglar.so in one process: NCCL's own output in every mode, NCCL loaded privately too"
   if need pass "$build_dir/bin/nccl_passthrough_check" "$build_dir/bin/nccl_local_load_check" \
     "$build_dir/lib/libnccl_passthrough_module.so" "$preload"; then
-    run_logged pass "$limit" "$repo/tests/nccl/passthrough_check.sh" "$build_dir"
+    run_logged pass "$limit" "$repo/tests/nccl/passthrough_check.sh" "$build_dir" "$preload"
     detail="exit $rc"
     grep -q "^ncclAllReduce: 0 " "$out/pass.log" && detail+="; AllReduce on the GPU" ||
       detail+="; no GPU communicator (NCCL's errors compared)"

@@ -8,6 +8,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev prometheus-cpp-dev
   python3 prometheus  # the Prometheus server and promtool, for the monitoring tests
   openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy  # the MPI preload library and its tests
+  lintian file  # build (file: for dpkg-shlibdeps) and check the Debian packages (cpack -G DEB)
 )
 
 missing=()

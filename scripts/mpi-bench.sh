@@ -41,6 +41,8 @@ fi
 build_dir=$(cd "$build_dir" && pwd)  # LD_PRELOAD needs an absolute path
 bench=$build_dir/bin/stragglar-mpi-bench
 preload=$build_dir/lib/libstragglar_mpi.so
+# An install (scripts/gpu-bundle.sh) keeps the preloads in lib/stragglar/.
+[[ -f $preload || ! -f $build_dir/lib/stragglar/libstragglar_mpi.so ]] || preload=$build_dir/lib/stragglar/libstragglar_mpi.so
 for file in "$bench" "$preload"; do
   if [[ ! -f $file ]]; then
     echo "mpi-bench: $file not found; build first (scripts/build.sh)" >&2

@@ -674,5 +674,20 @@ TEST(ForcedAlgorithmTest, OverridesTheDecision) {
   EXPECT_EQ(decision.call, 7);
 }
 
+// PreloadVariableNames is what `stragglar doctor` calls known: exactly the names the readers ask
+// for (recorded by a getenv that sets every one to "1", so that no reader stops early), so a new
+// setting missing from the list fails.
+std::set<std::string> asked_names;
+const char* RecordingGetenv(const char* name) { return asked_names.insert(name), "1"; }
+TEST(PreloadVariableNamesTest, AreExactlyTheNamesTheReadersAskFor) {
+  std::ostringstream log;
+  PreloadConfigFromEnv(&RecordingGetenv, &log);
+  StateFileFromEnv(&RecordingGetenv);
+  MetricsEndpointFromEnv(0, log, &RecordingGetenv);
+  std::set<std::string> listed(PreloadVariableNames().begin(), PreloadVariableNames().end());
+  EXPECT_EQ(listed, asked_names);
+  EXPECT_EQ(listed.size(), PreloadVariableNames().size()) << "a name is listed twice";
+}
+
 }  // namespace
 }  // namespace stragglar

@@ -130,6 +130,8 @@ def main():
     parser.add_argument("--stragglar", default=os.path.join(ROOT, "build", "bin", "stragglar"))
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "prometheus")
     parser.add_argument("--iterations", type=int, default=192)
+    parser.add_argument("--version", required=True,
+                        help="the version stragglar_build_info must carry (CMake's PROJECT_VERSION)")
     parser.add_argument("--mpi", metavar="BUILD_DIR",
                         help="scrape the MPI preload library instead: 4 processes of "
                              "stragglar-mpi-bench with libstragglar_mpi.so, one endpoint per rank "
@@ -222,6 +224,23 @@ scrape_configs:
                     check(metric.get("instance") ==
                           f"127.0.0.1:{metric_port_of(metrics_port, metric.get('rank'))}",
                           f"{name}: rank {metric.get('rank')} served by {metric.get('instance')}")
+        # stragglar_build_info: one series per endpoint, the version and the backend's library.
+        info = prometheus.query("stragglar_build_info", at)
+        endpoints = {s["metric"].get("instance") for s in
+                     prometheus.query("stragglar_collective_calls_total", at)}
+        check({s["metric"].get("instance") for s in info} == endpoints and
+              len(info) == len(endpoints), f"stragglar_build_info: {info} for {endpoints}")
+        for each in info:
+            metric = each["metric"]
+            check(metric.get("version") == args.version and float(each["value"][1]) == 1,
+                  f"stragglar_build_info version: {metric}, expected {args.version}")
+            if mpi:
+                check(metric.get("backend") == "mpi" and
+                      metric.get("backend_version", "").startswith("Open MPI v"),
+                      f"stragglar_build_info backend: {metric}")
+            else:
+                check(metric.get("backend") == "host" and "backend_version" not in metric,
+                      f"stragglar_build_info backend: {metric}")
         buckets = {s["metric"]["size_bucket"]
                    for s in prometheus.query("stragglar_collective_duration_seconds_count", at)}
         check(buckets == {"4MiB"}, f"size_bucket values {buckets}, expected 4MiB only")

@@ -37,6 +37,8 @@
 #include "runtime/env_config.h"
 #include "runtime/replay.h"
 #include "runtime/scenarios.h"
+#include "runtime/version.h"
+#include "tools/doctor.h"
 #include "tools/run_job.h"
 #include "tools/text_reports.h"
 
@@ -76,6 +78,9 @@ ABSL_FLAG(stragglar::Seconds, metrics_hold, stragglar::Seconds{0},
           "run: keep serving metrics this long after the last step, e.g. 5s");
 ABSL_FLAG(std::string, dtype, "float32", "run: element type (float32, bfloat16, int32, ...)");
 ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
+ABSL_FLAG(std::string, preload, "any",
+          "doctor: the preload the verdict is about: nccl, mpi or any (at least one works)");
+ABSL_FLAG(int, local_ranks, 8, "doctor: ranks per node (the metrics ports checked)");
 ABSL_FLAG(std::string, exchange, "immediate",
           "replay: how the job exchanged epochs: immediate (stragglar run, the MPI preload) or "
           "deferred (the NCCL preload, whose decisions lag its measurements by an epoch)");
@@ -100,6 +105,8 @@ usage:
                 [--metrics-port P] [--metrics-addr A] [--metrics-hold 0s]
   stragglar replay --trace FILE|- [--epoch-calls 32] [--exchange immediate|deferred] [--alpha 3us]
                    [--bandwidth 450GiB/s] [--json]
+  stragglar doctor [--preload nccl|mpi|any] [--local-ranks 8]
+  stragglar --version
   stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
                       [--ranks 8] [--bytes 256MiB] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
 
@@ -552,6 +559,18 @@ absl::Status RunScenarios() {
   return absl::OkStatus();
 }
 
+absl::Status RunDoctorCommand() {
+  absl::StatusOr<int> status = RunDoctor(
+      {.preload = absl::GetFlag(FLAGS_preload), .local_ranks = absl::GetFlag(FLAGS_local_ranks)},
+      std::cout);
+  if (!status.ok()) return status.status();
+  if (*status != 0) {
+    return absl::FailedPreconditionError(
+        "the preload cannot work here as configured (the [fail] lines above say why)");
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
       {"plan", {"algorithm", "ranks", "straggler", "pieces", "json"}, RunPlan},
@@ -570,6 +589,7 @@ const std::vector<Command>& Commands() {
        {"calls", "noise_calls", "seed", "epoch_calls", "ranks", "bytes", "alpha", "bandwidth",
         "json"},
        RunScenarios},
+      {"doctor", {"preload", "local_ranks"}, RunDoctorCommand},
   };
   return commands;
 }
@@ -599,6 +619,10 @@ int Main(int argc, char** argv) {
     return argc < 2 ? 1 : 0;
   }
   const absl::string_view name = argv[1];
+  if (name == "--version" || name == "version") {
+    std::cout << "stragglar " << StragglarVersion() << "\n";
+    return 0;
+  }
   const Command* command = nullptr;
   for (const Command& candidate : Commands()) {
     if (candidate.name == name) command = &candidate;

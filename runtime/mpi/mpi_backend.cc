@@ -1,10 +1,25 @@
 #include "runtime/mpi/mpi_backend.h"
 
+#include <cctype>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
 namespace stragglar {
+
+std::string MpiLibraryVersion() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS || length <= 0) {
+    return "MPI (version unknown)";
+  }
+  std::string version(text, static_cast<size_t>(length));
+  version = version.substr(0, version.find_first_of(",\n"));
+  while (!version.empty() && std::isspace(static_cast<unsigned char>(version.back()))) {
+    version.pop_back();
+  }
+  return version;
+}
 
 absl::Status MpiBackend::Failed(absl::string_view call, int code) {
   last_error_ = code;

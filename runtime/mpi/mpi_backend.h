@@ -14,6 +14,10 @@
 
 namespace stragglar {
 
+// The MPI library in the process, its first line as MPI_Get_library_version gives it up to the
+// first comma, e.g. "Open MPI v4.1.4" (callable before MPI_Init).
+std::string MpiLibraryVersion();
+
 class MpiBackend final : public CommBackend {
  public:
   // `own` carries only stragglar's traffic; it is the caller's to free.

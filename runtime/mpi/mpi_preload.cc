@@ -25,6 +25,7 @@
 #include "runtime/log.h"
 #include "runtime/mpi/mpi_backend.h"
 #include "runtime/preload_common.h"
+#include "runtime/version.h"
 
 namespace stragglar {
 namespace {
@@ -110,10 +111,10 @@ Global& G() {
 void OnInit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
-  g.config = PreloadConfigFromEnv();
-  SetLogLevel(g.config.debug);
   PMPI_Comm_rank(MPI_COMM_WORLD, &g.world_rank);
   SetLogRank(g.world_rank);
+  const std::string library_version = MpiLibraryVersion();
+  g.config = ConfigureFromEnv("libstragglar_mpi.so", library_version);
   if (g.config.mode == RuntimeMode::kOff) {
     Log(LogLevel::kInfo, "STRAGGLAR_MODE=off: every MPI call passes through");
     return;
@@ -127,11 +128,13 @@ void OnInit() {
     PMPI_Comm_rank(node, &local_rank);
     PMPI_Comm_free(&node);
   }
-  MetricsSetup metrics = StartMetricsFromEnv(local_rank);
+  MetricsSetup metrics =
+      StartMetricsFromEnv(local_rank, {.version = std::string(StragglarVersion()),
+                                       .backend = "mpi",
+                                       .backend_version = library_version});
   g.registry = std::move(metrics.registry);
   g.server = std::move(metrics.server);
   g.active = true;
-  Log(LogLevel::kInfo, absl::StrCat("libstragglar_mpi: ", DescribeConfig(g.config)));
 }
 
 std::string CommName(MPI_Comm comm) {

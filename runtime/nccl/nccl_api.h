@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/nccl_executor.h"
@@ -55,6 +56,7 @@ struct NcclApi {
   decltype(&pncclCommSplit) comm_split = STRAGGLAR_REAL(ncclCommSplit);
   decltype(&pncclCommDestroy) comm_destroy = STRAGGLAR_REAL(ncclCommDestroy);
   decltype(&pncclCommAbort) comm_abort = STRAGGLAR_REAL(ncclCommAbort);
+  decltype(&pncclGetVersion) get_version = STRAGGLAR_REAL(ncclGetVersion);
   NcclCollectives collectives{.reduce_scatter = STRAGGLAR_REAL(ncclReduceScatter),
                               .reduce = STRAGGLAR_REAL(ncclReduce)};
   NcclPointToPoint point_to_point{.send = STRAGGLAR_REAL(ncclSend),
@@ -71,6 +73,12 @@ struct NcclApi {
 
 // Resolved at first use; never destroyed: calls may come during exit.
 const NcclApi& Api();
+
+// The NCCL in the process as people write it, e.g. "NCCL 2.28.9" (NCCL's version code is
+// major * 10000 + minor * 100 + patch since 2.9); "NCCL (version unknown)" when it cannot say.
+std::string NcclVersionText(const NcclApi& api);
+// Just the number, e.g. "2.28.9", or "unknown": the backend_version of stragglar_build_info.
+std::string NcclVersionNumber(const NcclApi& api);
 
 // Our element type for an NCCL type; nullopt for fp8 and anything newer.
 std::optional<DataType> MapType(ncclDataType_t type);

@@ -36,6 +36,7 @@
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_backend.h"
 #include "runtime/preload_common.h"
+#include "runtime/version.h"
 
 namespace stragglar {
 namespace {
@@ -108,11 +109,12 @@ void WriteOutputsAtExit();
 const PreloadConfig& Config() {
   Global& g = G();
   std::call_once(g.configured, [&g] {
-    g.config = PreloadConfigFromEnv();
-    SetLogLevel(g.config.debug);
-    Log(LogLevel::kInfo, absl::StrCat("libstragglar.so loaded: ", DescribeConfig(g.config)));
+    g.config = ConfigureFromEnv("libstragglar.so", NcclVersionText(Api()));
     if (g.config.mode != RuntimeMode::kOff) {
-      g.metrics = StartMetricsFromEnv(LocalRankFromEnv());
+      g.metrics =
+          StartMetricsFromEnv(LocalRankFromEnv(), {.version = std::string(StragglarVersion()),
+                                                   .backend = "nccl",
+                                                   .backend_version = NcclVersionNumber(Api())});
       std::atexit(WriteOutputsAtExit);
     }
   });

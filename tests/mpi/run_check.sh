@@ -11,6 +11,9 @@ args+=(--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_inc
 for variable in $(compgen -e | grep '^STRAGGLAR_' || true); do args+=(-x "$variable"); done
 if [[ $preload == yes ]]; then
   library="$build_dir/lib/libstragglar_mpi.so"
+  # An install (scripts/gpu-bundle.sh) keeps the preloads in lib/stragglar/.
+  [[ -f $library || ! -f $build_dir/lib/stragglar/libstragglar_mpi.so ]] ||
+    library="$build_dir/lib/stragglar/libstragglar_mpi.so"
   [[ -f $library ]] || { echo "missing $library"; exit 1; }
   args+=(-x "LD_PRELOAD=$(realpath "$library")")
 fi

@@ -5,12 +5,13 @@
 # StragglAR forced. train.py quantizes what it reduces so that the exact sums do not depend on the
 # reduction order (see the comment there). The preload's traces must also show that StragglAR
 # really ran: in some calls of the adaptive run, in every call of the forced one.
-#   usage: tests/mpi/train_check.sh BUILD_DIR
+#   usage: tests/mpi/train_check.sh BUILD_DIR [PRELOAD]
+#   PRELOAD: the libstragglar_mpi.so to check (default: BUILD_DIR's; e.g. an installed one)
 # Exit codes: 0 identical, 1 a difference or a failed run, 77 skipped (no mpi4py/numpy/mpirun).
 set -euo pipefail
 
-if (($# != 1)); then
-  echo "usage: $0 BUILD_DIR" >&2
+if (($# != 1 && $# != 2)); then
+  echo "usage: $0 BUILD_DIR [PRELOAD]" >&2
   exit 2
 fi
 if [[ ! -d $1 ]]; then
@@ -20,7 +21,7 @@ fi
 build_dir=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
-preload=$build_dir/lib/libstragglar_mpi.so
+preload=${2:-$build_dir/lib/libstragglar_mpi.so}
 
 if ! "$python" -c 'import mpi4py, numpy' 2>/dev/null; then
   echo "train_check: SKIPPED: $python cannot import mpi4py and numpy" \

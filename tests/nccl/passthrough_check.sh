@@ -2,11 +2,13 @@
 # libstragglar.so is invisible to an NCCL program until it has something to add: the same output
 # (return codes, NCCL's error messages) with and without the preload, in every mode and with bad
 # settings; bad settings get one line each naming the variable; the preload is really loaded.
-# Runs without a GPU (NCCL's own errors are then the output to compare). usage: BUILD_DIR
+# Runs without a GPU (NCCL's own errors are then the output to compare).
+# usage: BUILD_DIR [LIBRARY]   (LIBRARY: the libstragglar.so to check; default BUILD_DIR's, e.g.
+# an installed one)
 set -euo pipefail
 build_dir=$(realpath "$1")
 program=$build_dir/bin/nccl_passthrough_check
-library=$build_dir/lib/libstragglar.so
+library=$(realpath "${2:-$build_dir/lib/libstragglar.so}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 unset LD_PRELOAD
@@ -33,8 +35,10 @@ check adapt
 check observe STRAGGLAR_MODE=observe
 check off STRAGGLAR_MODE=off
 check info STRAGGLAR_DEBUG=INFO
-grep -q "stragglar INFO libstragglar.so loaded: mode adapt" "$work/info.err" ||
-  { echo "FAIL: no load line at INFO"; cat "$work/info.err"; exit 1; }
+# The preload's first line says it is active, its version, and the NCCL it found.
+grep -m 1 " stragglar " "$work/info.err" |
+  grep -Eq "stragglar INFO libstragglar.so [0-9]+\.[0-9]+\.[0-9]+ active over NCCL [0-9]+\.[0-9]+\.[0-9]+: mode adapt" ||
+  { echo "FAIL: the first line at INFO is not the preload's banner"; cat "$work/info.err"; exit 1; }
 check bad STRAGGLAR_MODE=fast STRAGGLAR_MIN_BYTES=lots STRAGGLAR_PRE_ARRIVAL=subcomm
 grep -q 'STRAGGLAR_MODE="fast" is invalid (accepted: adapt, observe, off); using adapt' \
   "$work/bad.err" || { echo "FAIL: no line for STRAGGLAR_MODE"; cat "$work/bad.err"; exit 1; }

@@ -1,0 +1,18 @@
+#include "exporters/build_info.h"
+
+#include "prometheus/gauge.h"
+
+namespace stragglar {
+
+void ExportBuildInfo(prometheus::Registry& registry, const BuildInfo& info) {
+  prometheus::BuildGauge()
+      .Name("stragglar_build_info")
+      .Help("Always 1; the labels say which stragglar version runs over which library version")
+      .Register(registry)
+      .Add({{"version", info.version},
+            {"backend", info.backend},
+            {"backend_version", info.backend_version}})
+      .Set(1);
+}
+
+}  // namespace stragglar
