@@ -1,5 +1,6 @@
 # Thin wrapper over scripts/ and CMake.
-.PHONY: all build test run format clean
+PREFIX ?= /usr/local
+.PHONY: all build test run install package format clean
 all: build
 build:
 	scripts/build.sh
@@ -7,6 +8,10 @@ test:
 	scripts/test.sh
 run:
 	scripts/run.sh
+install: build
+	cmake --install build --prefix $(PREFIX)
+package: build
+	cd build && cpack -G DEB
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
 clean:

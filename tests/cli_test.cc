@@ -409,6 +409,54 @@ TEST(CliTest, RunWithoutItsMetricsEndpointLogsOnceAndContinues) {
   EXPECT_THAT(result.out, Not(HasSubstr("metrics: http")));
 }
 
+// `stragglar pipeline --json`: default, adapted and best, each with its counts, iteration time
+// and bubble fraction, consistent with each other (best is no slower than the others) and with
+// the repeated --link-delay flags all applied.
+TEST(CliTest, PipelineJsonComparesDefaultAdaptedAndBest) {
+  const CliResult result = RunCli(
+      "pipeline --stages 4 --microbatches 8 --forward 10ms --backward 20ms "
+      "--link-delay 1-2:30ms --link-delay 3-2:5ms --memory-microbatches 6 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  for (const char* name : {"default", "adapted", "best"}) {
+    ASSERT_TRUE(json.contains(name)) << result.out;
+    EXPECT_EQ(json[name]["warmup"].size(), 4u);
+    for (int w : json[name]["warmup"]) EXPECT_LE(w, 6) << name;
+    EXPECT_GT(json[name]["iteration_s"].get<double>(), 0);
+    EXPECT_GE(json[name]["bubble_fraction"].get<double>(), 0);
+    EXPECT_LE(json["best"]["iteration_s"].get<double>(),
+              json[name]["iteration_s"].get<double>() * (1 + 1e-12));
+  }
+  EXPECT_EQ(json["default"]["warmup"], nlohmann::json({4, 3, 2, 1}));
+  // Last stage 1; stage 2: 1 + ceil(5 / 10) + 2; stage 1: 4 + 3 + 2; stage 0: 9 + 0 + 2; each
+  // capped at 6 - i.
+  EXPECT_EQ(json["adapted"]["warmup"], nlohmann::json({6, 5, 4, 1}));
+  EXPECT_GE(json["best"]["iteration_s"].get<double>(), json["lower_bound_s"].get<double>());
+}
+
+TEST(CliTest, PipelineRejectsBadInputInOneLine) {
+  const std::string base = "pipeline --microbatches 8 --forward 10ms --backward 20ms ";
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {base, "--stages is required"},
+           {base + "--stages 1", "--stages must be in [2, 1024], got 1"},
+           {base + "--stages 4 --link-delay 1-3:30ms", "a link joins adjacent stages in [0, 3]"},
+           {base + "--stages 4 --link-delay 1-2", "expected I-J:DELAY, e.g. 3-4:30ms"},
+           {base + "--stages 4 --link-delay 1-2:-3ms", "must not be negative"},
+           {base + "--stages 4 --memory-microbatches -1", "--memory-microbatches must be >= 0"},
+           {"pipeline --stages 4 --microbatches 8 --forward 10ms,5ms --backward 20ms",
+            "--forward has 2 times for 4 stages"},
+           {"pipeline --stages 4 --microbatches 8 --forward 10ms", "--backward is required"},
+           {"pipeline --stages 4 --microbatches 8 --forward 0ms --backward 1ms",
+            "--forward times must be positive"},
+       }) {
+    const CliResult result = RunCli(args);
+    EXPECT_NE(result.exit_code, 0) << args;
+    EXPECT_THAT(result.err, HasSubstr(message)) << args;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_EQ(result.out, "") << args;
+  }
+}
+
 TEST(CliTest, HelpPrintsUsageAndSucceeds) {
   CliResult result = RunCli("--help");
   EXPECT_EQ(result.exit_code, 0);

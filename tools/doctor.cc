@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -100,7 +101,17 @@ bool CheckGpuStack(Report& report, bool asked) {
   }
   const LibraryFound nccl = ProbeNccl();
   if (nccl.found) {
-    report.Line(Verdict::kOk, absl::StrCat("nccl: NCCL ", nccl.version, " (", nccl.path, ")"));
+    // The preload resolves newer entry points (ncclCommShrink, ncclCommRevoke) when present, but
+    // it is built and tested against 2.28.
+    std::vector<int> parts;
+    for (absl::string_view part : absl::StrSplit(nccl.version, '.')) {
+      int number = 0;
+      parts.push_back(absl::SimpleAtoi(part, &number) ? number : 0);
+    }
+    const bool old = parts.size() >= 2 && (parts[0] < 2 || (parts[0] == 2 && parts[1] < 28));
+    report.Line(old ? Verdict::kWarn : Verdict::kOk,
+                absl::StrCat("nccl: NCCL ", nccl.version, " (", nccl.path, ")",
+                             old ? "; older than 2.28, which stragglar is tested against" : ""));
   } else {
     // Not a failure: jobs often bring their own NCCL (PyTorch's wheel), which the preload finds.
     report.Line(Verdict::kWarn,

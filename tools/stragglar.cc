@@ -1,6 +1,7 @@
-// The `stragglar` command line: plan, sim, verify, rounds. Flags are absl flags shared by all
-// subcommands; each subcommand rejects the flags that do not apply to it, so a typo never passes
-// silently. Every error is one line on stderr and a non-zero exit.
+// The `stragglar` command line: plan, sim, verify, rounds, run, replay, scenarios, pipeline,
+// doctor. Flags are absl flags shared by all subcommands; each subcommand rejects the flags that do
+// not apply to it, so a typo never passes silently. Every error is one line on stderr and a
+// non-zero exit.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -38,7 +39,9 @@
 #include "runtime/replay.h"
 #include "runtime/scenarios.h"
 #include "runtime/version.h"
+#include "tools/cli_args.h"
 #include "tools/doctor.h"
+#include "tools/pipeline_command.h"
 #include "tools/run_job.h"
 #include "tools/text_reports.h"
 
@@ -81,6 +84,14 @@ ABSL_FLAG(uint64_t, seed, 1, "run: seed of the compute-time and delay draws");
 ABSL_FLAG(std::string, preload, "any",
           "doctor: the preload the verdict is about: nccl, mpi or any (at least one works)");
 ABSL_FLAG(int, local_ranks, 8, "doctor: ranks per node (the metrics ports checked)");
+ABSL_FLAG(std::optional<int>, stages, std::nullopt, "pipeline: number of pipeline stages");
+ABSL_FLAG(std::optional<int>, microbatches, std::nullopt, "pipeline: micro-batches per iteration");
+ABSL_FLAG(std::string, forward, "", "pipeline: forward time, or one per stage (10ms,12ms,...)");
+ABSL_FLAG(std::string, backward, "", "pipeline: backward time, or one per stage");
+ABSL_FLAG(std::vector<std::string>, link_delay, {},
+          "pipeline: I-J:DELAY, a slow link between adjacent stages (repeatable)");
+ABSL_FLAG(int, memory_microbatches, 0,
+          "pipeline: activations a stage can hold, in micro-batches (0: unlimited)");
 ABSL_FLAG(std::string, exchange, "immediate",
           "replay: how the job exchanged epochs: immediate (stragglar run, the MPI preload) or "
           "deferred (the NCCL preload, whose decisions lag its measurements by an epoch)");
@@ -105,6 +116,8 @@ usage:
                 [--metrics-port P] [--metrics-addr A] [--metrics-hold 0s]
   stragglar replay --trace FILE|- [--epoch-calls 32] [--exchange immediate|deferred] [--alpha 3us]
                    [--bandwidth 450GiB/s] [--json]
+  stragglar pipeline --stages S --microbatches M --forward 10ms[,...] --backward 20ms[,...]
+                     [--link-delay I-J:DELAY ...] [--memory-microbatches K] [--json]
   stragglar doctor [--preload nccl|mpi|any] [--local-ranks 8]
   stragglar --version
   stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
@@ -559,6 +572,17 @@ absl::Status RunScenarios() {
   return absl::OkStatus();
 }
 
+absl::Status RunPipelineCommand() {
+  return RunPipeline({.stages = absl::GetFlag(FLAGS_stages),
+                      .microbatches = absl::GetFlag(FLAGS_microbatches),
+                      .forward = absl::GetFlag(FLAGS_forward),
+                      .backward = absl::GetFlag(FLAGS_backward),
+                      .link_delays = absl::GetFlag(FLAGS_link_delay),
+                      .memory_microbatches = absl::GetFlag(FLAGS_memory_microbatches),
+                      .json = absl::GetFlag(FLAGS_json)},
+                     std::cout);
+}
+
 absl::Status RunDoctorCommand() {
   absl::StatusOr<int> status = RunDoctor(
       {.preload = absl::GetFlag(FLAGS_preload), .local_ranks = absl::GetFlag(FLAGS_local_ranks)},
@@ -589,6 +613,10 @@ const std::vector<Command>& Commands() {
        {"calls", "noise_calls", "seed", "epoch_calls", "ranks", "bytes", "alpha", "bandwidth",
         "json"},
        RunScenarios},
+      {"pipeline",
+       {"stages", "microbatches", "forward", "backward", "link_delay", "memory_microbatches",
+        "json"},
+       RunPipelineCommand},
       {"doctor", {"preload", "local_ranks"}, RunDoctorCommand},
   };
   return commands;
@@ -640,7 +668,9 @@ int Main(int argc, char** argv) {
   // absl sees "stragglar <command>" as the program name and parses the rest; it exits with a
   // message naming the flag on malformed values and unknown flags.
   std::vector<std::string> storage = {absl::StrCat(argv[0], " ", name)};
-  for (int i = 2; i < argc; ++i) storage.push_back(NormalizeFlagName(argv[i]));
+  for (std::string& arg : NormalizedArguments(argc, argv, 2, {"link_delay"})) {
+    storage.push_back(std::move(arg));
+  }
   std::vector<char*> args;
   for (std::string& arg : storage) args.push_back(arg.data());
   std::vector<char*> positional =

@@ -1,0 +1,29 @@
+// `stragglar pipeline`: what adapting a pipeline's 1F1B warm-up counts to slow links would buy,
+// by simulation (policy/pipeline_schedule.h, policy/pipeline_search.h): the default counts,
+// PipeMorph's closed-form adapted counts, and the best counts the search finds under the memory
+// limit, each with its iteration time, bubble fraction and speedup over the default.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace stragglar {
+
+struct PipelineArgs {
+  std::optional<int> stages;
+  std::optional<int> microbatches;
+  std::string forward;                   // "10ms", or one value per stage: "10ms,12ms,..."
+  std::string backward;                  // likewise
+  std::vector<std::string> link_delays;  // "I-J:DELAY", J = I + 1 (either order)
+  int memory_microbatches = 0;           // activations a stage can hold; 0: unlimited
+  bool json = false;
+};
+
+// Prints the comparison to `out`; InvalidArgument naming the bad flag or value.
+absl::Status RunPipeline(const PipelineArgs& args, std::ostream& out);
+
+}  // namespace stragglar
