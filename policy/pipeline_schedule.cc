@@ -10,26 +10,6 @@ namespace {
 
 bool BadTime(double seconds) { return !std::isfinite(seconds) || seconds < 0; }
 
-// One op of a stage's order: a forward or a backward of micro-batch `microbatch`.
-struct Op {
-  bool forward;
-  int microbatch;
-};
-
-// w forwards, then backward and forward alternately while forwards remain, then the backwards.
-std::vector<Op> StageOrder(int microbatches, int warmup) {
-  std::vector<Op> order;
-  order.reserve(2 * microbatches);
-  int forwards = 0, backwards = 0;
-  while (forwards < warmup) order.push_back({true, forwards++});
-  while (forwards < microbatches) {
-    order.push_back({false, backwards++});
-    order.push_back({true, forwards++});
-  }
-  while (backwards < microbatches) order.push_back({false, backwards++});
-  return order;
-}
-
 std::vector<int> Capped(std::vector<int> warmup, const PipelineSpec& spec, int memory) {
   for (int& w : warmup) {
     w = std::min(w, spec.microbatches);
@@ -40,6 +20,19 @@ std::vector<int> Capped(std::vector<int> warmup, const PipelineSpec& spec, int m
 }
 
 }  // namespace
+
+std::vector<PipelineOp> StageOrder(int microbatches, int warmup) {
+  std::vector<PipelineOp> order;
+  order.reserve(2 * microbatches);
+  int forwards = 0, backwards = 0;
+  while (forwards < warmup) order.push_back({true, forwards++});
+  while (forwards < microbatches) {
+    order.push_back({false, backwards++});
+    order.push_back({true, forwards++});
+  }
+  while (backwards < microbatches) order.push_back({false, backwards++});
+  return order;
+}
 
 absl::Status ValidatePipelineSpec(const PipelineSpec& spec) {
   const int stages = spec.stages();
@@ -90,7 +83,7 @@ absl::StatusOr<PipelineTiming> SimulatePipeline(const PipelineSpec& spec,
           " forwards but stage ", i, " runs only ", warmup[i], " before its first backward"));
     }
   }
-  std::vector<std::vector<Op>> order(stages);
+  std::vector<std::vector<PipelineOp>> order(stages);
   for (int i = 0; i < stages; ++i) order[i] = StageOrder(microbatches, warmup[i]);
   // end[i][m]: when F(i, m) (forward_end) or B(i, m) (backward_end) ends; < 0 while not run.
   std::vector<std::vector<double>> forward_end(stages, std::vector<double>(microbatches, -1));
@@ -103,7 +96,7 @@ absl::StatusOr<PipelineTiming> SimulatePipeline(const PipelineSpec& spec,
     progressed = false;
     for (int i = 0; i < stages; ++i) {
       for (; next[i] < order[i].size(); ++next[i]) {
-        const Op op = order[i][next[i]];
+        const PipelineOp op = order[i][next[i]];
         double ready = 0;
         if (op.forward && i > 0) {
           const double input = forward_end[i - 1][op.microbatch];
@@ -146,12 +139,11 @@ std::vector<int> AdaptedWarmup(const PipelineSpec& spec, int memory_microbatches
   std::vector<int> warmup(stages, 1);
   for (int i = stages - 2; i >= 0; --i) {
     const double forward = spec.forward_s[i];
-    const int absorb =
-        spec.link_delay_s[i] <= 0 ? 0
-        : forward > 0             ? static_cast<int>(std::ceil(spec.link_delay_s[i] / forward))
-                                  : spec.microbatches;
-    warmup[i] = static_cast<int>(
-        std::min<int64_t>(int64_t{warmup[i + 1]} + absorb + 2, spec.microbatches));
+    const int absorb = spec.link_delay_s[i] <= 0 ? 0
+                       : forward > 0 ? static_cast<int>(std::ceil(spec.link_delay_s[i] / forward))
+                                     : spec.microbatches;
+    warmup[i] =
+        static_cast<int>(std::min<int64_t>(int64_t{warmup[i + 1]} + absorb + 2, spec.microbatches));
   }
   // The memory cap keeps 1F1B's spacing: stage i holds at most K - i, one more than the stage
   // after it. Capping every stage at K flat would give two neighbours the same count, and a stage

@@ -37,6 +37,15 @@ struct PipelineTiming {
   std::vector<double> finish_s;  // per stage, when its last backward ends
 };
 
+// One op of a stage's 1F1B order: a forward or a backward of micro-batch `microbatch`.
+struct PipelineOp {
+  bool forward = true;
+  int microbatch = 0;
+};
+// Stage order with `warmup` forwards before the first backward: those forwards, then backward and
+// forward alternately while forwards remain, then the remaining backwards.
+std::vector<PipelineOp> StageOrder(int microbatches, int warmup);
+
 // Simulates one iteration with warm-up counts `warmup` (one per stage, each in [1, microbatches]).
 // InvalidArgument for a bad spec or count; FailedPrecondition when the counts deadlock (a stage
 // needs more forwards from the stage before it than that stage runs before its own first

@@ -1,17 +1,14 @@
 #include "runtime/state_file.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "runtime/atomic_file.h"
 
 namespace stragglar {
 namespace {
@@ -117,29 +114,10 @@ absl::Status SaveState(const std::string& path, const LearnedState& state) {
        state.straggler.has_value() ? nlohmann::json(*state.straggler) : nlohmann::json(nullptr)},
       {"calibration", state.calibration.ToJson()},
   };
-  // Write beside the target, flush it to disk, and rename: a reader (or a crash) sees the old file
-  // or the new one, never half of one. The counter keeps two savers in one process apart.
-  static std::atomic<int64_t> saves{0};
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid(), ".", saves++);
   // Replace bytes that are not UTF-8 (a strange hostname) instead of throwing.
   const std::string text =
       json.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  FILE* file = std::fopen(temporary.c_str(), "w");
-  bool written = file != nullptr && std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  written = file != nullptr && std::fflush(file) == 0 && fsync(fileno(file)) == 0 && written;
-  const std::string reason = std::strerror(errno);
-  if (file != nullptr && std::fclose(file) != 0) written = false;
-  if (!written) {
-    std::remove(temporary.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot write the state file ", path, ": ", reason));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot replace the state file ", path, ": ", reason));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, text, "state file");
 }
 
 }  // namespace stragglar

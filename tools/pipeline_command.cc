@@ -1,7 +1,10 @@
 #include "tools/pipeline_command.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <memory>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -9,10 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "exporters/build_info.h"
+#include "exporters/prometheus_exporter.h"
 #include "exporters/units.h"
 #include "nlohmann/json.hpp"
 #include "policy/pipeline_schedule.h"
 #include "policy/pipeline_search.h"
+#include "runtime/version.h"
+#include "tools/pipeline_job.h"
 
 namespace stragglar {
 namespace {
@@ -155,6 +162,61 @@ absl::Status RunPipeline(const PipelineArgs& args, std::ostream& out) {
   json["best"]["evaluated"] = search->evaluated;
   json["lower_bound_s"] = PipelineLowerBound(*spec);
   out << json.dump(2) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunPipelineJobCommand(const PipelineArgs& args, const PipelineRunArgs& run,
+                                   std::ostream& out) {
+  absl::StatusOr<PipelineSpec> spec = SpecFrom(args);
+  if (!spec.ok()) return spec.status();
+  const int iterations = run.iterations.value_or(16);
+  if (iterations < 1 || iterations > 100000) {
+    return Bad(absl::StrCat("--iterations must be in [1, 100000], got ", iterations));
+  }
+  PipelineJobOptions options{.spec = *std::move(spec),
+                             .memory_microbatches = args.memory_microbatches,
+                             .iterations = iterations,
+                             .delay_from = run.delay_from,
+                             .activation_bytes = run.activation_bytes,
+                             .apply_advice = run.apply_advice,
+                             .advice_file = run.advice_file};
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<MetricsServer> server;
+  if (run.metrics_port.has_value()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+        MetricsServer::Start(run.metrics_address, *run.metrics_port, registry);
+    if (!started.ok()) return started.status();
+    server = *std::move(started);
+    ExportBuildInfo(*registry, {.version = std::string(StragglarVersion()), .backend = "host"});
+    options.metrics = registry.get();
+    out << "metrics: http://" << server->endpoint() << "/metrics\n";
+  }
+  absl::StatusOr<PipelineJobReport> report = RunPipelineJob(options, out);
+  if (!report.ok()) return report.status();
+  // Before the delay, with it under 1F1B's counts, and with the advice applied.
+  double healthy = 0, slow = 0, advised = 0;
+  int healthy_n = 0, slow_n = 0, advised_n = 0;
+  const std::vector<int> first = report->warmup.front();
+  for (int i = 0; i < iterations; ++i) {
+    const double seconds = report->iteration_s[i];
+    if (i + 1 < run.delay_from) {
+      healthy += seconds, ++healthy_n;
+    } else if (report->warmup[i] == first) {
+      slow += seconds, ++slow_n;
+    } else {
+      advised += seconds, ++advised_n;
+    }
+  }
+  const auto mean = [](double sum, int n) { return n > 0 ? FormatSeconds(sum / n) : "-"; };
+  out << "mean iteration: " << mean(healthy, healthy_n) << " healthy, " << mean(slow, slow_n)
+      << " with the slow link"
+      << (advised_n > 0 ? ", " + mean(advised, advised_n) + " advised" : "") << "\n";
+  if (!report->advice.has_value()) out << "no slow link named\n";
+  if (server != nullptr && run.metrics_hold_s > 0) {
+    out << "metrics: serving the final values for " << FormatSeconds(run.metrics_hold_s) << "\n"
+        << std::flush;
+    std::this_thread::sleep_for(std::chrono::duration<double>(run.metrics_hold_s));
+  }
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 // limit, each with its iteration time, bubble fraction and speedup over the default.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -25,5 +26,20 @@ struct PipelineArgs {
 
 // Prints the comparison to `out`; InvalidArgument naming the bad flag or value.
 absl::Status RunPipeline(const PipelineArgs& args, std::ostream& out);
+
+// `stragglar pipeline-run`: the emulated job (tools/pipeline_job.h) on the pipeline the
+// `stragglar pipeline` flags describe.
+struct PipelineRunArgs {
+  std::optional<int> iterations;  // default 16
+  int delay_from = 3;             // the iteration the link delays start with
+  int64_t activation_bytes = 16 << 20;
+  std::string advice_file;
+  bool apply_advice = false;
+  std::optional<int> metrics_port;  // serve metrics (0: any free port)
+  std::string metrics_address = "127.0.0.1";
+  double metrics_hold_s = 0;  // keep serving after the last iteration
+};
+absl::Status RunPipelineJobCommand(const PipelineArgs& args, const PipelineRunArgs& run,
+                                   std::ostream& out);
 
 }  // namespace stragglar

@@ -44,6 +44,7 @@
 #include "tools/pipeline_command.h"
 #include "tools/run_job.h"
 #include "tools/text_reports.h"
+#include "tools/usage.h"
 
 ABSL_FLAG(std::string, algorithm, "", "plan: ring, halving-doubling or stragglar");
 ABSL_FLAG(std::optional<int>, ranks, std::nullopt, "number of ranks (>= 2)");
@@ -92,6 +93,10 @@ ABSL_FLAG(std::vector<std::string>, link_delay, {},
           "pipeline: I-J:DELAY, a slow link between adjacent stages (repeatable)");
 ABSL_FLAG(int, memory_microbatches, 0,
           "pipeline: activations a stage can hold, in micro-batches (0: unlimited)");
+ABSL_FLAG(std::string, advice_file, "",
+          "pipeline-run: write the advisor's warm-up counts to this JSON file");
+ABSL_FLAG(bool, apply_advice, false, "pipeline-run: run the advised counts once there are any");
+ABSL_FLAG(int, delay_from, 3, "pipeline-run: the iteration the link delays start with");
 ABSL_FLAG(std::string, exchange, "immediate",
           "replay: how the job exchanged epochs: immediate (stragglar run, the MPI preload) or "
           "deferred (the NCCL preload, whose decisions lag its measurements by an epoch)");
@@ -101,30 +106,6 @@ ABSL_FLAG(int, epoch_calls, 32,
 
 namespace stragglar {
 namespace {
-
-constexpr char kUsage[] = R"(stragglar: AllReduce plans for a persistent straggler
-
-usage:
-  stragglar plan --algorithm ring|halving-doubling|stragglar --ranks N [--straggler S] [--json]
-  stragglar sim --ranks N --bytes SIZE [--alpha 3us] [--bandwidth 450GiB/s] [--delay D]
-                [--straggler S] [--algorithms ring,halving-doubling,stragglar] [--json]
-  stragglar verify --plan FILE|-
-  stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
-  stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
-                [--dtype float32] [--seed 1] [--epoch-calls 32] [--algorithms ring,stragglar]
-                [--summary-json FILE] [--trace FILE] [--trace-json FILE]
-                [--metrics-port P] [--metrics-addr A] [--metrics-hold 0s]
-  stragglar replay --trace FILE|- [--epoch-calls 32] [--exchange immediate|deferred] [--alpha 3us]
-                   [--bandwidth 450GiB/s] [--json]
-  stragglar pipeline --stages S --microbatches M --forward 10ms[,...] --backward 20ms[,...]
-                     [--link-delay I-J:DELAY ...] [--memory-microbatches K] [--json]
-  stragglar doctor [--preload nccl|mpi|any] [--local-ranks 8]
-  stragglar --version
-  stragglar scenarios [--calls 20000] [--noise-calls 100000] [--epoch-calls 32] [--seed 1]
-                      [--ranks 8] [--bytes 256MiB] [--alpha 3us] [--bandwidth 450GiB/s] [--json]
-
-Sizes accept B, KiB, MiB, GiB (and KB, MB, GB); times accept ns, us, ms, s.
-)";
 
 struct Command {
   absl::string_view name;
@@ -159,39 +140,6 @@ absl::StatusOr<int> StragglerFlag(int num_ranks) {
 
 void PrintJson(const nlohmann::json& json) { std::cout << json.dump(2) << "\n"; }
 
-std::string DescribeTransfer(const Transfer& transfer) {
-  return absl::StrCat(transfer.src, "->", transfer.dst, " ",
-                      transfer.op == TransferOp::kReduce ? "+" : "", "c",
-                      absl::StrJoin(transfer.chunks, ","));
-}
-
-void PrintPlanTable(const Plan& plan) {
-  std::cout << absl::StrFormat("%s plan: %d ranks, %d chunks", AlgorithmName(plan.algorithm),
-                               plan.num_ranks, plan.num_chunks);
-  if (plan.straggler.has_value()) {
-    std::cout << absl::StrFormat(
-        ", straggler %d\nrounds: %d (%d pre-arrival, %d post-arrival; "
-        "lower bound %d)\n",
-        *plan.straggler, plan.num_rounds(), plan.pre_arrival_rounds, plan.post_arrival_rounds(),
-        StragglarRoundLowerBound(plan.num_ranks));
-  } else {
-    std::cout << absl::StrFormat("\nrounds: %d\n", plan.num_rounds());
-  }
-  std::cout << "notation: a->b +cK adds chunk K of rank a into rank b; a->b cK copies it\n\n";
-  std::cout << absl::StrFormat("%5s  %-5s  %s\n", "round", "phase", "transfers");
-  for (int r = 0; r < plan.num_rounds(); ++r) {
-    std::vector<std::string> transfers;
-    for (const Transfer& transfer : plan.rounds[r].transfers) {
-      transfers.push_back(DescribeTransfer(transfer));
-    }
-    std::cout << absl::StrFormat("%5d  %-5s  %s\n", r,
-                                 !plan.straggler.has_value()   ? ""
-                                 : r < plan.pre_arrival_rounds ? "pre"
-                                                               : "post",
-                                 absl::StrJoin(transfers, "  "));
-  }
-}
-
 absl::Status RunPlan() {
   const std::string algorithm_name = absl::GetFlag(FLAGS_algorithm);
   if (algorithm_name.empty()) return Usage("--algorithm is required");
@@ -218,7 +166,7 @@ absl::Status RunPlan() {
   if (absl::GetFlag(FLAGS_json)) {
     PrintJson(PlanToJson(*plan));
   } else {
-    PrintPlanTable(*plan);
+    PrintPlanTable(*plan, std::cout);
   }
   return absl::OkStatus();
 }
@@ -433,6 +381,23 @@ absl::Status RunRounds() {
   return absl::OkStatus();
 }
 
+// --metrics-port and --metrics-addr, over STRAGGLAR_METRICS_PORT and STRAGGLAR_METRICS_ADDR (one
+// process: local rank 0); nullopt when neither sets a port.
+absl::StatusOr<std::optional<MetricsEndpoint>> MetricsEndpointFromFlags() {
+  std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(0, std::cerr);
+  if (std::optional<int> port = absl::GetFlag(FLAGS_metrics_port); port.has_value()) {
+    if (*port < 0 || *port > 65535) {
+      return Usage(absl::StrCat("--metrics-port must be in [0, 65535], got ", *port));
+    }
+    if (!endpoint.has_value()) endpoint.emplace();
+    endpoint->port = *port;
+  }
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_addr); !address.empty()) {
+    if (endpoint.has_value()) endpoint->address = address;
+  }
+  return endpoint;
+}
+
 absl::Status RunRun() {
   RunOptions options;
   options.ranks = absl::GetFlag(FLAGS_ranks).value_or(options.ranks);
@@ -465,21 +430,11 @@ absl::Status RunRun() {
     options.candidates = *algorithms;
   }
   options.state_file = StateFileFromEnv();
-  // Flags win over the environment the preload library reads (one process: local rank 0).
-  std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(0, std::cerr);
-  if (std::optional<int> port = absl::GetFlag(FLAGS_metrics_port); port.has_value()) {
-    if (*port < 0 || *port > 65535) {
-      return Usage(absl::StrCat("--metrics-port must be in [0, 65535], got ", *port));
-    }
-    if (!endpoint.has_value()) endpoint.emplace();
-    endpoint->port = *port;
-  }
-  if (endpoint.has_value()) {
-    options.metrics_port = endpoint->port;
-    options.metrics_address = endpoint->address;
-  }
-  if (const std::string address = absl::GetFlag(FLAGS_metrics_addr); !address.empty()) {
-    options.metrics_address = address;
+  absl::StatusOr<std::optional<MetricsEndpoint>> endpoint = MetricsEndpointFromFlags();
+  if (!endpoint.ok()) return endpoint.status();
+  if (endpoint->has_value()) {
+    options.metrics_port = (*endpoint)->port;
+    options.metrics_address = (*endpoint)->address;
   }
   options.metrics_hold_s = absl::GetFlag(FLAGS_metrics_hold).value;
   absl::StatusOr<nlohmann::json> summary = RunJob(options, std::cout);
@@ -572,15 +527,33 @@ absl::Status RunScenarios() {
   return absl::OkStatus();
 }
 
-absl::Status RunPipelineCommand() {
-  return RunPipeline({.stages = absl::GetFlag(FLAGS_stages),
-                      .microbatches = absl::GetFlag(FLAGS_microbatches),
-                      .forward = absl::GetFlag(FLAGS_forward),
-                      .backward = absl::GetFlag(FLAGS_backward),
-                      .link_delays = absl::GetFlag(FLAGS_link_delay),
-                      .memory_microbatches = absl::GetFlag(FLAGS_memory_microbatches),
-                      .json = absl::GetFlag(FLAGS_json)},
-                     std::cout);
+PipelineArgs PipelineArgsFromFlags() {
+  return {.stages = absl::GetFlag(FLAGS_stages),
+          .microbatches = absl::GetFlag(FLAGS_microbatches),
+          .forward = absl::GetFlag(FLAGS_forward),
+          .backward = absl::GetFlag(FLAGS_backward),
+          .link_delays = absl::GetFlag(FLAGS_link_delay),
+          .memory_microbatches = absl::GetFlag(FLAGS_memory_microbatches),
+          .json = absl::GetFlag(FLAGS_json)};
+}
+
+absl::Status RunPipelineCommand() { return RunPipeline(PipelineArgsFromFlags(), std::cout); }
+
+absl::Status RunPipelineRunCommand() {
+  absl::StatusOr<std::optional<MetricsEndpoint>> endpoint = MetricsEndpointFromFlags();
+  if (!endpoint.ok()) return endpoint.status();
+  PipelineRunArgs run{.iterations = absl::GetFlag(FLAGS_iterations),
+                      .delay_from = absl::GetFlag(FLAGS_delay_from),
+                      .advice_file = absl::GetFlag(FLAGS_advice_file),
+                      .apply_advice = absl::GetFlag(FLAGS_apply_advice),
+                      .metrics_hold_s = absl::GetFlag(FLAGS_metrics_hold).value};
+  if (std::optional<ByteSize> bytes = absl::GetFlag(FLAGS_bytes))
+    run.activation_bytes = bytes->bytes;
+  if (endpoint->has_value()) {
+    run.metrics_port = (*endpoint)->port;
+    run.metrics_address = (*endpoint)->address;
+  }
+  return RunPipelineJobCommand(PipelineArgsFromFlags(), run, std::cout);
 }
 
 absl::Status RunDoctorCommand() {
@@ -617,6 +590,11 @@ const std::vector<Command>& Commands() {
        {"stages", "microbatches", "forward", "backward", "link_delay", "memory_microbatches",
         "json"},
        RunPipelineCommand},
+      {"pipeline-run",
+       {"stages", "microbatches", "forward", "backward", "link_delay", "memory_microbatches",
+        "iterations", "delay_from", "bytes", "advice_file", "apply_advice", "metrics_port",
+        "metrics_addr", "metrics_hold"},
+       RunPipelineRunCommand},
       {"doctor", {"preload", "local_ranks"}, RunDoctorCommand},
   };
   return commands;

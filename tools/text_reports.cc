@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
+#include "kernels/stragglar_schedule.h"
 
 namespace stragglar {
 
@@ -99,6 +100,43 @@ void PrintScenarioReport(const nlohmann::json& report, const SuiteConfig& config
                          report["targets_met"].get<bool>() ? "met" : "NOT met:");
   for (const nlohmann::json& failure : report["failures"]) {
     out << "  " << failure.get<std::string>() << "\n";
+  }
+}
+
+namespace {
+
+std::string DescribeTransfer(const Transfer& transfer) {
+  return absl::StrCat(transfer.src, "->", transfer.dst, " ",
+                      transfer.op == TransferOp::kReduce ? "+" : "", "c",
+                      absl::StrJoin(transfer.chunks, ","));
+}
+
+}  // namespace
+
+void PrintPlanTable(const Plan& plan, std::ostream& out) {
+  out << absl::StrFormat("%s plan: %d ranks, %d chunks", AlgorithmName(plan.algorithm),
+                         plan.num_ranks, plan.num_chunks);
+  if (plan.straggler.has_value()) {
+    out << absl::StrFormat(
+        ", straggler %d\nrounds: %d (%d pre-arrival, %d post-arrival; "
+        "lower bound %d)\n",
+        *plan.straggler, plan.num_rounds(), plan.pre_arrival_rounds, plan.post_arrival_rounds(),
+        StragglarRoundLowerBound(plan.num_ranks));
+  } else {
+    out << absl::StrFormat("\nrounds: %d\n", plan.num_rounds());
+  }
+  out << "notation: a->b +cK adds chunk K of rank a into rank b; a->b cK copies it\n\n";
+  out << absl::StrFormat("%5s  %-5s  %s\n", "round", "phase", "transfers");
+  for (int r = 0; r < plan.num_rounds(); ++r) {
+    std::vector<std::string> transfers;
+    for (const Transfer& transfer : plan.rounds[r].transfers) {
+      transfers.push_back(DescribeTransfer(transfer));
+    }
+    out << absl::StrFormat("%5d  %-5s  %s\n", r,
+                           !plan.straggler.has_value()   ? ""
+                           : r < plan.pre_arrival_rounds ? "pre"
+                                                         : "post",
+                           absl::StrJoin(transfers, "  "));
   }
 }
 

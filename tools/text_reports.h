@@ -1,14 +1,18 @@
-// The tables `stragglar replay` and `stragglar scenarios` print from their JSON reports.
+// The tables `stragglar plan`, `stragglar replay` and `stragglar scenarios` print.
 #pragma once
 
 #include <ostream>
 #include <string>
 
+#include "kernels/plan.h"
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
 #include "runtime/scenarios.h"
 
 namespace stragglar {
+
+// A plan round by round (`a->b +cK` adds chunk K of rank a into rank b, `a->b cK` copies it).
+void PrintPlanTable(const Plan& plan, std::ostream& out);
 
 // ReplayTrace's report of the trace at `path`, priced with `link`.
 void PrintReplayReport(const nlohmann::json& report, const std::string& path, const LinkModel& link,
