@@ -110,6 +110,9 @@ absl::StatusOr<PipelineTiming> SimulatePipeline(const PipelineSpec& spec,
         const double start = std::max(free_at[i], ready);
         free_at[i] = start + (op.forward ? spec.forward_s[i] : spec.backward_s[i]);
         (op.forward ? forward_end : backward_end)[i][op.microbatch] = free_at[i];
+        // The op's output leaves over link (i, i+1) forward or (i-1, i) backward, if any.
+        const int link = op.forward ? (i + 1 < stages ? i : -1) : i - 1;
+        if (spec.blocking_sends && link >= 0) free_at[i] += spec.link_delay_s[link];
         progressed = true;
       }
     }

@@ -5,8 +5,10 @@
 //   - stage i runs its ops one at a time in this order: w_i forwards, then backward and forward
 //     alternately while forwards remain, then the remaining backwards;
 //   - F(i, m) needs F(i-1, m)'s activation, B(i, m) needs B(i+1, m)'s gradient; a transfer over
-//     link (i, i+1) takes that link's delay, in both directions, and does not occupy either stage
-//     (no head-of-line blocking: docs/pipeline.md says what that leaves out);
+//     link (i, i+1) takes that link's delay, in both directions. By default it does not occupy
+//     either stage (communication off the compute's way); with `blocking_sends` the sender's
+//     stage is held until its send has arrived, as an NCCL send on the compute stream holds the
+//     kernels behind it (head-of-line blocking, docs/pipeline.md);
 //   - w_i forwards before the first backward keep w_i activations alive at stage i, its peak.
 #pragma once
 
@@ -23,6 +25,7 @@ struct PipelineSpec {
   std::vector<double> forward_s;     // per stage; its size is the number of stages (>= 2)
   std::vector<double> backward_s;    // per stage
   std::vector<double> link_delay_s;  // per link (i, i+1): stages - 1 entries
+  bool blocking_sends = false;       // a send holds its stage until it has arrived
 
   int stages() const { return static_cast<int>(forward_s.size()); }
 };

@@ -105,11 +105,14 @@ class EnvReader {
 
 absl::Span<const absl::string_view> PreloadVariableNames() {
   static constexpr absl::string_view kNames[] = {
-      "STRAGGLAR_ALGORITHM",    "STRAGGLAR_DEBUG",        "STRAGGLAR_EPOCH_CALLS",
-      "STRAGGLAR_METRICS_ADDR", "STRAGGLAR_METRICS_PORT", "STRAGGLAR_MIN_BYTES",
-      "STRAGGLAR_MODE",         "STRAGGLAR_MPI_SEGMENT",  "STRAGGLAR_PIECES",
-      "STRAGGLAR_PRE_ARRIVAL",  "STRAGGLAR_PROFILER",     "STRAGGLAR_STATE_FILE",
-      "STRAGGLAR_STRAGGLER",    "STRAGGLAR_SUMMARY_FILE", "STRAGGLAR_TRACE_FILE"};
+      "STRAGGLAR_ALGORITHM",    "STRAGGLAR_DEBUG",
+      "STRAGGLAR_EPOCH_CALLS",  "STRAGGLAR_METRICS_ADDR",
+      "STRAGGLAR_METRICS_PORT", "STRAGGLAR_MIN_BYTES",
+      "STRAGGLAR_MODE",         "STRAGGLAR_MPI_SEGMENT",
+      "STRAGGLAR_PIECES",       "STRAGGLAR_PRE_ARRIVAL",
+      "STRAGGLAR_PROFILER",     "STRAGGLAR_STATE_FILE",
+      "STRAGGLAR_STRAGGLER",    "STRAGGLAR_SUMMARY_FILE",
+      "STRAGGLAR_TRACE_FILE",   "STRAGGLAR_PIPELINE_ADVICE_FILE"};
   return kNames;
 }
 
@@ -182,12 +185,9 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
 
   // Paths are taken verbatim: whitespace may be part of a file name.
   config.state_file = StateFileFromEnv(getenv);
-  if (std::optional<std::string> value = env.Raw("STRAGGLAR_TRACE_FILE")) {
-    config.trace_file = *value;
-  }
-  if (std::optional<std::string> value = env.Raw("STRAGGLAR_SUMMARY_FILE")) {
-    config.summary_file = *value;
-  }
+  config.trace_file = env.Raw("STRAGGLAR_TRACE_FILE").value_or("");
+  config.summary_file = env.Raw("STRAGGLAR_SUMMARY_FILE").value_or("");
+  config.pipeline_advice_file = env.Raw("STRAGGLAR_PIPELINE_ADVICE_FILE").value_or("");
 
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_ALGORITHM")) {
     bool found = false;
@@ -323,6 +323,9 @@ std::string DescribeConfig(const PreloadConfig& config) {
                     TraceFileIsJson(config.trace_file) ? " (Perfetto JSON)" : " (CSV)");
   }
   if (!config.summary_file.empty()) absl::StrAppend(&text, ", summary ", config.summary_file);
+  if (!config.pipeline_advice_file.empty()) {
+    absl::StrAppend(&text, ", pipeline advice ", config.pipeline_advice_file);
+  }
   return text;
 }
 

@@ -23,6 +23,9 @@ struct PreloadConfig {
   std::string state_file;            // STRAGGLAR_STATE_FILE (any non-empty path)
   std::string trace_file;    // STRAGGLAR_TRACE_FILE (".json" suffix: Perfetto JSON, else CSV)
   std::string summary_file;  // STRAGGLAR_SUMMARY_FILE: end-of-run lag summary JSON
+  // STRAGGLAR_PIPELINE_ADVICE_FILE: where the pipeline advisor writes its warm-up counts
+  // (docs/pipeline.md), rewritten atomically; `stragglar pipeline-run` honours it.
+  std::string pipeline_advice_file;
   // STRAGGLAR_ALGORITHM=auto|native|ring|halving-doubling|stragglar (case-insensitive): a testing
   // and benchmark knob. auto (default): the policy decides; native: always the library's own
   // collective; the others: always that plan.

@@ -457,6 +457,48 @@ TEST(CliTest, PipelineRejectsBadInputInOneLine) {
   }
 }
 
+// `stragglar pipeline-run`: the emulated job names the slow link once its delay starts (the
+// transfers' times are the emulated link's, so the verdict does not depend on the machine's
+// noise) and writes the advice file; applied, the advice changes the counts the job runs.
+TEST(CliTest, PipelineRunNamesTheSlowLinkAndWritesAdvice) {
+  const std::string advice =
+      (std::filesystem::path(::testing::TempDir()) / absl::StrCat("advice-", getpid(), ".json"))
+          .string();
+  const CliResult result = RunCli(
+      "pipeline-run --stages 3 --microbatches 8 --forward 1ms --backward 2ms --link-delay 0-1:5ms "
+      "--iterations 8 --delay-from 3 --apply-advice --advice-file " +
+      advice);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_THAT(result.out, HasSubstr("iteration 1/8: "));
+  EXPECT_THAT(result.out, HasSubstr("mean iteration: "));
+  const nlohmann::json json = nlohmann::json::parse(ReadFile(advice));
+  EXPECT_EQ(json["slow_link"], nlohmann::json({{"src", 0}, {"dst", 1}}));
+  EXPECT_NEAR(json["delay_s"].get<double>(), 0.005, 1e-4);  // the baseline drifts up slowly
+  EXPECT_EQ(json["default_warmup"], nlohmann::json({3, 2, 1}));
+  EXPECT_GT(json["speedup"].get<double>(), 1.0);
+  // The healthy iterations name nothing: the first line with a slow link comes after the delay.
+  const size_t named = result.out.find("slow link 0->1");
+  ASSERT_NE(named, std::string::npos);
+  EXPECT_GT(named, result.out.find("iteration 3/8: "));
+  std::filesystem::remove(advice);
+}
+
+TEST(CliTest, PipelineRunRejectsBadInputInOneLine) {
+  const std::string base = "pipeline-run --stages 3 --microbatches 8 --forward 1ms --backward 2ms ";
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {base + "--iterations 0", "--iterations must be in [1, 100000], got 0"},
+           {base + "--json", "--json does not apply to 'stragglar pipeline-run'"},
+           {base + "--advice-file /nonexistent/dir/advice.json --link-delay 0-1:5ms "
+                   "--iterations 8",
+            "cannot write the advice file /nonexistent/dir/advice.json"},
+       }) {
+    const CliResult result = RunCli(args);
+    EXPECT_NE(result.exit_code, 0) << args;
+    EXPECT_THAT(result.err, HasSubstr(message)) << args;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+}
+
 TEST(CliTest, HelpPrintsUsageAndSucceeds) {
   CliResult result = RunCli("--help");
   EXPECT_EQ(result.exit_code, 0);

@@ -31,14 +31,22 @@ const std::filesystem::path kDashboardsDir = STRAGGLAR_DASHBOARDS_DIR;
 
 // The exporter's metric families (docs/architecture.md, "Prometheus metrics").
 constexpr const char* kScalarMetrics[] = {
-    "stragglar_collective_calls_total",      "stragglar_straggler_rank",
-    "stragglar_straggler_persistence_ratio", "stragglar_time_saved_seconds_total",
-    "stragglar_time_lost_seconds_total",     "stragglar_policy_switches_total",
+    "stragglar_collective_calls_total",
+    "stragglar_straggler_rank",
+    "stragglar_straggler_persistence_ratio",
+    "stragglar_time_saved_seconds_total",
+    "stragglar_time_lost_seconds_total",
+    "stragglar_policy_switches_total",
     "stragglar_wait_seconds_total",
+    // Pipeline links (exporters/pipeline_metrics.h).
+    "stragglar_link_delay_seconds",
+    "stragglar_slow_link",
+    "stragglar_pipeline_warmup_forwards",
 };
 constexpr const char* kHistogramMetrics[] = {
     "stragglar_collective_duration_seconds",
     "stragglar_arrival_lag_seconds",
+    "stragglar_link_transfer_seconds",
 };
 
 // The only variables an expression may use (an integration test substitutes them).

@@ -44,6 +44,20 @@ TEST(PipelineScheduleTest, MatchesSchedulesWorkedByHand) {
   EXPECT_EQ(PipelineLowerBound(spec), 11);  // stage 1: 1 + 1 in, 6 of work, 2 + 1 back
 }
 
+// The same with blocking sends: a stage is held by each of its sends until it arrives.
+//   stage 0 F0 [0,1] held to 2, F1 [2,3] held to 4; stage 1 F0 [2,3] B0 [3,5] held to 6,
+//   F1 [6,7] B1 [7,9] held to 10; stage 0 B0 [6,8] B1 [10,12]: 12.
+TEST(PipelineScheduleTest, BlockingSendsHoldTheSenderWorkedByHand) {
+  PipelineSpec spec = Uniform(2, 2, 1, 2);
+  spec.link_delay_s = {1};
+  spec.blocking_sends = true;
+  absl::StatusOr<PipelineTiming> timing = SimulatePipeline(spec, std::vector<int>{2, 1});
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_EQ(timing->iteration_s, 12);
+  EXPECT_THAT(timing->finish_s, ElementsAre(12, 10));
+  EXPECT_DOUBLE_EQ(timing->bubble_fraction, 1 - 12.0 / 24);  // held time is idle compute
+}
+
 // Without delays and with uniform stages, 1F1B and GPipe both take (M + S - 1)(f + b), with a
 // bubble fraction of (S - 1) / (M + S - 1), and the lower bound is exact.
 TEST(PipelineScheduleTest, UniformStagesWithoutDelaysMatchTheClosedForm) {

@@ -112,17 +112,84 @@ def wait_until(predicate, timeout_s, what):
     raise RuntimeError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def panel_targets(panels):
+def panel_targets(panels, row=""):
+    """(row title, panel title, expr) of every query; a panel belongs to the row before it."""
     for panel in panels:
-        yield from panel_targets(panel.get("panels", []))
+        if panel.get("type") == "row":
+            row = panel.get("title", "")
+        yield from panel_targets(panel.get("panels", []), row)
         for target in panel.get("targets", []):
             if target.get("expr"):
-                yield panel.get("title", "?"), target["expr"]
+                yield row, panel.get("title", "?"), target["expr"]
+
+
+# The dashboard row of pipeline parallelism's links: data only from a pipeline job.
+PIPELINE_ROW = "Pipeline links"
+# Its metrics -> labels every series must carry (besides comm and rank).
+PIPELINE_CONTRACT = {
+    "stragglar_link_transfer_seconds_bucket": ["src", "dst", "le"],
+    "stragglar_link_delay_seconds": ["src", "dst"],
+    "stragglar_slow_link": ["src", "dst"],
+    "stragglar_pipeline_warmup_forwards": ["stage"],
+}
+PIPELINE_STAGES = 4
+SLOW_LINK = ("1", "2")
 
 
 def substitute(expr, rate_interval="1m"):
     return (expr.replace("$__rate_interval", rate_interval).replace("${comm}", ".*")
             .replace("$comm", ".*"))
+
+
+def check_pipeline(prometheus, at, work, start, end):
+    """The link metrics of `stragglar pipeline-run`, the dashboard's pipeline row and the slow-link
+    alert, as Prometheus saw them."""
+    links = {(str(i), str(i + 1)) for i in range(PIPELINE_STAGES - 1)}
+    links |= {(b, a) for a, b in links}
+    for name, labels in PIPELINE_CONTRACT.items():
+        series = prometheus.query(name, at)
+        if not check(series, f"{name}: no series"):
+            continue
+        for each in series:
+            missing = [l for l in ["comm", "rank"] + labels if l not in each["metric"]]
+            check(not missing, f"{name}: series {each['metric']} lacks {missing}")
+        if "src" in labels:
+            seen = {(s["metric"].get("src"), s["metric"].get("dst")) for s in series}
+            check(seen == links, f"{name}: links {sorted(seen)}, expected {sorted(links)}")
+    slow = {(s["metric"]["src"], s["metric"]["dst"])
+            for s in prometheus.query("stragglar_slow_link == 1", at)}
+    check(slow == {SLOW_LINK}, f"slow links {slow}, expected {SLOW_LINK}")
+    delay = prometheus.query(
+        f'stragglar_link_delay_seconds{{src="{SLOW_LINK[0]}",dst="{SLOW_LINK[1]}"}}', at)
+    check(delay and abs(float(delay[0]["value"][1]) - 0.010) < 0.002,
+          f"the slow link's delay {delay}, expected about 10 ms")
+    with open(f"{work}/advice.json") as f:
+        advice = json.load(f)
+    check(advice["slow_link"] == {"src": int(SLOW_LINK[0]), "dst": int(SLOW_LINK[1])},
+          f"advice file's slow link {advice['slow_link']}")
+    warmup = {int(s["metric"]["stage"]): int(float(s["value"][1]))
+              for s in prometheus.query("stragglar_pipeline_warmup_forwards", at)}
+    check([warmup.get(i) for i in range(PIPELINE_STAGES)] == advice["warmup"],
+          f"warm-up gauges {warmup}, advice file {advice['warmup']}")
+    info = prometheus.query("stragglar_build_info", at)
+    check(len(info) == 1 and info[0]["metric"].get("backend") == "host", f"build info {info}")
+    with open(DASHBOARD) as f:
+        dashboard = json.load(f)
+    targets = [(t, e) for row, t, e in panel_targets(dashboard["panels"]) if row == PIPELINE_ROW]
+    check(targets, f"the dashboard has no '{PIPELINE_ROW}' row")
+    for title, expr in targets:
+        check(prometheus.query(substitute(expr), at), f"dashboard panel '{title}': no data")
+    rules = [r for g in prometheus.get("rules")["groups"] for r in g["rules"]]
+    alert = next((r for r in rules if r["name"] == "StragglarSlowLink"), None)
+    if check(alert, "StragglarSlowLink is not loaded"):
+        check(alert.get("health") == "ok", f"StragglarSlowLink: {alert.get('lastError')}")
+        states = {s["metric"].get("alertstate") for s in prometheus.query(
+            'ALERTS{alertname="StragglarSlowLink"}', at)}
+        check(states & {"pending", "firing"}, f"StragglarSlowLink was {states or 'inactive'}")
+    print(f"checked {len(PIPELINE_CONTRACT)} link metrics, {len(targets)} pipeline panels, the "
+          f"slow-link alert; advice {advice['warmup']} ({advice['speedup']:.2f}x predicted)")
+    print(f"{len(failures)} failure(s)" if failures else "OK")
+    return 1 if failures else 0
 
 
 def main():
@@ -136,6 +203,8 @@ def main():
                         help="scrape the MPI preload library instead: 4 processes of "
                              "stragglar-mpi-bench with libstragglar_mpi.so, one endpoint per rank "
                              "(STRAGGLAR_METRICS_PORT = base port)")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="scrape `stragglar pipeline-run` instead: 4 stages, link 1-2 slow")
     parser.add_argument("--save", help="directory to keep the panels' query_range results in")
     parser.add_argument("--save-rate-interval", default="15s",
                         help="$__rate_interval of the saved query_range results (Grafana's own "
@@ -187,6 +256,13 @@ scrape_configs:
                        "yes", os.path.join(build, "bin", "stragglar-mpi-bench"),
                        "--min-bytes=4MiB", "--max-bytes=4MiB", "--delays=20ms", "--warmup=16",
                        f"--iterations={args.iterations}"]
+        elif args.pipeline:
+            env = None
+            command = [args.stragglar, "pipeline-run", f"--metrics-port={metrics_port}",
+                       f"--stages={PIPELINE_STAGES}", "--microbatches=16", "--forward=2ms",
+                       "--backward=4ms", f"--link-delay={SLOW_LINK[0]}-{SLOW_LINK[1]}:10ms",
+                       f"--iterations={args.iterations}", "--apply-advice",
+                       f"--advice-file={work}/advice.json", "--metrics-hold=4s"]
         else:
             env = None
             command = [args.stragglar, "run", f"--metrics-port={metrics_port}",
@@ -203,8 +279,11 @@ scrape_configs:
             return 1
         # Evaluate just before the run ended (the host run's last scrape was during its hold).
         at = end - 2
-        wait_until(lambda: prometheus.query("up", at) and
-                   prometheus.query("stragglar_collective_calls_total", at), 30, "a scrape")
+        wait_until(lambda: prometheus.query("up", at) and prometheus.query(
+            "stragglar_slow_link" if args.pipeline else "stragglar_collective_calls_total", at),
+            30, "a scrape")
+        if args.pipeline:
+            return check_pipeline(prometheus, at, work, start, end)
 
         # 1. Every contract metric, with its labels, for both communicators and every rank.
         for name, labels in CONTRACT.items():
@@ -273,7 +352,8 @@ scrape_configs:
         # 3. Every expression of the dashboard returns data.
         with open(DASHBOARD) as f:
             dashboard = json.load(f)
-        targets = list(panel_targets(dashboard["panels"]))
+        targets = [(title, expr) for row, title, expr in panel_targets(dashboard["panels"])
+                   if row != PIPELINE_ROW]
         check(targets, "the dashboard has no queries")
         saved_panels = []
         for title, expr in targets:
@@ -307,6 +387,7 @@ scrape_configs:
             states = alert_states("StragglarPersistentStraggler")
             check(states & {"pending", "firing"},
                   f"StragglarPersistentStraggler was not pending or firing: {states or 'inactive'}")
+        check(not alert_states("StragglarSlowLink"), "StragglarSlowLink is active without links")
         stall_alert = alerts.get("StragglarRankStalled")
         if check(stall_alert, "StragglarRankStalled is not loaded"):
             check(not prometheus.query(stall_alert["query"], at),

@@ -92,6 +92,7 @@ absl::StatusOr<PipelineSpec> SpecFrom(const PipelineArgs& args) {
   spec.forward_s = *std::move(forward);
   spec.backward_s = *std::move(backward);
   spec.link_delay_s.assign(*args.stages - 1, 0);
+  spec.blocking_sends = args.blocking_sends;
   for (const std::string& text : args.link_delays) {
     if (absl::Status added = AddLinkDelay(text, spec.link_delay_s); !added.ok()) return added;
   }
@@ -111,6 +112,7 @@ void PrintTable(const PipelineSpec& spec, const PipelineArgs& args, const std::v
               ? absl::StrCat("memory for ", args.memory_microbatches, " micro-batches per stage")
               : std::string("no memory limit"))
       << "\n";
+  if (spec.blocking_sends) out << "sends hold their stage until they arrive (head-of-line)\n";
   for (int i = 0; i + 1 < spec.stages(); ++i) {
     if (spec.link_delay_s[i] > 0) {
       out << "link " << i << "-" << i + 1 << ": " << FormatSeconds(spec.link_delay_s[i])

@@ -21,6 +21,7 @@ struct PipelineArgs {
   std::string backward;                  // likewise
   std::vector<std::string> link_delays;  // "I-J:DELAY", J = I + 1 (either order)
   int memory_microbatches = 0;           // activations a stage can hold; 0: unlimited
+  bool blocking_sends = false;           // a send holds its stage until it arrives
   bool json = false;
 };
 

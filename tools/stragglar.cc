@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -91,10 +92,13 @@ ABSL_FLAG(std::string, forward, "", "pipeline: forward time, or one per stage (1
 ABSL_FLAG(std::string, backward, "", "pipeline: backward time, or one per stage");
 ABSL_FLAG(std::vector<std::string>, link_delay, {},
           "pipeline: I-J:DELAY, a slow link between adjacent stages (repeatable)");
+ABSL_FLAG(bool, blocking_sends, false,
+          "pipeline: a send holds its stage until it arrives (NCCL on the compute stream)");
 ABSL_FLAG(int, memory_microbatches, 0,
           "pipeline: activations a stage can hold, in micro-batches (0: unlimited)");
 ABSL_FLAG(std::string, advice_file, "",
-          "pipeline-run: write the advisor's warm-up counts to this JSON file");
+          "pipeline-run: write the advisor's warm-up counts to this JSON file (default: "
+          "STRAGGLAR_PIPELINE_ADVICE_FILE)");
 ABSL_FLAG(bool, apply_advice, false, "pipeline-run: run the advised counts once there are any");
 ABSL_FLAG(int, delay_from, 3, "pipeline-run: the iteration the link delays start with");
 ABSL_FLAG(std::string, exchange, "immediate",
@@ -534,6 +538,7 @@ PipelineArgs PipelineArgsFromFlags() {
           .backward = absl::GetFlag(FLAGS_backward),
           .link_delays = absl::GetFlag(FLAGS_link_delay),
           .memory_microbatches = absl::GetFlag(FLAGS_memory_microbatches),
+          .blocking_sends = absl::GetFlag(FLAGS_blocking_sends),
           .json = absl::GetFlag(FLAGS_json)};
 }
 
@@ -552,6 +557,12 @@ absl::Status RunPipelineRunCommand() {
   if (endpoint->has_value()) {
     run.metrics_port = (*endpoint)->port;
     run.metrics_address = (*endpoint)->address;
+  }
+  // The flag wins over the environment the preload reads, as for the metrics endpoint.
+  // (Only that setting: the others are the preload's, and their errors are not this command's.)
+  std::ostringstream other_settings;
+  if (run.advice_file.empty()) {
+    run.advice_file = PreloadConfigFromEnv(nullptr, &other_settings).pipeline_advice_file;
   }
   return RunPipelineJobCommand(PipelineArgsFromFlags(), run, std::cout);
 }
@@ -588,7 +599,7 @@ const std::vector<Command>& Commands() {
        RunScenarios},
       {"pipeline",
        {"stages", "microbatches", "forward", "backward", "link_delay", "memory_microbatches",
-        "json"},
+        "blocking_sends", "json"},
        RunPipelineCommand},
       {"pipeline-run",
        {"stages", "microbatches", "forward", "backward", "link_delay", "memory_microbatches",
