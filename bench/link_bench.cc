@@ -13,15 +13,6 @@
 namespace stragglar {
 namespace {
 
-std::vector<Link> PipelineLinks(int stages) {
-  std::vector<Link> links;
-  for (int i = 0; i + 1 < stages; ++i) {
-    links.push_back({i, i + 1});
-    links.push_back({i + 1, i});
-  }
-  return links;
-}
-
 // Transfers of an S-stage pipeline with 32 per link per epoch; reports ns per transfer.
 void BM_RecordTransfer(benchmark::State& state) {
   const int stages = static_cast<int>(state.range(0));

@@ -20,6 +20,15 @@ double MedianDelay(std::vector<double> delays) {
 
 }  // namespace
 
+std::vector<Link> PipelineLinks(int stages) {
+  std::vector<Link> links;
+  for (int i = 0; i + 1 < stages; ++i) {
+    links.push_back({i, i + 1});
+    links.push_back({i + 1, i});
+  }
+  return links;
+}
+
 LinkMonitor::LinkMonitor(std::vector<Link> links, LinkMonitorConfig config)
     : links_(std::move(links)),
       config_(config),

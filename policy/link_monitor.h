@@ -29,6 +29,10 @@ struct Link {
   bool operator==(const Link&) const = default;
 };
 
+// The directed links of an S-stage pipeline, in this order: 0->1, 1->0, 1->2, 2->1, ...
+// (activations go down, gradients come back).
+std::vector<Link> PipelineLinks(int stages);
+
 struct LinkMonitorConfig {
   // min_lag_s: below this a delay is timer noise, whatever the spread.
   DetectorConfig detector{.window_calls = 64, .min_calls = 32, .min_lag_s = 100e-6};

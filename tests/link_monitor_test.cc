@@ -10,16 +10,6 @@
 namespace stragglar {
 namespace {
 
-// The directed links of an S-stage pipeline: activations i -> i+1, gradients i+1 -> i.
-std::vector<Link> PipelineLinks(int stages) {
-  std::vector<Link> links;
-  for (int i = 0; i + 1 < stages; ++i) {
-    links.push_back({i, i + 1});
-    links.push_back({i + 1, i});
-  }
-  return links;
-}
-
 constexpr int64_t kBytes = 8 << 20;
 constexpr double kBase = 1e-3;  // what a healthy link takes for kBytes
 

@@ -84,15 +84,6 @@ double RunIteration(const PipelineJobOptions& options, const std::vector<int>& w
   return Seconds(Clock::now() - start);
 }
 
-std::vector<Link> PipelineLinks(int stages) {
-  std::vector<Link> links;
-  for (int i = 0; i + 1 < stages; ++i) {
-    links.push_back({i, i + 1});
-    links.push_back({i + 1, i});
-  }
-  return links;
-}
-
 }  // namespace
 
 absl::StatusOr<PipelineJobReport> RunPipelineJob(const PipelineJobOptions& options,
