@@ -1,10 +1,12 @@
-// stragglar_build_info: which stragglar, over which collective library, a process runs. The
-// Prometheus convention for versions (as in node_exporter's node_exporter_build_info): a gauge
+// stragglar_build_info: which stragglar, over which collective library, each rank of a
+// communicator runs. The Prometheus convention for versions (as node_exporter_build_info): a gauge
 // that is always 1, its labels carrying the facts, so dashboards and alerts can join on them
-// ("which jobs still run 0.1.0", "which NCCL did this slow job use").
+// ("which jobs still run 0.1.0", "which NCCL did this slow job use"). Like every stragglar metric
+// it carries comm and rank, so it joins on (comm, rank) with any of them.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "prometheus/registry.h"
 
@@ -16,7 +18,9 @@ struct BuildInfo {
   std::string backend_version;  // the library found at run time, e.g. "2.28.9", "Open MPI v4.1.4"
 };
 
-// Adds stragglar_build_info{version, backend, backend_version} = 1 to `registry`.
-void ExportBuildInfo(prometheus::Registry& registry, const BuildInfo& info);
+// Adds stragglar_build_info{comm, rank, version, backend, backend_version} = 1 to `registry`, for
+// each of `ranks` of communicator `comm`.
+void ExportBuildInfo(prometheus::Registry& registry, const BuildInfo& info, const std::string& comm,
+                     const std::vector<int>& ranks);
 
 }  // namespace stragglar

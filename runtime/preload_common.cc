@@ -34,7 +34,7 @@ PreloadConfig ConfigureFromEnv(absl::string_view library, absl::string_view back
   return config;
 }
 
-MetricsSetup StartMetricsFromEnv(int local_rank, const BuildInfo& build) {
+MetricsSetup StartMetricsFromEnv(int local_rank) {
   MetricsSetup setup;
   std::ostringstream config_log;
   if (std::optional<MetricsEndpoint> endpoint = MetricsEndpointFromEnv(local_rank, config_log)) {
@@ -42,7 +42,6 @@ MetricsSetup StartMetricsFromEnv(int local_rank, const BuildInfo& build) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> server =
         MetricsServer::Start(endpoint->address, endpoint->port, registry);
     if (server.ok()) {
-      ExportBuildInfo(*registry, build);
       setup.registry = std::move(registry);
       setup.server = *std::move(server);
       Log(LogLevel::kInfo,
@@ -73,10 +72,11 @@ CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view ba
 }
 
 void AddPreloadObservers(Communicator& comm, prometheus::Registry* registry, int num_ranks,
-                         bool traced) {
+                         bool traced, const BuildInfo& build) {
   if (registry != nullptr) {
     comm.observers().Add(std::make_shared<PrometheusObserver>(*registry, comm.name(), num_ranks,
                                                               std::vector<int>{comm.rank()}));
+    ExportBuildInfo(*registry, build, comm.name(), {comm.rank()});
   }
   if (traced) comm.observers().SetRecorder(std::make_shared<TraceRecorder>(0));
 }

@@ -24,12 +24,12 @@ PreloadConfig ConfigureFromEnv(absl::string_view library, absl::string_view back
 
 // The endpoint STRAGGLAR_METRICS_PORT / STRAGGLAR_METRICS_ADDR configure for the process of node
 // rank `local_rank`, started; both null when it is not configured or cannot bind (said in one
-// line: the job goes on without metrics). The registry carries stragglar_build_info (`build`).
+// line: the job goes on without metrics).
 struct MetricsSetup {
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<MetricsServer> server;
 };
-MetricsSetup StartMetricsFromEnv(int local_rank, const BuildInfo& build);
+MetricsSetup StartMetricsFromEnv(int local_rank);
 
 // A preload library's communicator options from its settings: the policy's (ToRuntimeConfig),
 // the library's own AllReduce as the default algorithm (priced as Ring), Ring and StragglAR as
@@ -38,10 +38,11 @@ CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view ba
                                absl::string_view library_call, std::string name,
                                LagSource lag_source);
 
-// Adds a communicator's observers: its metrics (when `registry` is set, exporting `rank` only)
-// and, with `traced`, the recorder whose rows make the end-of-run trace and summary.
+// Adds a communicator's observers: its metrics (when `registry` is set, exporting `rank` only,
+// with stragglar_build_info from `build`) and, with `traced`, the recorder whose rows make the
+// end-of-run trace and summary.
 void AddPreloadObservers(Communicator& comm, prometheus::Registry* registry, int num_ranks,
-                         bool traced);
+                         bool traced, const BuildInfo& build);
 
 // The recorded trace (STRAGGLAR_TRACE_FILE), the lag summary table at INFO and its JSON
 // (STRAGGLAR_SUMMARY_FILE), labelled with the communicator's name. Errors are logged.

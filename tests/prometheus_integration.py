@@ -172,7 +172,8 @@ def check_pipeline(prometheus, at, work, start, end):
     check([warmup.get(i) for i in range(PIPELINE_STAGES)] == advice["warmup"],
           f"warm-up gauges {warmup}, advice file {advice['warmup']}")
     info = prometheus.query("stragglar_build_info", at)
-    check(len(info) == 1 and info[0]["metric"].get("backend") == "host", f"build info {info}")
+    check({s["metric"].get("rank") for s in info} == {str(i) for i in range(PIPELINE_STAGES)} and
+          all(s["metric"].get("backend") == "host" for s in info), f"build info {info}")
     with open(DASHBOARD) as f:
         dashboard = json.load(f)
     targets = [(t, e) for row, t, e in panel_targets(dashboard["panels"]) if row == PIPELINE_ROW]
@@ -303,12 +304,12 @@ scrape_configs:
                     check(metric.get("instance") ==
                           f"127.0.0.1:{metric_port_of(metrics_port, metric.get('rank'))}",
                           f"{name}: rank {metric.get('rank')} served by {metric.get('instance')}")
-        # stragglar_build_info: one series per endpoint, the version and the backend's library.
+        # stragglar_build_info: one series per comm and rank, with the version and the backend.
         info = prometheus.query("stragglar_build_info", at)
-        endpoints = {s["metric"].get("instance") for s in
-                     prometheus.query("stragglar_collective_calls_total", at)}
-        check({s["metric"].get("instance") for s in info} == endpoints and
-              len(info) == len(endpoints), f"stragglar_build_info: {info} for {endpoints}")
+        pairs = {(s["metric"].get("comm"), s["metric"].get("rank")) for s in info}
+        wanted = {(c, str(r)) for c in comms for r in range(ranks)}
+        check(pairs == wanted and len(info) == len(wanted),
+              f"stragglar_build_info series {sorted(pairs)}, expected {sorted(wanted)}")
         for each in info:
             metric = each["metric"]
             check(metric.get("version") == args.version and float(each["value"][1]) == 1,

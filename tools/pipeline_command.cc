@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -189,7 +190,10 @@ absl::Status RunPipelineJobCommand(const PipelineArgs& args, const PipelineRunAr
         MetricsServer::Start(run.metrics_address, *run.metrics_port, registry);
     if (!started.ok()) return started.status();
     server = *std::move(started);
-    ExportBuildInfo(*registry, {.version = std::string(StragglarVersion()), .backend = "host"});
+    std::vector<int> stages(options.spec.stages());
+    std::iota(stages.begin(), stages.end(), 0);
+    ExportBuildInfo(*registry, {.version = std::string(StragglarVersion()), .backend = "host"},
+                    "pipeline", stages);
     options.metrics = registry.get();
     out << "metrics: http://" << server->endpoint() << "/metrics\n";
   }

@@ -12,7 +12,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "exporters/build_info.h"
 #include "exporters/prometheus_exporter.h"
 #include "exporters/run_summary.h"
 #include "exporters/trace.h"
@@ -20,7 +19,6 @@
 #include "exporters/units.h"
 #include "kernels/exact_data.h"
 #include "runtime/host_runtime.h"
-#include "runtime/version.h"
 #include "tools/run_phases.h"
 #include "tools/run_report.h"
 
@@ -112,8 +110,6 @@ std::shared_ptr<prometheus::Registry> StartMetrics(const RunOptions& options,
     return nullptr;
   }
   server = *std::move(started);
-  // Ranks as threads: no collective library, so no backend_version (an empty label is absent).
-  ExportBuildInfo(*registry, {.version = std::string(StragglarVersion()), .backend = "host"});
   progress << "metrics: http://" << server->endpoint() << "/metrics\n";
   return registry;
 }

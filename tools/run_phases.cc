@@ -12,9 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "exporters/build_info.h"
 #include "exporters/prometheus_exporter.h"
 #include "exporters/units.h"
 #include "runtime/host_runtime.h"
+#include "runtime/version.h"
 
 namespace stragglar {
 
@@ -90,6 +92,12 @@ absl::Status PhaseRun::Start(const LinkModel& link, prometheus::Registry* metric
     }
     if (metrics != nullptr) {
       observers.push_back(std::make_shared<PrometheusObserver>(*metrics, phase.name, n));
+      // Ranks as threads: no collective library, so no backend_version (an empty label is
+      // absent).
+      std::vector<int> ranks(n);
+      std::iota(ranks.begin(), ranks.end(), 0);
+      ExportBuildInfo(*metrics, {.version = std::string(StragglarVersion()), .backend = "host"},
+                      phase.name, ranks);
     }
     absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
         HostCommunicator::Create(n, config, link, std::move(observers));

@@ -98,6 +98,7 @@ struct Global {
   int world_rank = 0;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<MetricsServer> server;
+  BuildInfo build;  // for stragglar_build_info
   std::map<MPI_Comm, std::unique_ptr<CommState>> comms;
   bool traced = false;  // the communicator that traces and summarizes has been chosen
 };
@@ -113,8 +114,10 @@ void OnInit() {
   std::lock_guard<std::mutex> lock(g.mutex);
   PMPI_Comm_rank(MPI_COMM_WORLD, &g.world_rank);
   SetLogRank(g.world_rank);
-  const std::string library_version = MpiLibraryVersion();
-  g.config = ConfigureFromEnv("libstragglar_mpi.so", library_version);
+  g.build = {.version = std::string(StragglarVersion()),
+             .backend = "mpi",
+             .backend_version = MpiLibraryVersion()};
+  g.config = ConfigureFromEnv("libstragglar_mpi.so", g.build.backend_version);
   if (g.config.mode == RuntimeMode::kOff) {
     Log(LogLevel::kInfo, "STRAGGLAR_MODE=off: every MPI call passes through");
     return;
@@ -128,10 +131,7 @@ void OnInit() {
     PMPI_Comm_rank(node, &local_rank);
     PMPI_Comm_free(&node);
   }
-  MetricsSetup metrics =
-      StartMetricsFromEnv(local_rank, {.version = std::string(StragglarVersion()),
-                                       .backend = "mpi",
-                                       .backend_version = library_version});
+  MetricsSetup metrics = StartMetricsFromEnv(local_rank);
   g.registry = std::move(metrics.registry);
   g.server = std::move(metrics.server);
   g.active = true;
@@ -216,7 +216,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     PMPI_Comm_compare(comm, MPI_COMM_WORLD, &compare);
     const bool traced = !g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT);
     g.traced = g.traced || traced;
-    AddPreloadObservers(*state->comm, g.registry.get(), size, traced);
+    AddPreloadObservers(*state->comm, g.registry.get(), size, traced, g.build);
   }
   return g.comms.emplace(comm, std::move(state)).first->second.get();
 }

@@ -90,6 +90,7 @@ struct Global {
   PreloadConfig config;
   std::once_flag configured;
   MetricsSetup metrics;
+  BuildInfo build;  // for stragglar_build_info
   std::once_flag timer_once;
   std::unique_ptr<GpuCallTimer> timer;
   std::map<ncclComm_t, std::unique_ptr<CommState>> comms;  // nullptr: pass this one through
@@ -110,11 +111,11 @@ const PreloadConfig& Config() {
   Global& g = G();
   std::call_once(g.configured, [&g] {
     g.config = ConfigureFromEnv("libstragglar.so", NcclVersionText(Api()));
+    g.build = {.version = std::string(StragglarVersion()),
+               .backend = "nccl",
+               .backend_version = NcclVersionNumber(Api())};
     if (g.config.mode != RuntimeMode::kOff) {
-      g.metrics =
-          StartMetricsFromEnv(LocalRankFromEnv(), {.version = std::string(StragglarVersion()),
-                                                   .backend = "nccl",
-                                                   .backend_version = NcclVersionNumber(Api())});
+      g.metrics = StartMetricsFromEnv(LocalRankFromEnv());
       std::atexit(WriteOutputsAtExit);
     }
   });
@@ -188,7 +189,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(g.mutex);
   if (state != nullptr) {
     // The trace and the end-of-run summary follow the first communicator (usually the world's).
-    AddPreloadObservers(*state->comm, g.metrics.registry.get(), size, !g.traced);
+    AddPreloadObservers(*state->comm, g.metrics.registry.get(), size, !g.traced, g.build);
     g.traced = true;
   }
   return g.comms.emplace(comm, std::move(state)).first->second.get();
