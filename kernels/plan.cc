@@ -64,6 +64,10 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
   return kAlgorithmNames[static_cast<size_t>(algorithm)];
 }
 
+absl::string_view AlgorithmFamily(Algorithm algorithm) {
+  return algorithm == Algorithm::kStragglar ? "stragglar" : "baseline";
+}
+
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
   for (Algorithm algorithm : kAllAlgorithms) {
     if (AlgorithmName(algorithm) == name) return algorithm;

@@ -29,6 +29,10 @@ inline constexpr std::array<Algorithm, 3> kAllAlgorithms = {
 // "ring", "halving-doubling", "stragglar": the names used by the CLI and every JSON/CSV contract.
 absl::string_view AlgorithmName(Algorithm algorithm);
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+// The family an algorithm belongs to in comparisons (`stragglar sim --json`): "baseline" for what
+// NCCL or MPI would run (Ring, Halving-Doubling), "stragglar" for plans that use the straggler's
+// delay.
+absl::string_view AlgorithmFamily(Algorithm algorithm);
 // Comma-separated names, e.g. "ring,stragglar"; rejects empty items and duplicates.
 absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names);
 

@@ -113,6 +113,10 @@ TEST(CliTest, SimJsonFollowsTheContract) {
   }
   EXPECT_EQ(json["results"][2]["algorithm"], "stragglar");
   EXPECT_EQ(json["results"][2]["post_arrival_rounds"], 9);
+  // Each result's family: what NCCL or MPI would run, or a plan that uses the straggler's delay.
+  EXPECT_EQ(json["results"][0]["family"], "baseline");
+  EXPECT_EQ(json["results"][1]["family"], "baseline");
+  EXPECT_EQ(json["results"][2]["family"], "stragglar");
   EXPECT_TRUE(json["break_even_delay_s"].contains("ring"));
 }
 

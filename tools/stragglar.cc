@@ -243,6 +243,7 @@ absl::Status RunSim() {
     nlohmann::json results = nlohmann::json::array();
     for (const SimRow& row : rows) {
       nlohmann::json entry = {{"algorithm", AlgorithmName(row.algorithm)},
+                              {"family", AlgorithmFamily(row.algorithm)},
                               {"rounds", row.rounds},
                               {"completion_s", row.result.completion_s},
                               {"after_last_arrival_s", row.result.after_last_arrival_s}};
