@@ -492,8 +492,10 @@ TEST(CliTest, PipelineRunRejectsBadInputInOneLine) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {base + "--iterations 0", "--iterations must be in [1, 100000], got 0"},
            {base + "--json", "--json does not apply to 'stragglar pipeline-run'"},
+           {base + "--delay-from 0", "--delay-from must be >= 1, got 0"},
+           // Refused before the run, not when the first advice is written.
            {base + "--advice-file /nonexistent/dir/advice.json --link-delay 0-1:5ms "
-                   "--iterations 8",
+                   "--iterations 100000",
             "cannot write the advice file /nonexistent/dir/advice.json"},
        }) {
     const CliResult result = RunCli(args);

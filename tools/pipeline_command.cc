@@ -1,8 +1,13 @@
 #include "tools/pipeline_command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -176,6 +181,17 @@ absl::Status RunPipelineJobCommand(const PipelineArgs& args, const PipelineRunAr
   if (iterations < 1 || iterations > 100000) {
     return Bad(absl::StrCat("--iterations must be in [1, 100000], got ", iterations));
   }
+  if (run.delay_from < 1)
+    return Bad(absl::StrCat("--delay-from must be >= 1, got ", run.delay_from));
+  // A path that cannot be written fails now, not after the iterations that name a slow link.
+  if (!run.advice_file.empty()) {
+    const std::filesystem::path parent = std::filesystem::absolute(run.advice_file).parent_path();
+    if (access(parent.c_str(), W_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot write the advice file ",
+                                                     run.advice_file, ": ", parent.string(), ": ",
+                                                     std::strerror(errno)));
+    }
+  }
   PipelineJobOptions options{.spec = *std::move(spec),
                              .memory_microbatches = args.memory_microbatches,
                              .iterations = iterations,
@@ -193,7 +209,7 @@ absl::Status RunPipelineJobCommand(const PipelineArgs& args, const PipelineRunAr
     std::vector<int> stages(options.spec.stages());
     std::iota(stages.begin(), stages.end(), 0);
     ExportBuildInfo(*registry, {.version = std::string(StragglarVersion()), .backend = "host"},
-                    "pipeline", stages);
+                    kPipelineComm, stages);
     options.metrics = registry.get();
     out << "metrics: http://" << server->endpoint() << "/metrics\n";
   }

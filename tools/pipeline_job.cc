@@ -93,7 +93,7 @@ absl::StatusOr<PipelineJobReport> RunPipelineJob(const PipelineJobOptions& optio
   const PipelineSpec& spec = options.spec;
   LinkMonitor monitor(PipelineLinks(spec.stages()));
   std::optional<PipelineMetrics> metrics;
-  if (options.metrics != nullptr) metrics.emplace(*options.metrics, "pipeline", monitor.links());
+  if (options.metrics != nullptr) metrics.emplace(*options.metrics, kPipelineComm, monitor.links());
   std::vector<int> warmup = DefaultWarmup(spec, options.memory_microbatches);
   PipelineJobReport report;
   std::vector<StageRecord> records;

@@ -21,6 +21,9 @@
 
 namespace stragglar {
 
+// The communicator name the job's metrics carry.
+inline constexpr char kPipelineComm[] = "pipeline";
+
 struct PipelineJobOptions {
   PipelineSpec spec;            // stage times, micro-batches, the injected link delays
   int memory_microbatches = 0;  // 0: unlimited
