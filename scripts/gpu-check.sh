@@ -6,6 +6,8 @@
 #   pass    tests/nccl/passthrough_check.sh: one process, a one-rank communicator and an AllReduce
 #           through the preload in every mode, also with NCCL loaded privately (RTLD_LOCAL, as
 #           PyTorch's is under Python): NCCL's own output each time
+#   doctor  stragglar doctor --preload nccl: the NCCL preload can work here (driver, devices,
+#           NCCL, CUPTI found), exit 0
 #   bench   stragglar-bench, 4 ranks on one GPU (one process each, own NCCL_HOSTID, sockets on lo),
 #           1 MiB..64 MiB x4, float sum, -c 1: (a) without the preload, with it (b) off,
 #           (c) observe, (d) adapt, (e) StragglAR forced; (f) rank 3 spinning 2 ms before every
@@ -25,7 +27,7 @@
 # for docs/results/).
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
-#                            [--only reduce,timer,pass,bench,prearrival,sweep,ddp]
+#                            [--only reduce,timer,pass,doctor,bench,prearrival,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -46,7 +48,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,bench,prearrival,sweep,ddp"
+only="reduce,timer,pass,doctor,bench,prearrival,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -86,9 +88,9 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | bench | prearrival | sweep | ddp) ;;
-    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, bench, prearrival," \
-      "sweep, ddp)" >&2
+    reduce | timer | pass | doctor | bench | prearrival | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, bench," \
+      "prearrival, sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -237,6 +239,16 @@ if wanted pass; then
     grep -q "^ncclAllReduce: 0 " "$out/pass.log" && detail+="; AllReduce on the GPU" ||
       detail+="; no GPU communicator (NCCL's errors compared)"
     record pass "$(status_of "$rc")" "$detail"
+  fi
+fi
+
+# --- 2c. stragglar doctor -----------------------------------------------------------------------
+if wanted doctor; then
+  header "2c. stragglar doctor --preload nccl: the NCCL preload can work on this machine"
+  if need doctor "$build_dir/bin/stragglar"; then
+    run_logged doctor "$limit" "$build_dir/bin/stragglar" doctor --preload nccl
+    detail="exit $rc; $(grep -m 1 'cuda:' "$out/doctor.log" || echo 'no cuda line')"
+    record doctor "$(status_of "$rc")" "$detail"
   fi
 fi
 
