@@ -488,6 +488,15 @@ TEST_F(DashboardTest, RequiredPanelsExist) {
        all({expr_has({"rate(stragglar_collective_calls_total", "rank"}), unit_is("ops")})},
       {"time waited per rank",
        all({expr_has({"rate(stragglar_wait_seconds_total", "rank"}), unit_is("percentunit")})},
+      // The pipeline links row.
+      {"slow link now", expr_has({"stragglar_slow_link{", "src", "dst"})},
+      {"link delay per link",
+       all({expr_has({"stragglar_link_delay_seconds{", "src", "dst"}), unit_is("s")})},
+      {"link transfer time p90",
+       all({expr_has({"histogram_quantile(0.9,", "stragglar_link_transfer_seconds_bucket", "src",
+                      "dst"}),
+            unit_is("s")})},
+      {"advised warm-up per stage", expr_has({"stragglar_pipeline_warmup_forwards{", "stage"})},
   };
   const std::vector<const Json*> panels = AllPanels(dashboard_);
   for (const auto& required : kRequired) {
