@@ -43,7 +43,7 @@ void BM_PolicyEpoch(benchmark::State& state) {
   state.SetLabel("one epoch of 16 calls");
 }
 BENCHMARK(BM_PolicyEpoch)
-    ->ArgsProduct({{4, 8}, {1 << 20, 16 << 20}, {0, 20000}})
+    ->ArgsProduct({{4, 8, 64, 256, 1024}, {1 << 20, 16 << 20}, {0, 20000}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
