@@ -438,6 +438,21 @@ TEST(CliTest, PipelineJsonComparesDefaultAdaptedAndBest) {
   EXPECT_GE(json["best"]["iteration_s"].get<double>(), json["lower_bound_s"].get<double>());
 }
 
+// --blocking-sends reaches the simulator: the schedule worked by hand in pipeline_test (2 stages,
+// 2 micro-batches, forward 1 s, backward 2 s, link 1 s) takes 11 s, and 12 s when sends hold
+// their stage.
+TEST(CliTest, PipelineBlockingSendsHoldTheSender) {
+  const std::string args =
+      "pipeline --stages 2 --microbatches 2 --forward 1s --backward 2s --link-delay 0-1:1s --json";
+  for (const auto& [flag, expected] :
+       std::vector<std::pair<std::string, double>>{{"", 11}, {" --blocking-sends", 12}}) {
+    const CliResult result = RunCli(args + flag);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const nlohmann::json json = nlohmann::json::parse(result.out);
+    EXPECT_DOUBLE_EQ(json["default"]["iteration_s"].get<double>(), expected) << flag;
+  }
+}
+
 TEST(CliTest, PipelineRejectsBadInputInOneLine) {
   const std::string base = "pipeline --microbatches 8 --forward 10ms --backward 20ms ";
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
