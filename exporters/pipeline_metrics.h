@@ -7,6 +7,7 @@
 // The warm-up gauges exist once there is advice.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,10 @@ namespace stragglar {
 
 class PipelineMetrics {
  public:
-  PipelineMetrics(prometheus::Registry& registry, std::string comm, const std::vector<Link>& links);
+  // `exporting_rank`: only the links it sends on get series (under a preload every rank has the
+  // same links, and each series has one exporter); nullopt: every link.
+  PipelineMetrics(prometheus::Registry& registry, std::string comm, const std::vector<Link>& links,
+                  std::optional<int> exporting_rank = std::nullopt);
 
   // One transfer over `links[link]`.
   void OnTransfer(int link, double seconds);
@@ -32,6 +36,8 @@ class PipelineMetrics {
  private:
   std::string comm_;
   std::vector<Link> links_;
+  std::optional<int> exporting_rank_;
+  // Per link; null for the links another rank exports.
   std::vector<prometheus::Histogram*> transfer_;
   std::vector<prometheus::Gauge*> delay_;
   std::vector<prometheus::Gauge*> slow_;

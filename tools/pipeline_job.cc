@@ -8,10 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "exporters/pipeline_metrics.h"
 #include "exporters/units.h"
-#include "policy/link_monitor.h"
-#include "runtime/atomic_file.h"
+#include "runtime/link_profiler.h"
 
 namespace stragglar {
 namespace {
@@ -45,13 +43,13 @@ class Mailbox {
 };
 
 struct StageRecord {
-  std::vector<std::pair<int, double>> sent;  // (link index, transfer seconds)
-  double forward_s = 0, backward_s = 0;      // measured totals
+  std::vector<std::pair<Link, double>> sent;  // (link, transfer seconds)
+  double forward_s = 0, backward_s = 0;       // measured totals
 };
 
 // One iteration: every stage's thread runs its order; returns the wall time.
 double RunIteration(const PipelineJobOptions& options, const std::vector<int>& warmup, bool delayed,
-                    const LinkMonitor& monitor, std::vector<StageRecord>& records) {
+                    std::vector<StageRecord>& records) {
   const PipelineSpec& spec = options.spec;
   const int stages = spec.stages();
   std::vector<Mailbox> activations(stages), gradients(stages);
@@ -61,7 +59,7 @@ double RunIteration(const PipelineJobOptions& options, const std::vector<int>& w
     const double seconds = base_s + (delayed ? spec.link_delay_s[std::min(from, to)] : 0);
     box.Send(Clock::now() +
              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
-    record.sent.emplace_back(monitor.IndexOf({from, to}), seconds);
+    record.sent.emplace_back(Link{from, to}, seconds);
   };
   const Clock::time_point start = Clock::now();
   std::vector<std::thread> threads;
@@ -91,15 +89,19 @@ absl::StatusOr<PipelineJobReport> RunPipelineJob(const PipelineJobOptions& optio
   if (absl::Status valid = ValidatePipelineSpec(options.spec); !valid.ok()) return valid;
   if (options.iterations < 1) return absl::InvalidArgumentError("need at least 1 iteration");
   const PipelineSpec& spec = options.spec;
-  LinkMonitor monitor(PipelineLinks(spec.stages()));
-  std::optional<PipelineMetrics> metrics;
-  if (options.metrics != nullptr) metrics.emplace(*options.metrics, kPipelineComm, monitor.links());
+  absl::StatusOr<std::unique_ptr<LinkProfiler>> profiler =
+      LinkProfiler::Create({.stages = spec.stages(),
+                            .comm = kPipelineComm,
+                            .metrics = options.metrics,
+                            .advice_file = options.advice_file,
+                            .memory_microbatches = options.memory_microbatches});
+  if (!profiler.ok()) return profiler.status();
   std::vector<int> warmup = DefaultWarmup(spec, options.memory_microbatches);
   PipelineJobReport report;
   std::vector<StageRecord> records;
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     const bool delayed = iteration + 1 >= options.delay_from;
-    const double seconds = RunIteration(options, warmup, delayed, monitor, records);
+    const double seconds = RunIteration(options, warmup, delayed, records);
     report.iteration_s.push_back(seconds);
     report.warmup.push_back(warmup);
     // What the stages measured: their times and their transfers.
@@ -108,32 +110,20 @@ absl::StatusOr<PipelineJobReport> RunPipelineJob(const PipelineJobOptions& optio
       measured.forward_s[i] = records[i].forward_s / spec.microbatches;
       measured.backward_s[i] = records[i].backward_s / spec.microbatches;
       for (const auto& [link, transfer_s] : records[i].sent) {
-        monitor.Record(link, options.activation_bytes, transfer_s);
-        if (metrics) metrics->OnTransfer(link, transfer_s);
+        (*profiler)->Record(
+            {.link = link, .bytes = options.activation_bytes, .seconds = transfer_s});
       }
     }
-    const LinkEpochReport epoch = monitor.EndEpoch();
-    if (metrics) metrics->OnEpoch(epoch);
+    const absl::StatusOr<LinkEpoch> epoch = (*profiler)->EndEpoch(&measured);
+    if (!epoch.ok()) return epoch.status();
     std::string line =
         absl::StrCat("iteration ", iteration + 1, "/", options.iterations, ": ",
                      FormatSeconds(seconds), ", warm-up ", absl::StrJoin(warmup, " "));
-    absl::StatusOr<std::optional<PipelineAdvice>> advice =
-        AdviseWarmup(epoch, measured, options.memory_microbatches,
-                     report.advice.has_value() ? report.advice->warmup : std::vector<int>{});
-    if (!advice.ok()) return advice.status();
-    if (advice->has_value()) {
-      const PipelineAdvice& a = **advice;
+    if (epoch->advice.has_value()) {
+      const PipelineAdvice& a = *epoch->advice;
       if (report.named_at < 0) report.named_at = iteration + 1;
       absl::StrAppend(&line, "; slow link ", a.slow_link.src, "->", a.slow_link.dst, " (",
                       FormatSeconds(a.delay_s), " late): advice ", absl::StrJoin(a.warmup, " "));
-      if (metrics) metrics->OnAdvice(a.warmup);
-      if (!options.advice_file.empty()) {
-        if (absl::Status written =
-                WriteFileAtomically(options.advice_file, AdviceJson(a), "advice file");
-            !written.ok()) {
-          return written;
-        }
-      }
       if (options.apply_advice) warmup = a.warmup;
       report.advice = a;
     }
