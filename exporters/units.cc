@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -141,6 +142,20 @@ absl::StatusOr<double> ParseSeconds(absl::string_view text) {
                      "\"; expected a number with a unit ns, us, ms or s (e.g. 20ms)"));
   }
   return absl::ToDoubleSeconds(duration);
+}
+
+absl::StatusOr<std::vector<double>> ParseDurationList(absl::string_view text) {
+  std::vector<double> times;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    absl::StatusOr<double> seconds = ParseSeconds(part);
+    if (!seconds.ok()) return seconds.status();
+    if (*seconds <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("times must be positive, got ", absl::StripAsciiWhitespace(part)));
+    }
+    times.push_back(*seconds);
+  }
+  return times;
 }
 
 bool AbslParseFlag(absl::string_view text, Seconds* seconds, std::string* error) {

@@ -54,6 +54,9 @@ struct Seconds {
   double value = 0;
 };
 absl::StatusOr<double> ParseSeconds(absl::string_view text);
+// Positive durations separated by commas, e.g. "10ms" or "10ms, 12ms,9ms"; InvalidArgument naming
+// the first that is not one.
+absl::StatusOr<std::vector<double>> ParseDurationList(absl::string_view text);
 bool AbslParseFlag(absl::string_view text, Seconds* seconds, std::string* error);
 std::string AbslUnparseFlag(Seconds seconds);
 

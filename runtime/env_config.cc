@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdlib>
 #include <ostream>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -101,18 +102,88 @@ class EnvReader {
   std::ostream* log_;
 };
 
+// STRAGGLAR_LINK_PROFILING and the pipeline's stage times.
+void ReadLinkProfiling(const EnvReader& env, PreloadConfig& config) {
+  if (std::optional<bool> on = env.IsFirstOfTwo("STRAGGLAR_LINK_PROFILING", "on", "off",
+                                                PreloadConfig().link_profiling)) {
+    config.link_profiling = *on;
+  }
+  const auto count = [&env](const char* name, int minimum, int& out) {
+    std::optional<std::string> value = env.Stripped(name);
+    if (!value.has_value()) return;
+    int number = 0;
+    if (absl::SimpleAtoi(*value, &number) && number >= minimum && number <= 1000000) {
+      out = number;
+    } else {
+      env.Invalid(name, *value, absl::StrCat("an integer from ", minimum, " to 1000000"), "unset");
+    }
+  };
+  count("STRAGGLAR_PIPELINE_MICROBATCHES", 1, config.pipeline.microbatches);
+  count("STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES", 0, config.pipeline.memory_microbatches);
+  for (auto [name, times] :
+       {std::pair{"STRAGGLAR_PIPELINE_FORWARD", &config.pipeline.forward_s},
+        std::pair{"STRAGGLAR_PIPELINE_BACKWARD", &config.pipeline.backward_s}}) {
+    std::optional<std::string> value = env.Stripped(name);
+    if (!value.has_value()) continue;
+    if (absl::StatusOr<std::vector<double>> parsed = ParseDurationList(*value); parsed.ok()) {
+      *times = *std::move(parsed);
+    } else {
+      env.Invalid(name, *value,
+                  "a positive duration, or one per stage separated by commas, e.g. 10ms or "
+                  "10ms,12ms,12ms,9ms",
+                  "unset");
+    }
+  }
+}
+
 }  // namespace
 
+absl::StatusOr<PipelineSpec> PipelineSpecFor(const PipelineStageTimes& times, int stages) {
+  if (!times.complete()) {
+    return absl::InvalidArgumentError(
+        "STRAGGLAR_PIPELINE_MICROBATCHES, STRAGGLAR_PIPELINE_FORWARD and "
+        "STRAGGLAR_PIPELINE_BACKWARD are all needed");
+  }
+  PipelineSpec spec{.microbatches = times.microbatches};
+  for (auto [name, given, out] :
+       {std::tuple{"STRAGGLAR_PIPELINE_FORWARD", &times.forward_s, &spec.forward_s},
+        std::tuple{"STRAGGLAR_PIPELINE_BACKWARD", &times.backward_s, &spec.backward_s}}) {
+    if (given->size() == 1) {
+      out->assign(stages, given->front());
+    } else if (static_cast<int>(given->size()) == stages) {
+      *out = *given;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(name, " has ", given->size(),
+                                                     " times for a pipeline of ", stages,
+                                                     " stages (give one, or one per stage)"));
+    }
+  }
+  spec.link_delay_s.assign(std::max(stages - 1, 0), 0.0);
+  return spec;
+}
+
 absl::Span<const absl::string_view> PreloadVariableNames() {
-  static constexpr absl::string_view kNames[] = {
-      "STRAGGLAR_ALGORITHM",    "STRAGGLAR_DEBUG",
-      "STRAGGLAR_EPOCH_CALLS",  "STRAGGLAR_METRICS_ADDR",
-      "STRAGGLAR_METRICS_PORT", "STRAGGLAR_MIN_BYTES",
-      "STRAGGLAR_MODE",         "STRAGGLAR_MPI_SEGMENT",
-      "STRAGGLAR_PIECES",       "STRAGGLAR_PRE_ARRIVAL",
-      "STRAGGLAR_PROFILER",     "STRAGGLAR_STATE_FILE",
-      "STRAGGLAR_STRAGGLER",    "STRAGGLAR_SUMMARY_FILE",
-      "STRAGGLAR_TRACE_FILE",   "STRAGGLAR_PIPELINE_ADVICE_FILE"};
+  static constexpr absl::string_view kNames[] = {"STRAGGLAR_ALGORITHM",
+                                                 "STRAGGLAR_DEBUG",
+                                                 "STRAGGLAR_EPOCH_CALLS",
+                                                 "STRAGGLAR_METRICS_ADDR",
+                                                 "STRAGGLAR_METRICS_PORT",
+                                                 "STRAGGLAR_MIN_BYTES",
+                                                 "STRAGGLAR_MODE",
+                                                 "STRAGGLAR_MPI_SEGMENT",
+                                                 "STRAGGLAR_PIECES",
+                                                 "STRAGGLAR_PRE_ARRIVAL",
+                                                 "STRAGGLAR_PROFILER",
+                                                 "STRAGGLAR_STATE_FILE",
+                                                 "STRAGGLAR_STRAGGLER",
+                                                 "STRAGGLAR_SUMMARY_FILE",
+                                                 "STRAGGLAR_TRACE_FILE",
+                                                 "STRAGGLAR_PIPELINE_ADVICE_FILE",
+                                                 "STRAGGLAR_LINK_PROFILING",
+                                                 "STRAGGLAR_PIPELINE_MICROBATCHES",
+                                                 "STRAGGLAR_PIPELINE_FORWARD",
+                                                 "STRAGGLAR_PIPELINE_BACKWARD",
+                                                 "STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES"};
   return kNames;
 }
 
@@ -246,6 +317,7 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     }
   }
 
+  ReadLinkProfiling(env, config);
   return config;
 }
 
@@ -323,6 +395,7 @@ std::string DescribeConfig(const PreloadConfig& config) {
                     TraceFileIsJson(config.trace_file) ? " (Perfetto JSON)" : " (CSV)");
   }
   if (!config.summary_file.empty()) absl::StrAppend(&text, ", summary ", config.summary_file);
+  if (config.link_profiling) absl::StrAppend(&text, ", link profiling on");
   if (!config.pipeline_advice_file.empty()) {
     absl::StrAppend(&text, ", pipeline advice ", config.pipeline_advice_file);
   }

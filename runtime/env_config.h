@@ -6,14 +6,35 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "policy/pipeline_schedule.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
 #include "runtime/log.h"
 
 namespace stragglar {
+
+// A pipeline's stage times as configured, for the link advisor (docs/pipeline.md). Each time
+// list holds one time for every stage or one per stage; the number of stages (the
+// communicator's size) is known only later (PipelineSpecFor).
+struct PipelineStageTimes {
+  int microbatches = 0;            // STRAGGLAR_PIPELINE_MICROBATCHES: >= 1; 0: unset
+  std::vector<double> forward_s;   // STRAGGLAR_PIPELINE_FORWARD: "10ms" or "10ms,12ms,..."
+  std::vector<double> backward_s;  // STRAGGLAR_PIPELINE_BACKWARD: the same
+  int memory_microbatches = 0;     // STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES: 0 (no limit) or more
+
+  // Micro-batches, forward and backward all given: the advisor can run.
+  bool complete() const { return microbatches > 0 && !forward_s.empty() && !backward_s.empty(); }
+};
+
+// The spec of a pipeline of `stages` with these times (one time repeated over every stage) and no
+// link delays; InvalidArgument naming the variable when a list's length is neither 1 nor
+// `stages`, or when the times are incomplete.
+absl::StatusOr<PipelineSpec> PipelineSpecFor(const PipelineStageTimes& times, int stages);
 
 struct PreloadConfig {
   RuntimeMode mode = RuntimeMode::kAdapt;  // STRAGGLAR_MODE=adapt|observe|off (case-insensitive)
@@ -26,6 +47,12 @@ struct PreloadConfig {
   // STRAGGLAR_PIPELINE_ADVICE_FILE: where the pipeline advisor writes its warm-up counts
   // (docs/pipeline.md), rewritten atomically; `stragglar pipeline-run` honours it.
   std::string pipeline_advice_file;
+  // STRAGGLAR_LINK_PROFILING=on|off (case-insensitive), NCCL library only: time ncclSend and
+  // ncclRecv per link, name a persistently slow link and advise warm-up counts (docs/pipeline.md).
+  // Each communicator then gets a second one, split off it at its creation, for the link reports.
+  // Off by default until it has been checked on a GPU.
+  bool link_profiling = false;
+  PipelineStageTimes pipeline;
   // STRAGGLAR_ALGORITHM=auto|native|ring|halving-doubling|stragglar (case-insensitive): a testing
   // and benchmark knob. auto (default): the policy decides; native: always the library's own
   // collective; the others: always that plan.

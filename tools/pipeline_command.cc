@@ -36,13 +36,9 @@ absl::Status Bad(absl::string_view message) { return absl::InvalidArgumentError(
 absl::StatusOr<std::vector<double>> StageTimes(absl::string_view flag, absl::string_view text,
                                                int stages) {
   if (text.empty()) return Bad(absl::StrCat("--", flag, " is required"));
-  std::vector<double> times;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    absl::StatusOr<double> seconds = ParseSeconds(absl::StripAsciiWhitespace(part));
-    if (!seconds.ok()) return Bad(absl::StrCat("--", flag, ": ", seconds.status().message()));
-    if (*seconds <= 0) return Bad(absl::StrCat("--", flag, " times must be positive, got ", part));
-    times.push_back(*seconds);
-  }
+  absl::StatusOr<std::vector<double>> parsed = ParseDurationList(text);
+  if (!parsed.ok()) return Bad(absl::StrCat("--", flag, ": ", parsed.status().message()));
+  std::vector<double> times = *std::move(parsed);
   if (times.size() == 1) times.assign(stages, times[0]);
   if (static_cast<int>(times.size()) != stages) {
     return Bad(absl::StrCat("--", flag, " has ", times.size(), " times for ", stages,

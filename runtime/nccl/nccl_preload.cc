@@ -16,6 +16,10 @@
 // Passed through untouched: STRAGGLAR_MODE=off, calls inside a user's ncclGroupStart/End, during
 // CUDA graph capture, PreMulSum ops, fp8 types, calls under STRAGGLAR_MIN_BYTES, non-blocking
 // communicators and communicators of one rank.
+//
+// With STRAGGLAR_LINK_PROFILING=on, ncclSend and ncclRecv go to NCCL unchanged and are timed per
+// link (runtime/nccl/nccl_links.h); each blocking communicator gets a report communicator split
+// off it right after its creation.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -35,6 +39,7 @@
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_backend.h"
+#include "runtime/nccl/nccl_links.h"
 #include "runtime/preload_common.h"
 #include "runtime/version.h"
 
@@ -97,6 +102,9 @@ struct Global {
   std::set<ncclComm_t> nonblocking;  // created with blocking = 0: passed through
   bool traced = false;               // the communicator that traces has been chosen
   int next_comm_index = 0;
+  // STRAGGLAR_LINK_PROFILING=on: per communicator created since, in creation order ("p2p0", ...).
+  std::map<ncclComm_t, std::unique_ptr<NcclLinks>> links;
+  int next_links_index = 0;
 };
 
 // Never destroyed: NCCL calls may come from other threads while the process exits.
@@ -204,6 +212,8 @@ void WriteOutputs(Global& g, CommState& state) {
 void WriteOutputsAtExit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
+  // The exchange threads must not call CUDA or NCCL while the process tears them down.
+  for (auto& [comm, links] : g.links) links->Stop();
   for (auto& [comm, state] : g.comms) {
     if (state != nullptr) WriteOutputs(g, *state);
   }
@@ -214,13 +224,22 @@ void WriteOutputsAtExit() {
 void Forget(ncclComm_t comm, bool aborting) {
   Global& g = G();
   std::unique_ptr<CommState> state;
+  std::unique_ptr<NcclLinks> links;
   {
     std::lock_guard<std::mutex> lock(g.mutex);
     g.nonblocking.erase(comm);
-    auto it = g.comms.find(comm);
-    if (it == g.comms.end()) return;
-    state = std::move(it->second);
-    g.comms.erase(it);
+    if (auto it = g.links.find(comm); it != g.links.end()) {
+      links = std::move(it->second);
+      g.links.erase(it);
+    }
+    if (auto it = g.comms.find(comm); it != g.comms.end()) {
+      state = std::move(it->second);
+      g.comms.erase(it);
+    }
+  }
+  if (links != nullptr) {
+    if (aborting) links->set_aborting();
+    links.reset();  // before NCCL frees `comm`, which its report communicator was split off
   }
   if (state == nullptr) return;
   DeviceScope scope(state->backend->device());
@@ -229,19 +248,102 @@ void Forget(ncclComm_t comm, bool aborting) {
   WriteOutputs(g, *state);
 }
 
+// ncclGroupStart/End nesting on this thread: calls inside a user's group are NCCL's business.
+thread_local int group_depth = 0;
+
 // A communicator created non-blocking returns ncclInProgress from its calls; stragglar's
 // multi-step work assumes blocking calls, so it passes such communicators through.
 void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t* config) {
-  if (comm == nullptr || (result != ncclSuccess && result != ncclInProgress)) return;
+  if (comm == nullptr || *comm == nullptr || (result != ncclSuccess && result != ncclInProgress)) {
+    return;
+  }
+  Global& g = G();
   if (config != nullptr && config->blocking == 0) {
-    Global& g = G();
     std::lock_guard<std::mutex> lock(g.mutex);
     g.nonblocking.insert(*comm);
+    return;
   }
+  if (g.config.mode == RuntimeMode::kOff || !g.config.link_profiling) return;
+  if (result != ncclSuccess || group_depth > 0) {
+    // Created inside a group (several devices per thread): it exists only at ncclGroupEnd.
+    LogOnce(LogLevel::kInfo, "links-in-group",
+            "no link profiling on communicators created inside ncclGroupStart/End");
+    return;
+  }
+  // Every rank of the new communicator is in this call: the report communicator's split too.
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    name = absl::StrCat("p2p", g.next_links_index++);
+  }
+  absl::StatusOr<std::unique_ptr<NcclLinks>> links =
+      NcclLinks::Start(*comm, name, g.config, Timer(g), g.metrics.registry.get());
+  if (!links.ok()) {
+    Log(LogLevel::kWarn,
+        absl::StrCat("no link profiling on ", name, ": ", links.status().message()));
+    return;
+  }
+  Log(LogLevel::kInfo, absl::StrCat("link profiling on ", name));
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.links[*comm] = *std::move(links);
 }
 
-// ncclGroupStart/End nesting on this thread: calls inside a user's group are NCCL's business.
-thread_local int group_depth = 0;
+NcclLinks* LinksOf(ncclComm_t comm) {
+  Global& g = G();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  auto it = g.links.find(comm);
+  return it == g.links.end() ? nullptr : it->second.get();
+}
+
+// The sends and receives of the user's open group on this thread, timed as one unit at its
+// outermost ncclGroupEnd: only when they all use one profiled communicator and one stream.
+struct OpenGroup {
+  NcclLinks* links = nullptr;
+  cudaStream_t stream = nullptr;
+  bool mixed = false;
+  std::vector<TransferSide> sides;
+};
+thread_local OpenGroup open_group;
+
+// ncclSend (`send`) or ncclRecv: NCCL's `call`, made once, its result returned unchanged.
+ncclResult_t PointToPoint(bool send, int peer, size_t count, ncclDataType_t type, ncclComm_t comm,
+                          cudaStream_t stream, absl::FunctionRef<ncclResult_t()> call) {
+  NcclLinks* links = comm == nullptr ? nullptr : LinksOf(comm);
+  if (links == nullptr) return call();
+  const int64_t bytes = static_cast<int64_t>(count) * NcclTypeBytes(type);
+  if (group_depth == 0) return links->Timed(send, peer, bytes, stream, call);
+  const ncclResult_t result = call();
+  if (result != ncclSuccess) return result;
+  if (open_group.links == nullptr) {
+    open_group.links = links;
+    open_group.stream = stream;
+  } else if (open_group.links != links || open_group.stream != stream) {
+    open_group.mixed = true;
+  }
+  open_group.sides.push_back(links->Indexed(send, peer, bytes));
+  return result;
+}
+
+// The outermost ncclGroupEnd of a group with profiled sends or receives.
+ncclResult_t EndTimedGroup(absl::FunctionRef<ncclResult_t()> group_end) {
+  OpenGroup group = std::move(open_group);
+  open_group = {};
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (group.mixed || cudaStreamIsCapturing(group.stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone) {
+    return group_end();
+  }
+  GpuCallTimer* timer = group.links->timer();
+  const absl::StatusOr<uint64_t> ticket = timer->Begin(group.stream);
+  const ncclResult_t result = group_end();
+  if (!ticket.ok()) return result;
+  if (result == ncclSuccess && timer->End(*ticket, group.stream).ok()) {
+    group.links->AddGroup(*ticket, std::move(group.sides));
+  } else {
+    timer->Release(*ticket);
+  }
+  return result;
+}
 
 }  // namespace
 }  // namespace stragglar
@@ -254,7 +356,10 @@ extern "C" {
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   static auto* real = STRAGGLAR_REAL(ncclCommInitRank);
   Config();
-  return real == nullptr ? ncclInternalError : real(comm, nranks, id, rank);
+  if (real == nullptr) return ncclInternalError;
+  const ncclResult_t result = real(comm, nranks, id, rank);
+  stragglar::NoteCreated(result, comm, nullptr);
+  return result;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
@@ -342,8 +447,30 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   static auto* real = STRAGGLAR_REAL(ncclGroupEnd);
   if (real == nullptr) return ncclInternalError;
+  if (stragglar::group_depth == 1 && stragglar::open_group.links != nullptr) {
+    stragglar::group_depth = 0;
+    return stragglar::EndTimedGroup(real);
+  }
   if (stragglar::group_depth > 0) --stragglar::group_depth;
   return real();
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  static auto* real = STRAGGLAR_REAL(ncclSend);
+  if (real == nullptr) return ncclInternalError;
+  return stragglar::PointToPoint(/*send=*/true, peer, count, datatype, comm, stream, [&] {
+    return real(sendbuff, count, datatype, peer, comm, stream);
+  });
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  static auto* real = STRAGGLAR_REAL(ncclRecv);
+  if (real == nullptr) return ncclInternalError;
+  return stragglar::PointToPoint(/*send=*/false, peer, count, datatype, comm, stream, [&] {
+    return real(recvbuff, count, datatype, peer, comm, stream);
+  });
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,

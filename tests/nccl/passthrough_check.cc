@@ -16,6 +16,8 @@ int Run() {
   Dl_info where{};
   dladdr(reinterpret_cast<void*>(&ncclAllReduce), &where);
   std::fprintf(stderr, "ncclAllReduce from %s\n", where.dli_fname ? where.dli_fname : "?");
+  dladdr(reinterpret_cast<void*>(&ncclSend), &where);
+  std::fprintf(stderr, "ncclSend from %s\n", where.dli_fname ? where.dli_fname : "?");
   int version = 0;
   ncclResult_t result = ncclGetVersion(&version);
   std::printf("ncclGetVersion: %d (%s), version %d\n", result, ncclGetErrorString(result), version);
@@ -35,6 +37,21 @@ int Run() {
       result = ncclAllReduce(nullptr, nullptr, 1 << 20, ncclFloat32, op, nullptr, nullptr);
       std::printf("ncclAllReduce(no communicator): %d (%s)\n", result, ncclGetErrorString(result));
     }
+    // Point-to-point, alone and in a group (the preload times them per link): NCCL's answers.
+    result = ncclSend(nullptr, 1 << 20, ncclFloat32, 1, nullptr, nullptr);
+    std::printf("ncclSend(no communicator): %d (%s)\n", result, ncclGetErrorString(result));
+    result = ncclRecv(nullptr, 1 << 20, ncclBfloat16, 0, nullptr, nullptr);
+    std::printf("ncclRecv(no communicator): %d (%s)\n", result, ncclGetErrorString(result));
+    result = ncclGroupStart();
+    std::printf("ncclGroupStart: %d\n", result);
+    result = ncclSend(nullptr, 16, ncclInt8, 1, nullptr, nullptr);
+    std::printf("ncclSend(in a group, no communicator): %d (%s)\n", result,
+                ncclGetErrorString(result));
+    result = ncclRecv(nullptr, 16, ncclInt8, 1, nullptr, nullptr);
+    std::printf("ncclRecv(in a group, no communicator): %d (%s)\n", result,
+                ncclGetErrorString(result));
+    result = ncclGroupEnd();
+    std::printf("ncclGroupEnd: %d (%s)\n", result, ncclGetErrorString(result));
     return 0;
   }
   float* data = nullptr;

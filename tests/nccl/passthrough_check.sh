@@ -29,12 +29,17 @@ check() {  # NAME [VAR=VALUE...]: run with the preload and those settings; outpu
   fi
   grep -q "ncclAllReduce from .*libstragglar.so" "$work/$name.err" ||
     { echo "FAIL: $name: ncclAllReduce is not the preload's"; cat "$work/$name.err"; exit 1; }
+  grep -q "ncclSend from .*libstragglar.so" "$work/$name.err" ||
+    { echo "FAIL: $name: ncclSend is not the preload's"; cat "$work/$name.err"; exit 1; }
   echo "$name: identical to NCCL's own output"
 }
 check adapt
 check observe STRAGGLAR_MODE=observe
 check off STRAGGLAR_MODE=off
 check info STRAGGLAR_DEBUG=INFO
+check links STRAGGLAR_LINK_PROFILING=on STRAGGLAR_PIPELINE_MICROBATCHES=8 \
+  STRAGGLAR_PIPELINE_FORWARD=1ms STRAGGLAR_PIPELINE_BACKWARD=2ms
+check links-off STRAGGLAR_LINK_PROFILING=on STRAGGLAR_MODE=off
 # The preload's first line says it is active, its version, and the NCCL it found.
 grep -m 1 " stragglar " "$work/info.err" |
   grep -Eq "stragglar INFO libstragglar.so [0-9]+\.[0-9]+\.[0-9]+ active over NCCL [0-9]+\.[0-9]+\.[0-9]+: mode adapt" ||
