@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,13 +66,13 @@ class LinkMatcher {
     double seconds;
   };
   struct Ends {
-    std::map<uint64_t, Waiting> sends, receives;  // by index
+    absl::btree_map<uint64_t, Waiting> sends, receives;  // by index
     uint64_t newest = 0;
   };
   void Prune(Ends& ends);
 
   uint64_t window_;
-  std::map<std::pair<int, int>, Ends> links_;  // by (src, dst)
+  absl::flat_hash_map<std::pair<int, int>, Ends> links_;  // by (src, dst)
   int64_t dropped_ = 0;
 };
 
