@@ -19,6 +19,10 @@
 #           (STRAGGLAR_PRE_ARRIVAL=rounds|nccl), side by side: 3, 12, 48 MiB (equal blocks:
 #           ReduceScatter) and 16 MiB (uneven: Reduce per block), without and with rank 3
 #           spinning 2 ms; then -c 1 for every dtype x op with nccl at both kinds of size
+#   links   tests/nccl/link_check.sh: 4 processes on one GPU run a send/recv pipeline with link
+#           profiling on; rank 1's transfers slowed on the wire from 8 s in: every transfer
+#           bit-exact, every rank names a link out of rank 1, rank 0 writes the advice; without
+#           the slowing nobody is named
 #   ddp     tests/gpu/ddp_check.py under torchrun, 2 ranks on one GPU: the final parameters'
 #           SHA-256 without and with the preload (adaptive, and StragglAR forced) must be identical
 # Each check has a header and its own log, failures do not stop the others, and a PASS/FAIL/SKIP
@@ -27,7 +31,7 @@
 # for docs/results/).
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
-#                            [--only reduce,timer,pass,doctor,bench,prearrival,sweep,ddp]
+#                            [--only reduce,timer,pass,doctor,links,bench,prearrival,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -48,7 +52,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,doctor,bench,prearrival,sweep,ddp"
+only="reduce,timer,pass,doctor,links,bench,prearrival,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -88,8 +92,8 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | doctor | bench | prearrival | sweep | ddp) ;;
-    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, bench," \
+    reduce | timer | pass | doctor | links | bench | prearrival | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, bench," \
       "prearrival, sweep, ddp)" >&2
       exit 2 ;;
   esac
@@ -158,7 +162,7 @@ fi
 
 header "build ($build_dir)"
 targets=(stragglar-bench stragglar_preload stragglar-gpu-reduce-check gpu_timer_test
-  nccl_passthrough_check)
+  nccl_passthrough_check pipeline_check slow_socket)
 if ((prebuilt)); then
   echo "--prebuilt: using $build_dir/bin and $build_dir/lib as they are"
   ls -l "$build_dir"/bin "$build_dir"/lib
@@ -383,6 +387,16 @@ with open(os.path.join(out, "ratios.json"), "w") as f:
     json.dump(result, f, indent=2)
 EOF
 }
+
+# --- 2d. link profiling of send/recv -----------------------------------------------------------
+if wanted links; then
+  header "2d. link profiling: a 4-rank send/recv pipeline on one GPU, one rank's wire slowed"
+  if need links "$build_dir/bin/pipeline_check" "$preload"; then
+    run_logged links "$limit" "$repo/tests/nccl/link_check.sh" "$build_dir" "$preload" "$out/links"
+    detail="exit $rc; $(grep -m 1 '^advice:' "$out/links.log" || echo 'no advice')"
+    record links "$(status_of "$rc")" "$detail"
+  fi
+fi
 
 # --- 3. stragglar-bench, 4 ranks on one GPU -----------------------------------------------------
 if wanted bench; then
