@@ -13,11 +13,10 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
-#include <vector>
-
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "policy/link_monitor.h"

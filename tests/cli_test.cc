@@ -466,7 +466,7 @@ TEST(CliTest, PipelineRejectsBadInputInOneLine) {
             "--forward has 2 times for 4 stages"},
            {"pipeline --stages 4 --microbatches 8 --forward 10ms", "--backward is required"},
            {"pipeline --stages 4 --microbatches 8 --forward 0ms --backward 1ms",
-            "--forward times must be positive"},
+            "--forward: times must be positive"},
        }) {
     const CliResult result = RunCli(args);
     EXPECT_NE(result.exit_code, 0) << args;

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/log.h"
+#include "tests/fake_env.h"
 
 namespace stragglar {
 namespace {
@@ -26,33 +27,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-// The fake environment PreloadConfigFromEnv reads instead of the process's.
-std::map<std::string, std::string>& FakeEnv() {
-  static auto* env = new std::map<std::string, std::string>();
-  return *env;
-}
-
-const char* FakeGetenv(const char* name) {
-  auto it = FakeEnv().find(name);
-  return it == FakeEnv().end() ? nullptr : it->second.c_str();
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n');
-  // Every line ends with '\n': the last piece must be empty.
-  EXPECT_TRUE(lines.back().empty()) << "unterminated last line: " << lines.back();
-  lines.pop_back();
-  return lines;
-}
-
-// Parses FakeEnv(), returning the invalid-value lines in `lines`.
-PreloadConfig Parse(std::vector<std::string>* lines) {
-  std::ostringstream log;
-  PreloadConfig config = PreloadConfigFromEnv(&FakeGetenv, &log);
-  *lines = Lines(log.str());
-  return config;
-}
 
 void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) {
   EXPECT_EQ(actual.mode, expected.mode);
@@ -240,49 +214,6 @@ TEST_F(EnvConfigTest, ProfilerChoice) {
   EXPECT_THAT(lines, ElementsAre(HasSubstr(
                          "STRAGGLAR_PROFILER=\"nsight\" is invalid (accepted: cupti, events); "
                          "using cupti")));
-}
-
-TEST_F(EnvConfigTest, LinkProfilingAndPipelineStageTimes) {
-  std::vector<std::string> lines;
-  PreloadConfig config = Parse(&lines);
-  EXPECT_FALSE(config.link_profiling);
-  EXPECT_FALSE(config.pipeline.complete());
-  FakeEnv() = {{"STRAGGLAR_LINK_PROFILING", " ON "},
-               {"STRAGGLAR_PIPELINE_MICROBATCHES", "32"},
-               {"STRAGGLAR_PIPELINE_FORWARD", "10ms"},
-               {"STRAGGLAR_PIPELINE_BACKWARD", "20ms, 21ms,19ms,20ms"},
-               {"STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES", "16"}};
-  config = Parse(&lines);
-  EXPECT_THAT(lines, IsEmpty());
-  EXPECT_TRUE(config.link_profiling);
-  EXPECT_TRUE(config.pipeline.complete());
-  EXPECT_EQ(config.pipeline.memory_microbatches, 16);
-  EXPECT_THAT(DescribeConfig(config), HasSubstr("link profiling on"));
-  absl::StatusOr<PipelineSpec> spec = PipelineSpecFor(config.pipeline, 4);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->microbatches, 32);
-  EXPECT_THAT(spec->forward_s, ElementsAre(10e-3, 10e-3, 10e-3, 10e-3));
-  EXPECT_THAT(spec->backward_s, ElementsAre(20e-3, 21e-3, 19e-3, 20e-3));
-  EXPECT_EQ(spec->link_delay_s.size(), 3u);
-  EXPECT_THAT(PipelineSpecFor(config.pipeline, 3).status().message(),
-              HasSubstr("STRAGGLAR_PIPELINE_BACKWARD has 4 times for a pipeline of 3 stages"));
-  // Each bad value is one line and leaves that setting unset; the others stand.
-  FakeEnv() = {{"STRAGGLAR_LINK_PROFILING", "yes"},
-               {"STRAGGLAR_PIPELINE_MICROBATCHES", "0"},
-               {"STRAGGLAR_PIPELINE_FORWARD", "10ms,0ms"},
-               {"STRAGGLAR_PIPELINE_BACKWARD", "20"},
-               {"STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES", "8"}};
-  config = Parse(&lines);
-  EXPECT_THAT(lines,
-              ElementsAre(HasSubstr("STRAGGLAR_LINK_PROFILING=\"yes\" is invalid (accepted: on, "
-                                    "off); using off"),
-                          HasSubstr("STRAGGLAR_PIPELINE_MICROBATCHES=\"0\" is invalid"),
-                          HasSubstr("STRAGGLAR_PIPELINE_FORWARD=\"10ms,0ms\" is invalid"),
-                          HasSubstr("STRAGGLAR_PIPELINE_BACKWARD=\"20\" is invalid")));
-  EXPECT_FALSE(config.link_profiling);
-  EXPECT_EQ(config.pipeline.memory_microbatches, 8);
-  EXPECT_FALSE(config.pipeline.complete());
-  EXPECT_THAT(PipelineSpecFor(config.pipeline, 4).status().message(), HasSubstr("all needed"));
 }
 
 TEST_F(EnvConfigTest, EveryAlgorithm) {
