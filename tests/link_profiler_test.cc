@@ -404,12 +404,23 @@ TEST(LinkExchangerTest, EveryRankNamesTheSameLinkAndAdvisesTheSameCounts) {
         Iteration(iteration, iteration >= 4 ? 10e-3 : 0, false, random);
     for (int rank = 0; rank < kRanks; ++rank) sides[rank].Add(by_rank[rank]);
   }
-  // Until every side has been exchanged and matched, then a little more.
-  for (int wait = 0; wait < 10000; ++wait) {
-    bool drained = true;
-    for (RankSides& s : sides) drained = drained && s.empty();
-    if (drained && profilers[0]->transfers() == 16 * 6 * 32) break;
+  // Until every side has been taken; then one more exchange each, which absorbs the last taken.
+  // (The profilers belong to the exchange threads until Stop: only their counters are read here.)
+  const auto drained = [&sides] {
+    for (RankSides& s : sides) {
+      if (!s.empty()) return false;
+    }
+    return true;
+  };
+  for (int wait = 0; wait < 10000 && !drained(); ++wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<int> at_drain;
+  for (auto& exchanger : exchangers) at_drain.push_back(exchanger->exchanges());
+  for (int rank = 0; rank < kRanks; ++rank) {
+    for (int wait = 0; wait < 10000 && exchangers[rank]->exchanges() <= at_drain[rank]; ++wait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   for (auto& exchanger : exchangers) exchanger->Stop();
   for (int rank = 0; rank < kRanks; ++rank) {
