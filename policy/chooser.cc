@@ -57,7 +57,7 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
       absl::StatusOr<const Plan*> plan = plans_->For(algorithm, plan_straggler, bytes, link);
       if (!plan.ok()) return plan.status();
       absl::StatusOr<SimulationResult> result =
-          SimulatePlan(**plan, bytes, link, predicted_arrival_s);
+          plans_->Simulate(**plan, bytes, link, predicted_arrival_s);
       if (!result.ok()) return result.status();
       absl::StatusOr<CalibrationRegime> regime =
           plans_->RegimeOf(**plan, bytes, link, predicted_arrival_s);

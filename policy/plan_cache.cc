@@ -8,21 +8,7 @@
 #include "kernels/synthesizers.h"
 
 namespace stragglar {
-namespace {
-
-// `plan` cut to its pre-arrival rounds (`keep_pre_arrival`) or to the rounds after them.
-Plan PhaseOf(const Plan& plan, bool keep_pre_arrival) {
-  Plan phase = plan;
-  if (keep_pre_arrival) {
-    phase.rounds.resize(plan.pre_arrival_rounds);
-  } else {
-    phase.rounds.erase(phase.rounds.begin(), phase.rounds.begin() + plan.pre_arrival_rounds);
-    phase.pre_arrival_rounds = 0;
-  }
-  return phase;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<CalibrationRegime> RegimeFromPhase(
     const Plan& plan, absl::Span<const double> arrival_s,
@@ -80,7 +66,7 @@ absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& li
     // Only the rounds after the straggler arrives: the ReduceScatter moves the same bytes in the
     // same messages whatever the depth, and is meant to hide in the straggler's delay.
     absl::StatusOr<SimulationResult> simulated =
-        SimulatePlan(PhaseOf(**plan, /*keep_pre_arrival=*/false), bytes, link,
+        SimulatePart(**plan, (*plan)->pre_arrival_rounds, (*plan)->num_rounds(), bytes, link,
                      std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
     if (!simulated.ok()) return simulated.status();
     if (simulated->completion_s < best_s) {
@@ -98,11 +84,26 @@ absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double byt
   const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = pre_arrival_s_.find(key); it != pre_arrival_s_.end()) return it->second;
   absl::StatusOr<SimulationResult> simulated =
-      SimulatePlan(PhaseOf(plan, /*keep_pre_arrival=*/true), bytes, link,
+      SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link,
                    std::vector<double>(static_cast<size_t>(plan.num_ranks), 0.0));
   if (!simulated.ok()) return simulated.status();
   pre_arrival_s_.emplace(key, simulated->completion_s);
   return simulated->completion_s;
+}
+
+absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
+                                                     const LinkModel& link,
+                                                     absl::Span<const double> arrival_s) {
+  return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+}
+
+absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int begin_round,
+                                                         int end_round, double bytes,
+                                                         const LinkModel& link,
+                                                         absl::Span<const double> arrival_s) {
+  auto runs = ring_runs_.find(&plan);
+  if (runs == ring_runs_.end()) runs = ring_runs_.emplace(&plan, FindRingRuns(plan)).first;
+  return SimulateRounds(plan, runs->second, begin_round, end_round, bytes, link, arrival_s);
 }
 
 absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,

@@ -20,12 +20,12 @@ double ShortestDuration(absl::Span<const CallTiming> timing) {
 }
 
 // The model's counterpart of ShortestDuration: the shortest time from a rank's arrival to its
-// finish when `plan` runs on a call of `bytes` with these lags.
-absl::StatusOr<double> ModelledShortestDuration(const Plan& plan, int64_t bytes,
+// finish when `plan` (one of `plans`) runs on a call of `bytes` with these lags.
+absl::StatusOr<double> ModelledShortestDuration(PlanCache& plans, const Plan& plan, int64_t bytes,
                                                 const LinkModel& link,
                                                 absl::Span<const double> lag_s) {
   absl::StatusOr<SimulationResult> simulated =
-      SimulatePlan(plan, static_cast<double>(bytes), link, lag_s);
+      plans.Simulate(plan, static_cast<double>(bytes), link, lag_s);
   if (!simulated.ok()) return simulated.status();
   double shortest = std::numeric_limits<double>::infinity();
   for (size_t r = 0; r < lag_s.size(); ++r) {
@@ -130,7 +130,8 @@ void Policy::Calibrate(const RecordedCall& call, absl::Span<const CallTiming> ti
   // rather than leaving the epoch half absorbed.
   absl::StatusOr<const Plan*> plan = PlanFor(call.decision, call.bytes);
   if (!plan.ok()) return;
-  absl::StatusOr<double> predicted_s = ModelledShortestDuration(**plan, call.bytes, link_, lag_s);
+  absl::StatusOr<double> predicted_s =
+      ModelledShortestDuration(*plans_, **plan, call.bytes, link_, lag_s);
   if (!predicted_s.ok()) return;
   const absl::StatusOr<CalibrationRegime> regime =
       plans_->RegimeOf(**plan, static_cast<double>(call.bytes), link_, lag_s);
@@ -151,7 +152,8 @@ double Policy::EstimateSaved(const RecordedCall& call, absl::Span<const CallTimi
     absl::StatusOr<const Plan*> plan =
         plans_->For(baseline, std::nullopt, static_cast<double>(call.bytes), link_);
     if (plan.ok()) {
-      absl::StatusOr<double> modelled = ModelledShortestDuration(**plan, call.bytes, link_, lag_s);
+      absl::StatusOr<double> modelled =
+          ModelledShortestDuration(*plans_, **plan, call.bytes, link_, lag_s);
       if (modelled.ok()) predicted_s = *modelled * calibration_.Factor(baseline, call.bytes);
     }
     cached = baseline_by_bytes.emplace(call.bytes, predicted_s).first;

@@ -11,6 +11,13 @@ namespace stragglar {
 
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
                                               absl::Span<const double> arrival_s) {
+  return SimulateRounds(plan, {}, 0, plan.num_rounds(), bytes, link, arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                int begin_round, int end_round, double bytes,
+                                                const LinkModel& link,
+                                                absl::Span<const double> arrival_s) {
   if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
     return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
                                                    " arrival times, got ", arrival_s.size()));
@@ -22,13 +29,31 @@ absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, co
       !(link.shared_lanes >= 0)) {
     return absl::InvalidArgumentError("alpha must be >= 0, bandwidth > 0 and shared lanes >= 0");
   }
+  if (begin_round < 0 || end_round > plan.num_rounds() || begin_round > end_round) {
+    return absl::InvalidArgumentError(absl::StrCat("rounds [", begin_round, ", ", end_round,
+                                                   ") are not within the plan's ",
+                                                   plan.num_rounds()));
+  }
   for (double arrival : arrival_s) {
     if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
   }
   const double bytes_per_chunk = bytes / plan.num_chunks;
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
   std::vector<double> next = ready;
-  for (const Round& round : plan.rounds) {
+  auto run = runs.begin();
+  for (int r = begin_round; r < end_round;) {
+    while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
+    if (run != runs.end() && run->first_round <= r) {
+      // A run of ring rounds, or the part of it within [r, end_round), in closed form.
+      const int rounds = std::min(run->first_round + run->rounds, end_round) - r;
+      const double seconds = link.TransferSeconds(
+          bytes_per_chunk * static_cast<size_t>(run->chunks), static_cast<int>(run->cycle.size()));
+      AdvanceRingRounds(*run, rounds, seconds, ready);
+      for (int rank : run->cycle) next[rank] = ready[rank];
+      r += rounds;
+      continue;
+    }
+    const Round& round = plan.rounds[r++];
     const int transfers = static_cast<int>(round.transfers.size());
     for (const Transfer& transfer : round.transfers) {
       const double start = std::max(ready[transfer.src], ready[transfer.dst]);

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
+#include "policy/ring_runs.h"
 
 namespace stragglar {
 
@@ -41,6 +42,14 @@ struct SimulationResult {
 // negative or non-finite inputs, or a non-positive bandwidth.
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
                                               absl::Span<const double> arrival_s);
+// The same over rounds [begin_round, end_round) only (a phase: `arrival_s` are then the ranks'
+// times at begin_round), with `runs` (FindRingRuns(plan), in round order; empty: none) priced in
+// closed form: the same result bit for bit, in one pass per run instead of one per round.
+// InvalidArgument also for rounds outside the plan.
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                int begin_round, int end_round, double bytes,
+                                                const LinkModel& link,
+                                                absl::Span<const double> arrival_s);
 
 // Arrival vector with every rank at 0 except `late_rank` at `delay_s`.
 std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s);

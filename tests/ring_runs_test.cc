@@ -1,0 +1,111 @@
+// Ring runs (policy/ring_runs.h): which rounds of a plan are priced in closed form, and that the
+// simulator gives the same result with them as round by round, bit for bit, for every plan family,
+// random arrivals, whole plans and phases, with and without shared lanes.
+#include "policy/ring_runs.h"
+
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/synthesizers.h"
+#include "policy/simulator.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(RingRunsTest, RingIsOneRunOfEveryRound) {
+  for (int n = 2; n <= 9; ++n) {
+    const Plan ring = *SynthesizeRing(n);
+    const std::vector<RingRun> runs = FindRingRuns(ring);
+    ASSERT_EQ(runs.size(), 1u) << n;
+    EXPECT_EQ(runs[0].first_round, 0);
+    EXPECT_EQ(runs[0].rounds, 2 * (n - 1));
+    EXPECT_EQ(runs[0].cycle.size(), static_cast<size_t>(n));
+    EXPECT_EQ(runs[0].chunks, 1);
+  }
+  EXPECT_THAT(FindRingRuns(*SynthesizeRing(5))[0].cycle, ElementsAre(0, 1, 2, 3, 4));
+}
+
+TEST(RingRunsTest, StragglarsReduceScatterIsARingOfTheReadyRanks) {
+  const Plan plan = *SynthesizeStragglar(6, /*straggler=*/2, /*pieces=*/2);
+  const std::vector<RingRun> runs = FindRingRuns(plan);
+  ASSERT_FALSE(runs.empty());
+  EXPECT_EQ(runs[0].first_round, 0);
+  EXPECT_EQ(runs[0].rounds, plan.pre_arrival_rounds);
+  EXPECT_EQ(runs[0].cycle.size(), 5u);
+  EXPECT_THAT(runs[0].cycle, ::testing::Not(::testing::Contains(2)));
+  EXPECT_EQ(runs[0].chunks, 2);
+  // Halving-Doubling has no two equal ring rounds.
+  EXPECT_TRUE(FindRingRuns(*SynthesizeHalvingDoubling(8)).empty());
+}
+
+TEST(RingRunsTest, NotARing) {
+  Plan plan{.num_ranks = 4, .num_chunks = 4};
+  const auto round = [](std::vector<std::pair<int, int>> pairs, int chunks) {
+    Round r;
+    for (auto [src, dst] : pairs)
+      r.transfers.push_back({src, dst, TransferOp::kCopy, ChunkList(chunks)});
+    return r;
+  };
+  plan.rounds = {round({{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 1),  // two cycles
+                 round({{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 1),
+                 round({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 1),  // a ring, but uneven chunks next
+                 round({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 2),
+                 round({{0, 1}, {1, 2}, {2, 3}}, 1),  // a path, not a cycle
+                 round({{0, 1}, {1, 2}, {2, 3}}, 1)};
+  EXPECT_TRUE(FindRingRuns(plan).empty());
+  EXPECT_EQ(FindRingRuns(plan, /*min_rounds=*/1).size(), 2u);  // the two ring rounds, apart
+}
+
+// Every family at several sizes: the run-priced simulation equals the round-by-round one exactly.
+TEST(RingRunsTest, SimulationWithRunsIsBitForBitTheSimulators) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> lag(0, 3e-3);
+  std::bernoulli_distribution tie(0.3);
+  for (const LinkModel& link :
+       {LinkModel{}, LinkModel{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9, .shared_lanes = 2}}) {
+    for (int n = 2; n <= 12; ++n) {
+      std::vector<Plan> plans = {*SynthesizeRing(n), *SynthesizeHalvingDoubling(n)};
+      if (n >= 3) {
+        plans.push_back(*SynthesizeStragglar(n, n - 1));
+        plans.push_back(*SynthesizeStragglar(n, n / 2, 3));
+      }
+      for (const Plan& plan : plans) {
+        const std::vector<RingRun> runs = FindRingRuns(plan);
+        for (int trial = 0; trial < 8; ++trial) {
+          std::vector<double> arrival(n);
+          for (double& a : arrival) a = tie(random) ? 1e-3 : lag(random);  // ties too
+          const double bytes = trial % 2 ? 1 << 20 : 12345;
+          SCOPED_TRACE(testing::Message() << AlgorithmName(plan.algorithm) << " n=" << n);
+          const SimulationResult reference = *SimulatePlan(plan, bytes, link, arrival);
+          const SimulationResult fast =
+              *SimulateRounds(plan, runs, 0, plan.num_rounds(), bytes, link, arrival);
+          EXPECT_EQ(fast.finish_s, reference.finish_s);
+          EXPECT_EQ(fast.completion_s, reference.completion_s);
+          // A phase that starts or ends inside a run.
+          const int begin = plan.num_rounds() / 3, end = plan.num_rounds() - plan.num_rounds() / 4;
+          Plan phase = plan;
+          phase.rounds.assign(plan.rounds.begin() + begin, plan.rounds.begin() + end);
+          EXPECT_EQ(SimulateRounds(plan, runs, begin, end, bytes, link, arrival)->finish_s,
+                    SimulatePlan(phase, bytes, link, arrival)->finish_s);
+        }
+      }
+    }
+  }
+}
+
+TEST(RingRunsTest, RoundsOutsideThePlanAreAnError) {
+  const Plan ring = *SynthesizeRing(4);
+  const std::vector<double> arrival(4, 0.0);
+  EXPECT_THAT(SimulateRounds(ring, {}, 0, 7, 1, LinkModel{}, arrival).status().message(),
+              HasSubstr("not within the plan's 6"));
+  EXPECT_FALSE(SimulateRounds(ring, {}, 4, 3, 1, LinkModel{}, arrival).ok());
+  EXPECT_FALSE(SimulateRounds(ring, {}, -1, 3, 1, LinkModel{}, arrival).ok());
+}
+
+}  // namespace
+}  // namespace stragglar
