@@ -108,6 +108,14 @@ void ReadLinkProfiling(const EnvReader& env, PreloadConfig& config) {
                                                 PreloadConfig().link_profiling)) {
     config.link_profiling = *on;
   }
+  if (std::optional<std::string> host = env.Stripped("STRAGGLAR_LINK_ADDR")) {
+    in_addr parsed;
+    if (inet_pton(AF_INET, host->c_str(), &parsed) == 1) {
+      config.link_host = *host;
+    } else {
+      env.Invalid("STRAGGLAR_LINK_ADDR", *host, "an IPv4 address", "the host name's address");
+    }
+  }
   const auto count = [&env](const char* name, int minimum, int& out) {
     std::optional<std::string> value = env.Stripped(name);
     if (!value.has_value()) return;

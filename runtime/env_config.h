@@ -49,9 +49,12 @@ struct PreloadConfig {
   std::string pipeline_advice_file;
   // STRAGGLAR_LINK_PROFILING=on|off (case-insensitive), NCCL library only: time ncclSend and
   // ncclRecv per link, name a persistently slow link and advise warm-up counts (docs/pipeline.md).
-  // Each communicator then gets a second one, split off it at its creation, for the link reports.
+  // Each communicator then shares rank 0's address for the link reports (TCP) at its creation.
   // Off by default until it has been checked on a GPU.
   bool link_profiling = false;
+  // STRAGGLAR_LINK_ADDR: the IPv4 address rank 0 of a communicator gives the other ranks for the
+  // link reports (TCP); default: the address its host name resolves to, else 127.0.0.1.
+  std::string link_host;
   PipelineStageTimes pipeline;
   // STRAGGLAR_ALGORITHM=auto|native|ring|halving-doubling|stragglar (case-insensitive): a testing
   // and benchmark knob. auto (default): the policy decides; native: always the library's own

@@ -25,6 +25,7 @@ void LinkExchanger::Stop() {
 }
 
 void LinkExchanger::Loop() {
+  if (options_.thread_setup) options_.thread_setup();
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -33,7 +34,8 @@ void LinkExchanger::Loop() {
     absl::Status status = ExchangeOnce();
     if (absl::IsCancelled(status)) break;
     if (!status.ok()) {
-      Log(LogLevel::kWarn, absl::StrCat("link profiling stopped: ", status.message()));
+      Log(absl::IsUnavailable(status) ? LogLevel::kInfo : LogLevel::kWarn,
+          absl::StrCat("link profiling stopped: ", status.message()));
       break;
     }
     ++exchanges_;

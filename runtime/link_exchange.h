@@ -2,7 +2,8 @@
 // makes its own sends and receives), so the exchange cannot ride on the user's calls the way
 // AllReduce's epoch exchange does. Instead a background thread per rank all-gathers, every
 // `interval`, the sides its rank timed since the last exchange, over a channel of stragglar's own
-// (in the NCCL preload: a communicator split off the user's at its creation). The k-th gather of
+// (in the NCCL preload: TCP between the processes, rank 0's address shared at the communicator's
+// creation). The k-th gather of
 // every rank is the same collective, so every rank absorbs the same reports in the same order into
 // its own LinkProfiler, and names the same slow link and advises the same counts.
 #pragma once
@@ -24,7 +25,8 @@
 namespace stragglar {
 
 // A blocking all-gather of equal-sized blocks among the ranks, on a channel that is not the
-// user's, called from the exchange thread only.
+// user's, called from the exchange thread only (runtime/tcp_report_transport.h). Unavailable when
+// a peer has gone (the end of a job, said at INFO); other errors are said as warnings.
 class ReportTransport {
  public:
   virtual ~ReportTransport() = default;
@@ -38,6 +40,9 @@ struct LinkExchangeOptions {
   int size = 0;     // ranks
   int slots = 256;  // sides per rank per exchange; more wait for the next one
   std::chrono::milliseconds interval{1000};
+  // Run first on the exchange thread (e.g. to bind it to the communicator's device before the
+  // take callback polls the GPU timer).
+  std::function<void()> thread_setup;
 };
 
 class LinkExchanger {

@@ -27,6 +27,11 @@ std::vector<TransferSide> TransferLog::TakeTimed(int max, const PollSeconds& pol
         side.seconds = **seconds;
         timed_.push_back(side);
       }
+      // More than the exchange takes (it fell behind or stopped): the oldest go, counted.
+      while (timed_.size() > kMaxWaiting) {
+        timed_.pop_front();
+        ++dropped_;
+      }
     } else {
       ++abandoned_;
     }
@@ -45,6 +50,11 @@ void TransferLog::Abandon(const ReleaseTicket& release) {
   for (const Unit& unit : pending_) release(unit.ticket);
   abandoned_ += static_cast<int64_t>(pending_.size());
   pending_.clear();
+}
+
+int64_t TransferLog::dropped() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dropped_;
 }
 
 int64_t TransferLog::abandoned() const {

@@ -39,6 +39,10 @@ class TransferLog {
   void Abandon(const ReleaseTicket& release);
 
   int64_t abandoned() const;
+  // Timed sides dropped unreported because more than kMaxWaiting waited.
+  int64_t dropped() const;
+
+  static constexpr size_t kMaxWaiting = 1 << 16;
 
  private:
   struct Unit {
@@ -50,6 +54,7 @@ class TransferLog {
   std::deque<Unit> pending_;                       // in call order
   std::deque<TransferSide> timed_;
   int64_t abandoned_ = 0;
+  int64_t dropped_ = 0;
 };
 
 }  // namespace stragglar

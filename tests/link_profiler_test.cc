@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -23,6 +24,7 @@
 #include "prometheus/registry.h"
 #include "runtime/link_exchange.h"
 #include "runtime/link_reports.h"
+#include "runtime/tcp_report_transport.h"
 #include "runtime/transfer_log.h"
 
 namespace stragglar {
@@ -383,9 +385,12 @@ class RankSides {
   std::vector<TransferSide> queue_;
 };
 
-TEST(LinkExchangerTest, EveryRankNamesTheSameLinkAndAdvisesTheSameCounts) {
-  constexpr int kRanks = 4;
-  ThreadWorld world(kRanks);
+constexpr int kRanks = 4;
+
+// 4 ranks' exchangers over `transport_of(rank)` fed 16 iterations of the pipeline above, link
+// 1 -> 2 10 ms slow from the fifth: every rank must name it and advise the same counts.
+void ExpectEveryRankAgrees(
+    const std::function<std::unique_ptr<ReportTransport>(int rank)>& transport_of) {
   std::vector<RankSides> sides(kRanks);
   std::vector<std::unique_ptr<LinkProfiler>> profilers;
   std::vector<std::unique_ptr<LinkExchanger>> exchangers;
@@ -395,8 +400,8 @@ TEST(LinkExchangerTest, EveryRankNamesTheSameLinkAndAdvisesTheSameCounts) {
     // 100 slots: an iteration's 64-128 sides per rank take one or two exchanges.
     exchangers.push_back(std::make_unique<LinkExchanger>(
         LinkExchangeOptions{.size = kRanks, .slots = 100, .interval = std::chrono::milliseconds(2)},
-        std::make_unique<ThreadTransport>(world, rank),
-        [&sides, rank](int max) { return sides[rank].Take(max); }, *profilers[rank]));
+        transport_of(rank), [&sides, rank](int max) { return sides[rank].Take(max); },
+        *profilers[rank]));
   }
   std::mt19937 random(5);
   for (int iteration = 0; iteration < 16; ++iteration) {
@@ -434,6 +439,22 @@ TEST(LinkExchangerTest, EveryRankNamesTheSameLinkAndAdvisesTheSameCounts) {
     EXPECT_EQ(profilers[rank]->advice()->warmup, profilers[0]->advice()->warmup);
     EXPECT_EQ(profilers[rank]->advice()->delay_s, profilers[0]->advice()->delay_s);
   }
+}
+
+TEST(LinkExchangerTest, EveryRankNamesTheSameLinkAndAdvisesTheSameCounts) {
+  ThreadWorld world(kRanks);
+  ExpectEveryRankAgrees(
+      [&world](int rank) { return std::make_unique<ThreadTransport>(world, rank); });
+}
+
+// The same over TCP between the ranks, as the preload runs it.
+TEST(LinkExchangerTest, OverTcpEveryRankNamesTheSameLinkToo) {
+  std::unique_ptr<TcpListener> listener = *TcpListener::Open("127.0.0.1");
+  const std::string hub = listener->address();
+  ExpectEveryRankAgrees([&](int rank) {
+    return std::make_unique<TcpReportTransport>(TcpTransportOptions{.rank = rank, .size = kRanks},
+                                                rank == 0 ? std::move(listener) : nullptr, hub);
+  });
 }
 
 TEST(LinkExchangerTest, StopEndsAGatherThatAPeerWillNeverJoin) {

@@ -27,6 +27,7 @@ TEST_F(EnvConfigTest, LinkProfilingAndPipelineStageTimes) {
   EXPECT_FALSE(config.link_profiling);
   EXPECT_FALSE(config.pipeline.complete());
   FakeEnv() = {{"STRAGGLAR_LINK_PROFILING", " ON "},
+               {"STRAGGLAR_LINK_ADDR", "10.1.2.3"},
                {"STRAGGLAR_PIPELINE_MICROBATCHES", "32"},
                {"STRAGGLAR_PIPELINE_FORWARD", "10ms"},
                {"STRAGGLAR_PIPELINE_BACKWARD", "20ms, 21ms,19ms,20ms"},
@@ -34,6 +35,7 @@ TEST_F(EnvConfigTest, LinkProfilingAndPipelineStageTimes) {
   config = Parse(&lines);
   EXPECT_THAT(lines, IsEmpty());
   EXPECT_TRUE(config.link_profiling);
+  EXPECT_EQ(config.link_host, "10.1.2.3");
   EXPECT_TRUE(config.pipeline.complete());
   EXPECT_EQ(config.pipeline.memory_microbatches, 16);
   EXPECT_THAT(DescribeConfig(config), HasSubstr("link profiling on"));
@@ -46,15 +48,16 @@ TEST_F(EnvConfigTest, LinkProfilingAndPipelineStageTimes) {
   EXPECT_THAT(PipelineSpecFor(config.pipeline, 3).status().message(),
               HasSubstr("STRAGGLAR_PIPELINE_BACKWARD has 4 times for a pipeline of 3 stages"));
   // Each bad value is one line and leaves that setting unset; the others stand.
-  FakeEnv() = {{"STRAGGLAR_LINK_PROFILING", "yes"},
-               {"STRAGGLAR_PIPELINE_MICROBATCHES", "0"},
-               {"STRAGGLAR_PIPELINE_FORWARD", "10ms,0ms"},
-               {"STRAGGLAR_PIPELINE_BACKWARD", "20"},
-               {"STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES", "8"}};
+  FakeEnv() = {
+      {"STRAGGLAR_LINK_PROFILING", "yes"},      {"STRAGGLAR_LINK_ADDR", "node7"},
+      {"STRAGGLAR_PIPELINE_MICROBATCHES", "0"}, {"STRAGGLAR_PIPELINE_FORWARD", "10ms,0ms"},
+      {"STRAGGLAR_PIPELINE_BACKWARD", "20"},    {"STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES", "8"}};
   config = Parse(&lines);
   EXPECT_THAT(lines,
               ElementsAre(HasSubstr("STRAGGLAR_LINK_PROFILING=\"yes\" is invalid (accepted: on, "
                                     "off); using off"),
+                          HasSubstr("STRAGGLAR_LINK_ADDR=\"node7\" is invalid (accepted: an IPv4 "
+                                    "address)"),
                           HasSubstr("STRAGGLAR_PIPELINE_MICROBATCHES=\"0\" is invalid"),
                           HasSubstr("STRAGGLAR_PIPELINE_FORWARD=\"10ms,0ms\" is invalid"),
                           HasSubstr("STRAGGLAR_PIPELINE_BACKWARD=\"20\" is invalid")));

@@ -1,119 +1,52 @@
 #include "runtime/nccl/nccl_links.h"
 
-#include <atomic>
-#include <chrono>
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "kernels/device_scope.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
+#include "runtime/tcp_report_transport.h"
 
 namespace stragglar {
 
-// The link reports' all-gather: on the report communicator, on a stream of its own, through
-// pinned host buffers, polled so that Cancel() can end a wait for a peer that will not come.
-class NcclLinks::Transport final : public ReportTransport {
- public:
-  static absl::StatusOr<std::unique_ptr<Transport>> Create(ncclComm_t user_comm, int rank, int size,
-                                                           int device, size_t doubles) {
-    auto transport = std::unique_ptr<Transport>(new Transport(size, device, doubles));
-    DeviceScope scope(device);
-    const NcclApi& api = Api();
-    if (ncclResult_t code = api.comm_split(user_comm, 0, rank, &transport->comm_, nullptr);
-        code != ncclSuccess) {
-      transport->comm_ = nullptr;
-      return absl::InternalError(absl::StrCat("ncclCommSplit (link reports) failed: ", code));
-    }
-    const size_t bytes = doubles * sizeof(double);
-    if (cudaError_t code = transport->Allocate(bytes); code != cudaSuccess) {
-      return absl::InternalError(absl::StrCat("link report buffers: ", cudaGetErrorString(code)));
-    }
-    return transport;
+namespace {
+
+constexpr size_t kAddressBytes = 64;  // "host:port" of rank 0's listener, NUL-padded
+
+// Rank 0's text, on every rank: one ncclBroadcast on the user's communicator, made while every
+// rank is in the call that created it.
+absl::StatusOr<std::string> BroadcastAddress(ncclComm_t comm, int device, std::string mine) {
+  DeviceScope scope(device);
+  char host[kAddressBytes] = {};
+  mine.copy(host, kAddressBytes - 1);
+  cudaStream_t stream = nullptr;
+  char* buffer = nullptr;
+  cudaError_t cuda = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (cuda == cudaSuccess) cuda = cudaMalloc(&buffer, kAddressBytes);
+  ncclResult_t nccl = ncclSuccess;
+  if (cuda == cudaSuccess) {
+    cuda = cudaMemcpyAsync(buffer, host, kAddressBytes, cudaMemcpyHostToDevice, stream);
   }
-
-  ~Transport() override {
-    DeviceScope scope(device_);
-    if (comm_ != nullptr) {
-      // A gather left in flight waits for peers that may never come: only abort ends it.
-      (in_flight_ || aborting_) ? Api().comm_abort(comm_) : Api().comm_destroy(comm_);
-    }
-    if (done_ != nullptr) cudaEventDestroy(done_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    for (double* buffer : {device_mine_, device_all_}) {
-      if (buffer != nullptr) cudaFree(buffer);
-    }
-    for (double* buffer : {host_mine_, host_all_}) {
-      if (buffer != nullptr) cudaFreeHost(buffer);
-    }
+  if (cuda == cudaSuccess) {
+    nccl = Api().broadcast(buffer, buffer, kAddressBytes, ncclUint8, 0, comm, stream);
   }
-
-  absl::StatusOr<std::vector<double>> AllGather(absl::Span<const double> mine) override {
-    if (cancelled_) return absl::CancelledError("link profiling stopped");
-    if (!thread_set_up_) {
-      // A user's CUDA graph capture in global mode must not see this thread's calls as unsafe.
-      cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
-      cudaThreadExchangeStreamCaptureMode(&relaxed);
-      thread_set_up_ = true;
-    }
-    DeviceScope scope(device_);
-    const size_t bytes = doubles_ * sizeof(double);
-    if (mine.size() != doubles_) return absl::InternalError("link report of the wrong size");
-    std::copy(mine.begin(), mine.end(), host_mine_);
-    cudaError_t cuda =
-        cudaMemcpyAsync(device_mine_, host_mine_, bytes, cudaMemcpyHostToDevice, stream_);
-    if (cuda != cudaSuccess) return Cuda("cudaMemcpyAsync", cuda);
-    if (ncclResult_t code =
-            Api().all_gather(device_mine_, device_all_, doubles_, ncclFloat64, comm_, stream_);
-        code != ncclSuccess) {
-      return absl::InternalError(absl::StrCat("ncclAllGather (link reports) failed: ", code));
-    }
-    in_flight_ = true;
-    cuda = cudaMemcpyAsync(host_all_, device_all_, bytes * size_, cudaMemcpyDeviceToHost, stream_);
-    if (cuda == cudaSuccess) cuda = cudaEventRecord(done_, stream_);
-    if (cuda != cudaSuccess) return Cuda("cudaMemcpyAsync", cuda);
-    while ((cuda = cudaEventQuery(done_)) == cudaErrorNotReady) {
-      if (cancelled_) return absl::CancelledError("link profiling stopped");
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (cuda != cudaSuccess) return Cuda("cudaEventQuery", cuda);
-    in_flight_ = false;
-    return std::vector<double>(host_all_, host_all_ + doubles_ * size_);
+  if (cuda == cudaSuccess && nccl == ncclSuccess) {
+    cuda = cudaMemcpyAsync(host, buffer, kAddressBytes, cudaMemcpyDeviceToHost, stream);
   }
-
-  void Cancel() override { cancelled_ = true; }
-  void set_aborting() { aborting_ = true; }
-
- private:
-  Transport(int size, int device, size_t doubles)
-      : size_(size), device_(device), doubles_(doubles) {}
-
-  cudaError_t Allocate(size_t bytes) {
-    cudaError_t code = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-    if (code == cudaSuccess) code = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
-    if (code == cudaSuccess) code = cudaMalloc(&device_mine_, bytes);
-    if (code == cudaSuccess) code = cudaMalloc(&device_all_, bytes * size_);
-    if (code == cudaSuccess) code = cudaMallocHost(&host_mine_, bytes);
-    if (code == cudaSuccess) code = cudaMallocHost(&host_all_, bytes * size_);
-    return code;
+  if (cuda == cudaSuccess && nccl == ncclSuccess) cuda = cudaStreamSynchronize(stream);
+  if (buffer != nullptr) cudaFree(buffer);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (nccl != ncclSuccess) {
+    return absl::InternalError(absl::StrCat("ncclBroadcast (link report address) failed: ", nccl));
   }
-  absl::Status Cuda(absl::string_view call, cudaError_t code) {
-    return absl::InternalError(absl::StrCat(call, " (link reports): ", cudaGetErrorString(code)));
+  if (cuda != cudaSuccess) {
+    return absl::InternalError(
+        absl::StrCat("sharing the link report address: ", cudaGetErrorString(cuda)));
   }
+  host[kAddressBytes - 1] = '\0';
+  return std::string(host);
+}
 
-  int size_;
-  int device_;
-  size_t doubles_;
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t done_ = nullptr;
-  double *device_mine_ = nullptr, *device_all_ = nullptr;
-  double *host_mine_ = nullptr, *host_all_ = nullptr;
-  std::atomic<bool> cancelled_{false};
-  std::atomic<bool> aborting_{false};
-  bool in_flight_ = false;      // the exchange thread's; read after it has been joined
-  bool thread_set_up_ = false;  // the exchange thread's
-};
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclLinks>> NcclLinks::Start(ncclComm_t comm, std::string name,
                                                             const PreloadConfig& config,
@@ -121,17 +54,31 @@ absl::StatusOr<std::unique_ptr<NcclLinks>> NcclLinks::Start(ncclComm_t comm, std
                                                             prometheus::Registry* metrics) {
   const NcclApi& api = Api();
   int size = 0, rank = 0, device = 0;
-  if (!api.complete() || api.comm_split == nullptr || api.comm_abort == nullptr ||
-      api.comm_destroy == nullptr) {
-    return absl::FailedPreconditionError("NCCL lacks a function link profiling needs");
-  }
-  if (api.comm_count(comm, &size) != ncclSuccess ||
+  if (!api.complete() || api.comm_count(comm, &size) != ncclSuccess ||
       api.comm_user_rank(comm, &rank) != ncclSuccess ||
       api.comm_cu_device(comm, &device) != ncclSuccess) {
     return absl::InternalError("the communicator's rank, size or device is unknown");
   }
   if (size < 2) return absl::FailedPreconditionError("a communicator of one rank has no links");
+  // First the collective, which every rank must join whatever happens here afterwards: rank 0's
+  // address ("" when it cannot listen). A rank that fails after it only ends its own profiling;
+  // the others then see it gone (a closed connection, or a connection that never comes).
+  std::unique_ptr<TcpListener> listener;
+  std::string advertised;
+  if (rank == 0) {
+    absl::StatusOr<std::unique_ptr<TcpListener>> opened = TcpListener::Open(config.link_host);
+    if (opened.ok()) {
+      listener = *std::move(opened);
+      advertised = listener->address();
+    } else {
+      Log(LogLevel::kWarn, absl::StrCat(name, ": ", opened.status().message()));
+    }
+  }
+  absl::StatusOr<std::string> hub = BroadcastAddress(comm, device, advertised);
+  if (!hub.ok()) return hub.status();
+  if (hub->empty()) return absl::UnavailableError("rank 0 could not listen for link reports");
   if (timer == nullptr) return absl::FailedPreconditionError("no GPU timer");
+
   LinkProfilerOptions options{.stages = size,
                               .comm = std::move(name),
                               .metrics = metrics,
@@ -145,18 +92,23 @@ absl::StatusOr<std::unique_ptr<NcclLinks>> NcclLinks::Start(ncclComm_t comm, std
   }
   absl::StatusOr<std::unique_ptr<LinkProfiler>> profiler = LinkProfiler::Create(std::move(options));
   if (!profiler.ok()) return profiler.status();
-  const LinkExchangeOptions exchange{.size = size};
-  absl::StatusOr<std::unique_ptr<Transport>> transport =
-      Transport::Create(comm, rank, size, device, ReportDoubles(exchange.slots));
-  if (!transport.ok()) return transport.status();
 
   auto links = std::unique_ptr<NcclLinks>(new NcclLinks);
   links->timer_ = timer;
   links->profiler_ = *std::move(profiler);
-  links->transport_ = transport->get();
   NcclLinks* self = links.get();
+  LinkExchangeOptions exchange{.size = size};
+  exchange.thread_setup = [device] {
+    // Bound to the communicator's device before its first CUDA call (the timer's polls), and in
+    // the relaxed capture mode, so that a user's graph capture in global mode never sees them.
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&relaxed);
+    cudaSetDevice(device);
+  };
   links->exchanger_ = std::make_unique<LinkExchanger>(
-      exchange, *std::move(transport),
+      std::move(exchange),
+      std::make_unique<TcpReportTransport>(TcpTransportOptions{.rank = rank, .size = size},
+                                           std::move(listener), *hub),
       [self](int max) {
         return self->log_.TakeTimed(
             max,
@@ -174,18 +126,18 @@ absl::StatusOr<std::unique_ptr<NcclLinks>> NcclLinks::Start(ncclComm_t comm, std
 
 NcclLinks::~NcclLinks() {
   if (exchanger_ == nullptr) return;
-  if (aborting_) transport_->set_aborting();
   exchanger_->Stop();
-  exchanger_.reset();  // frees the transport: the report communicator goes
+  exchanger_.reset();  // closes the connections: the other ranks learn that this one has gone
   log_.Abandon([this](uint64_t ticket) { timer_->Release(ticket); });
 }
 
 ncclResult_t NcclLinks::Timed(bool send, int peer, int64_t bytes, cudaStream_t stream,
                               absl::FunctionRef<ncclResult_t()> call) {
   // Under graph capture the timer's events would be captured too: untimed, but indexed.
+  // Once the exchange has ended nothing would read a timing: indexed only.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  absl::StatusOr<uint64_t> ticket = absl::UnavailableError("capturing");
-  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+  absl::StatusOr<uint64_t> ticket = absl::UnavailableError("not timed");
+  if (exchanger_->running() && cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
       capture == cudaStreamCaptureStatusNone) {
     ticket = timer_->Begin(stream);
   }

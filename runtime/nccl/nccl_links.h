@@ -1,7 +1,10 @@
 // Link profiling in the NCCL preload (STRAGGLAR_LINK_PROFILING=on; docs/pipeline.md). Per user
-// communicator, from its creation (a collective call, so every rank splits together): a second
-// communicator of stragglar's own for the link reports, the log of this rank's sends and
-// receives, the link profiler and its exchange thread. The interposed ncclSend and ncclRecv go
+// communicator, from its creation (a collective call, so every rank is there): rank 0's address
+// for the link reports, broadcast once on the communicator; the log of this rank's sends and
+// receives; the link profiler; and its exchange thread, which gathers the reports over TCP
+// (runtime/tcp_report_transport.h), never over NCCL: NCCL forbids issuing operations to
+// independent communicators of one device from several threads, and a gather left waiting on the
+// GPU for a rank that has stopped would block the device. The interposed ncclSend and ncclRecv go
 // to NCCL unchanged, bracketed by the GPU call timer; inside a user's group the whole group is
 // timed as one unit at its ncclGroupEnd, and each transfer in it gets the group's time.
 #pragma once
@@ -26,26 +29,24 @@ namespace stragglar {
 // One user communicator's link profiling.
 class NcclLinks {
  public:
-  // Splits the report communicator off `comm` (every rank of `comm` must call this, right after
-  // creating it) and starts the exchange. `timer` (the process's) must outlive this; `metrics` may
-  // be null. An error leaves `comm` untouched; the caller logs it and passes the communicator
-  // through.
+  // Shares rank 0's address on `comm` (every rank of `comm` must call this, right after creating
+  // it: it is a collective) and starts the exchange. `timer` (the process's) must outlive this;
+  // `metrics` may be null. An error leaves `comm` as it was; the caller logs it and profiles
+  // nothing on it.
   static absl::StatusOr<std::unique_ptr<NcclLinks>> Start(ncclComm_t comm, std::string name,
                                                           const PreloadConfig& config,
                                                           GpuCallTimer* timer,
                                                           prometheus::Registry* metrics);
-  // Stops the exchange and frees the report communicator: aborted when a gather is in flight or
-  // `aborting` (a peer may be gone), destroyed otherwise.
+  // Stops the exchange (its connections close) and releases the timer's tickets. No GPU work.
   ~NcclLinks();
   NcclLinks(const NcclLinks&) = delete;
   NcclLinks& operator=(const NcclLinks&) = delete;
 
   // Stops the exchange thread (at exit, when the process will not destroy its communicators).
   void Stop() { exchanger_->Stop(); }
-  void set_aborting() { aborting_ = true; }
 
   // One ncclSend (`send`) or ncclRecv outside a group: `call` is NCCL's, made once, its result
-  // returned unchanged.
+  // returned unchanged. Timed while the exchange runs; indexed always.
   ncclResult_t Timed(bool send, int peer, int64_t bytes, cudaStream_t stream,
                      absl::FunctionRef<ncclResult_t()> call);
   // A send or receive inside a user's group: indexed now, timed with the group.
@@ -57,16 +58,15 @@ class NcclLinks {
     log_.AddTimed(ticket, std::move(sides));
   }
   GpuCallTimer* timer() const { return timer_; }
+  // False once the exchange has ended: nothing is timed any more.
+  bool exchanging() const { return exchanger_->running(); }
 
  private:
-  class Transport;
   NcclLinks() = default;
 
   GpuCallTimer* timer_ = nullptr;
-  bool aborting_ = false;
   TransferLog log_;
   std::unique_ptr<LinkProfiler> profiler_;
-  Transport* transport_ = nullptr;  // owned by exchanger_
   std::unique_ptr<LinkExchanger> exchanger_;
 };
 

@@ -103,7 +103,9 @@ struct Global {
   bool traced = false;               // the communicator that traces has been chosen
   int next_comm_index = 0;
   // STRAGGLAR_LINK_PROFILING=on: per communicator created since, in creation order ("p2p0", ...).
-  std::map<ncclComm_t, std::unique_ptr<NcclLinks>> links;
+  // Shared: a call in progress keeps its communicator's profiling alive while another thread
+  // aborts the communicator (PyTorch's watchdog does).
+  std::map<ncclComm_t, std::shared_ptr<NcclLinks>> links;
   int next_links_index = 0;
 };
 
@@ -224,7 +226,7 @@ void WriteOutputsAtExit() {
 void Forget(ncclComm_t comm, bool aborting) {
   Global& g = G();
   std::unique_ptr<CommState> state;
-  std::unique_ptr<NcclLinks> links;
+  std::shared_ptr<NcclLinks> links;
   {
     std::lock_guard<std::mutex> lock(g.mutex);
     g.nonblocking.erase(comm);
@@ -237,10 +239,7 @@ void Forget(ncclComm_t comm, bool aborting) {
       g.comms.erase(it);
     }
   }
-  if (links != nullptr) {
-    if (aborting) links->set_aborting();
-    links.reset();  // before NCCL frees `comm`, which its report communicator was split off
-  }
+  links.reset();  // its exchange stops now (or when the last call using it returns)
   if (state == nullptr) return;
   DeviceScope scope(state->backend->device());
   state->backend->ReleaseReadyComms(aborting);
@@ -264,10 +263,15 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
     return;
   }
   if (g.config.mode == RuntimeMode::kOff || !g.config.link_profiling) return;
-  if (result != ncclSuccess || group_depth > 0) {
+  if (group_depth > 0) {
     // Created inside a group (several devices per thread): it exists only at ncclGroupEnd.
     LogOnce(LogLevel::kInfo, "links-in-group",
             "no link profiling on communicators created inside ncclGroupStart/End");
+    return;
+  }
+  if (result != ncclSuccess) {  // still being created (NCCL_COMM_BLOCKING=0)
+    LogOnce(LogLevel::kInfo, "links-in-progress",
+            "no link profiling on communicators created non-blocking");
     return;
   }
   // Every rank of the new communicator is in this call: the report communicator's split too.
@@ -288,58 +292,84 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
   g.links[*comm] = *std::move(links);
 }
 
-NcclLinks* LinksOf(ncclComm_t comm) {
+std::shared_ptr<NcclLinks> LinksOf(ncclComm_t comm) {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
   auto it = g.links.find(comm);
-  return it == g.links.end() ? nullptr : it->second.get();
+  return it == g.links.end() ? nullptr : it->second;
 }
 
-// The sends and receives of the user's open group on this thread, timed as one unit at its
-// outermost ncclGroupEnd: only when they all use one profiled communicator and one stream.
+// The sends and receives of the user's open group on this thread. NCCL runs a group's work at
+// its outermost ncclGroupEnd, so that is where the group is timed, as one unit, and where its
+// calls take their indices (only if NCCL accepted the group). It is timed only when its calls
+// all use one profiled communicator, one stream and one peer, and nothing else is in it: then
+// both ends of that link are in it and its time is the link's; otherwise a third rank's or other
+// work's time would be blamed on the link.
+struct GroupSide {
+  std::shared_ptr<NcclLinks> links;
+  bool send;
+  int peer;
+  int64_t bytes;
+};
 struct OpenGroup {
-  NcclLinks* links = nullptr;
   cudaStream_t stream = nullptr;
-  bool mixed = false;
-  std::vector<TransferSide> sides;
+  bool untimed = false;
+  std::vector<GroupSide> sides;
 };
 thread_local OpenGroup open_group;
+
+// Something in the open group that is not a profiled send or receive.
+void NoteOtherGroupWork() {
+  if (group_depth > 0) open_group.untimed = true;
+}
 
 // ncclSend (`send`) or ncclRecv: NCCL's `call`, made once, its result returned unchanged.
 ncclResult_t PointToPoint(bool send, int peer, size_t count, ncclDataType_t type, ncclComm_t comm,
                           cudaStream_t stream, absl::FunctionRef<ncclResult_t()> call) {
-  NcclLinks* links = comm == nullptr ? nullptr : LinksOf(comm);
-  if (links == nullptr) return call();
+  std::shared_ptr<NcclLinks> links = comm == nullptr ? nullptr : LinksOf(comm);
+  if (links == nullptr) {
+    NoteOtherGroupWork();
+    return call();
+  }
   const int64_t bytes = static_cast<int64_t>(count) * NcclTypeBytes(type);
   if (group_depth == 0) return links->Timed(send, peer, bytes, stream, call);
   const ncclResult_t result = call();
   if (result != ncclSuccess) return result;
-  if (open_group.links == nullptr) {
-    open_group.links = links;
-    open_group.stream = stream;
-  } else if (open_group.links != links || open_group.stream != stream) {
-    open_group.mixed = true;
+  if (!open_group.sides.empty()) {
+    const GroupSide& first = open_group.sides.front();
+    if (first.links != links || first.peer != peer || open_group.stream != stream) {
+      open_group.untimed = true;
+    }
   }
-  open_group.sides.push_back(links->Indexed(send, peer, bytes));
+  open_group.stream = stream;
+  open_group.sides.push_back({std::move(links), send, peer, bytes});
   return result;
 }
 
 // The outermost ncclGroupEnd of a group with profiled sends or receives.
-ncclResult_t EndTimedGroup(absl::FunctionRef<ncclResult_t()> group_end) {
+ncclResult_t EndGroupWithSides(absl::FunctionRef<ncclResult_t()> group_end) {
   OpenGroup group = std::move(open_group);
   open_group = {};
+  NcclLinks& links = *group.sides.front().links;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (group.mixed || cudaStreamIsCapturing(group.stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone) {
-    return group_end();
-  }
-  GpuCallTimer* timer = group.links->timer();
-  const absl::StatusOr<uint64_t> ticket = timer->Begin(group.stream);
+  const bool timed = !group.untimed && links.exchanging() &&
+                     cudaStreamIsCapturing(group.stream, &capture) == cudaSuccess &&
+                     capture == cudaStreamCaptureStatusNone;
+  GpuCallTimer* timer = links.timer();
+  const absl::StatusOr<uint64_t> ticket =
+      timed ? timer->Begin(group.stream) : absl::UnavailableError("not timed");
   const ncclResult_t result = group_end();
-  if (!ticket.ok()) return result;
-  if (result == ncclSuccess && timer->End(*ticket, group.stream).ok()) {
-    group.links->AddGroup(*ticket, std::move(group.sides));
-  } else {
+  if (result != ncclSuccess) {  // NCCL took none of it: no indices
+    if (ticket.ok()) timer->Release(*ticket);
+    return result;
+  }
+  std::vector<TransferSide> sides;
+  for (const GroupSide& side : group.sides) {
+    sides.push_back(side.links->Indexed(side.send, side.peer, side.bytes));
+  }
+  if (ticket.ok() && timer->End(*ticket, group.stream).ok()) {
+    links.AddGroup(*ticket, std::move(sides));
+  } else if (ticket.ok()) {
     timer->Release(*ticket);
   }
   return result;
@@ -447,12 +477,22 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   static auto* real = STRAGGLAR_REAL(ncclGroupEnd);
   if (real == nullptr) return ncclInternalError;
-  if (stragglar::group_depth == 1 && stragglar::open_group.links != nullptr) {
+  if (stragglar::group_depth == 1 && !stragglar::open_group.sides.empty()) {
     stragglar::group_depth = 0;
-    return stragglar::EndTimedGroup(real);
+    return stragglar::EndGroupWithSides(real);
   }
   if (stragglar::group_depth > 0) --stragglar::group_depth;
+  if (stragglar::group_depth == 0) stragglar::open_group = {};
   return real();
+}
+
+// Ends a group without running it (NCCL only estimates it): nothing ran, nothing is indexed.
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
+  static auto* real = STRAGGLAR_REAL(ncclGroupSimulateEnd);
+  if (real == nullptr) return ncclInternalError;
+  if (stragglar::group_depth > 0) --stragglar::group_depth;
+  if (stragglar::group_depth == 0) stragglar::open_group = {};
+  return real(info);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -481,6 +521,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   const stragglar::PreloadConfig& config = Config();
   const std::optional<stragglar::DataType> type = stragglar::MapType(datatype);
   const std::optional<stragglar::ReduceOp> reduce_op = stragglar::MapOp(op);
+  stragglar::NoteOtherGroupWork();
   if (config.mode == stragglar::RuntimeMode::kOff || stragglar::group_depth > 0 || count == 0 ||
       comm == nullptr || !type.has_value() || !reduce_op.has_value() ||
       static_cast<int64_t>(count) * stragglar::DataTypeSize(*type) < config.min_bytes) {

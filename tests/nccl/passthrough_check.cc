@@ -52,6 +52,11 @@ int Run() {
                 ncclGetErrorString(result));
     result = ncclGroupEnd();
     std::printf("ncclGroupEnd: %d (%s)\n", result, ncclGetErrorString(result));
+    ncclGroupStart();
+    result = ncclSend(nullptr, 16, ncclInt8, 1, nullptr, nullptr);
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    result = ncclGroupSimulateEnd(&info);
+    std::printf("ncclGroupSimulateEnd: %d (%s)\n", result, ncclGetErrorString(result));
     return 0;
   }
   float* data = nullptr;
