@@ -4,7 +4,8 @@
 # STRAGGLAR_LINK_PROFILING=on; after a healthy start, rank 1's outgoing transfers are slowed on
 # the wire (tests/nccl/slow_socket.c). Checks: every transfer bit-exact on every rank; every rank
 # names a slow link out of rank 1 (1->0 or 1->2); rank 0 writes advice for it. Then the same
-# pipeline without slowing: nobody is named.
+# pipeline without slowing: nobody is named. (Should it name 0->1 or 2->1 instead: the shim's
+# sleeps are in an NCCL proxy thread that also drives rank 1's receives.)
 # usage: BUILD_DIR PRELOAD OUT_DIR
 set -uo pipefail
 build_dir=$1 preload=$2 out=$3
@@ -43,9 +44,13 @@ else
   tail -n 3 "$out/slowed-rank0.log"
   failed=1
 fi
+# 60 iterations of 8 micro-batches, each a transfer in and out per direction a rank has.
+expected=(960 1920 1920 960)
 for rank in 0 1 2 3; do
   log=$out/slowed-rank$rank.log
   grep -H "transfers" "$log" || { echo "FAIL: rank $rank printed no result"; failed=1; }
+  grep -q "rank $rank: ${expected[$rank]} transfers" "$log" ||
+    { echo "FAIL: rank $rank: expected ${expected[$rank]} transfers"; failed=1; }
   grep -q " 0 wrong bytes" "$log" || { echo "FAIL: rank $rank: wrong bytes"; failed=1; }
   if grep -m 1 -H "slow link 1->[02] named" "$log"; then :; else
     echo "FAIL: rank $rank named no slow link out of rank 1"

@@ -2,8 +2,8 @@
 // (tests/nccl/link_check.sh): each rank is one process (started by the script, one GPU or
 // several), every iteration runs M micro-batches forward (activations rank r -> r + 1) and
 // backward (gradients r + 1 -> r), every transfer carries a pattern of its iteration, micro-batch,
-// sender and direction, and the receiver checks it byte for byte. Every other iteration's
-// backward sends and receives of a middle rank go in one group, so that group timing runs too.
+// sender and direction, and the receiver checks it byte for byte. Every other iteration's forward
+// transfers go in two halves, grouped at both ends, so that group timing runs too.
 //
 // usage: pipeline_check --rank R --ranks N --id-file FILE [--iterations 40] [--microbatches 8]
 //                       [--bytes 16777216] [--device 0]
@@ -22,6 +22,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int rank = options.rank, last = options.ranks - 1;
   const int m_count = options.microbatches;
-  // One device buffer per micro-batch and direction, so that a group can hold several.
+  // One device buffer per micro-batch and direction.
   std::vector<uint8_t*> in_act(m_count), out_act(m_count), in_grad(m_count), out_grad(m_count);
   for (auto* buffers : {&in_act, &out_act, &in_grad, &out_grad}) {
     for (uint8_t*& buffer : *buffers) CHECK_CUDA(cudaMalloc(&buffer, options.bytes));
@@ -138,46 +139,44 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaStreamSynchronize(stream));
   };
   for (int it = 0; it < options.iterations; ++it) {
+    // Every other iteration each forward transfer goes in two halves, in one group at each end
+    // (one peer: the preload times such a group as one unit).
+    const bool grouped = it % 2 == 1;
+    const size_t half = options.bytes / 2;
+    const auto transfer = [&](bool send, uint8_t* data, int peer) {
+      if (!grouped) {
+        CHECK_NCCL(send ? ncclSend(data, options.bytes, ncclUint8, peer, comm, stream)
+                        : ncclRecv(data, options.bytes, ncclUint8, peer, comm, stream));
+        return;
+      }
+      CHECK_NCCL(ncclGroupStart());
+      for (auto [offset, bytes] :
+           {std::pair{size_t{0}, half}, std::pair{half, options.bytes - half}}) {
+        CHECK_NCCL(send ? ncclSend(data + offset, bytes, ncclUint8, peer, comm, stream)
+                        : ncclRecv(data + offset, bytes, ncclUint8, peer, comm, stream));
+      }
+      CHECK_NCCL(ncclGroupEnd());
+    };
     for (int m = 0; m < m_count; ++m) {  // forward, one micro-batch after another
       if (rank > 0) {
-        CHECK_NCCL(ncclRecv(in_act[m], options.bytes, ncclUint8, rank - 1, comm, stream));
+        transfer(/*send=*/false, in_act[m], rank - 1);
         check(in_act[m], it, m, rank - 1, 0);
       }
       if (rank < last) {
         stage(out_act[m], it, m, 0);
-        CHECK_NCCL(ncclSend(out_act[m], options.bytes, ncclUint8, rank + 1, comm, stream));
+        transfer(/*send=*/true, out_act[m], rank + 1);
         ++transfers;
       }
     }
-    const bool grouped = it % 2 == 1;
     for (int m = 0; m < m_count; ++m) {  // backward
       if (rank < last) {
         CHECK_NCCL(ncclRecv(in_grad[m], options.bytes, ncclUint8, rank + 1, comm, stream));
-        if (!grouped || rank == 0) check(in_grad[m], it, m, rank + 1, 1);
+        check(in_grad[m], it, m, rank + 1, 1);
       }
       if (rank > 0) {
         stage(out_grad[m], it, m, 1);
-        if (grouped && rank < last) {
-          // A middle rank sends this gradient and receives the next one in one group.
-          CHECK_NCCL(ncclGroupStart());
-          CHECK_NCCL(ncclSend(out_grad[m], options.bytes, ncclUint8, rank - 1, comm, stream));
-          if (m + 1 < m_count) {
-            CHECK_NCCL(ncclRecv(in_grad[m + 1], options.bytes, ncclUint8, rank + 1, comm, stream));
-          }
-          CHECK_NCCL(ncclGroupEnd());
-          ++transfers;
-          check(in_grad[m], it, m, rank + 1, 1);
-          if (m + 1 < m_count) {
-            check(in_grad[m + 1], it, m + 1, rank + 1, 1);
-            ++m;  // its receive is done: stage and send it next
-            stage(out_grad[m], it, m, 1);
-            CHECK_NCCL(ncclSend(out_grad[m], options.bytes, ncclUint8, rank - 1, comm, stream));
-            ++transfers;
-          }
-        } else {
-          CHECK_NCCL(ncclSend(out_grad[m], options.bytes, ncclUint8, rank - 1, comm, stream));
-          ++transfers;
-        }
+        CHECK_NCCL(ncclSend(out_grad[m], options.bytes, ncclUint8, rank - 1, comm, stream));
+        ++transfers;
       }
     }
     CHECK_CUDA(cudaStreamSynchronize(stream));
