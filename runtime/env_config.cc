@@ -104,8 +104,8 @@ class EnvReader {
 
 // STRAGGLAR_LINK_PROFILING and the pipeline's stage times.
 void ReadLinkProfiling(const EnvReader& env, PreloadConfig& config) {
-  if (std::optional<bool> on = env.IsFirstOfTwo("STRAGGLAR_LINK_PROFILING", "on", "off",
-                                                PreloadConfig().link_profiling)) {
+  if (std::optional<bool> on = env.IsFirstOfTwo("STRAGGLAR_LINK_PROFILING", "STRAGGLAR_LINK_ADDR",
+                                                "on", "off", PreloadConfig().link_profiling)) {
     config.link_profiling = *on;
   }
   if (std::optional<std::string> host = env.Stripped("STRAGGLAR_LINK_ADDR")) {
@@ -188,6 +188,7 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_TRACE_FILE",
                                                  "STRAGGLAR_PIPELINE_ADVICE_FILE",
                                                  "STRAGGLAR_LINK_PROFILING",
+                                                 "STRAGGLAR_LINK_ADDR",
                                                  "STRAGGLAR_PIPELINE_MICROBATCHES",
                                                  "STRAGGLAR_PIPELINE_FORWARD",
                                                  "STRAGGLAR_PIPELINE_BACKWARD",
