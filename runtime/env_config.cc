@@ -104,8 +104,8 @@ class EnvReader {
 
 // STRAGGLAR_LINK_PROFILING and the pipeline's stage times.
 void ReadLinkProfiling(const EnvReader& env, PreloadConfig& config) {
-  if (std::optional<bool> on = env.IsFirstOfTwo("STRAGGLAR_LINK_PROFILING", "STRAGGLAR_LINK_ADDR",
-                                                "on", "off", PreloadConfig().link_profiling)) {
+  if (std::optional<bool> on = env.IsFirstOfTwo("STRAGGLAR_LINK_PROFILING", "on", "off",
+                                                PreloadConfig().link_profiling)) {
     config.link_profiling = *on;
   }
   if (std::optional<std::string> host = env.Stripped("STRAGGLAR_LINK_ADDR")) {
