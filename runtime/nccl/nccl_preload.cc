@@ -18,8 +18,8 @@
 // communicators and communicators of one rank.
 //
 // With STRAGGLAR_LINK_PROFILING=on, ncclSend and ncclRecv go to NCCL unchanged and are timed per
-// link (runtime/nccl/nccl_links.h); each blocking communicator gets a report communicator split
-// off it right after its creation.
+// link (runtime/nccl/nccl_links.h); at each blocking communicator's creation rank 0 shares the
+// address of its link report exchange (TCP) on it.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -214,7 +214,7 @@ void WriteOutputs(Global& g, CommState& state) {
 void WriteOutputsAtExit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
-  // The exchange threads must not call CUDA or NCCL while the process tears them down.
+  // The exchange threads must not poll the GPU timer while the process tears CUDA down.
   for (auto& [comm, links] : g.links) links->Stop();
   for (auto& [comm, state] : g.comms) {
     if (state != nullptr) WriteOutputs(g, *state);
@@ -274,7 +274,7 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
             "no link profiling on communicators created non-blocking");
     return;
   }
-  // Every rank of the new communicator is in this call: the report communicator's split too.
+  // Every rank of the new communicator is in this call, so it can join the address broadcast.
   std::string name;
   {
     std::lock_guard<std::mutex> lock(g.mutex);
