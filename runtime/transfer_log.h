@@ -32,7 +32,8 @@ class TransferLog {
   void AddTimed(uint64_t ticket, std::vector<TransferSide> sides);
 
   // The sides whose time is known, oldest first, at most `max`; each once. Units whose ticket
-  // failed are dropped and counted.
+  // failed are dropped and counted. From one thread only (the exchange thread); `poll` is called
+  // without the lock held, so NextIndex and AddTimed never wait for it.
   std::vector<TransferSide> TakeTimed(int max, const PollSeconds& poll,
                                       const ReleaseTicket& release);
   // Releases every ticket still pending (the communicator is going away).

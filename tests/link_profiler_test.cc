@@ -144,6 +144,33 @@ TEST(TransferLogTest, IndexesEachPeerAndDirectionAndHandsOverWhatTheGpuHasRun) {
   EXPECT_EQ(log.abandoned(), 2);
 }
 
+// The interposer's thread logs while the exchange thread takes: every side arrives once, in order.
+TEST(TransferLogTest, TakesWhileAnotherThreadLogs) {
+  TransferLog log;
+  constexpr int kCalls = 20000;
+  std::thread caller([&log] {
+    for (int k = 0; k < kCalls; ++k) {
+      log.AddTimed(k, {{.peer = 1, .send = true, .index = log.NextIndex(1, true)}});
+    }
+  });
+  std::vector<TransferSide> taken;
+  const auto poll = [](uint64_t ticket) -> absl::StatusOr<std::optional<double>> {
+    return 1e-6 * static_cast<double>(ticket);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (static_cast<int>(taken.size()) < kCalls && std::chrono::steady_clock::now() < deadline) {
+    for (const TransferSide& side : log.TakeTimed(256, poll, [](uint64_t) {})) {
+      taken.push_back(side);
+    }
+  }
+  caller.join();
+  ASSERT_EQ(taken.size(), static_cast<size_t>(kCalls));
+  for (int k = 0; k < kCalls; ++k) {
+    EXPECT_EQ(taken[k].index, static_cast<uint64_t>(k));
+    EXPECT_EQ(taken[k].seconds, 1e-6 * k);
+  }
+}
+
 // --- The profiler ------------------------------------------------------------------------------
 
 // Both ends' sides of one iteration of a 4-stage pipeline: 32 micro-batches over each of the 6
