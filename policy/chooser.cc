@@ -18,10 +18,9 @@ absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double byt
                                                     const LinkModel& link,
                                                     absl::Span<const double> arrival_s) {
   return RegimeFromPhase(plan, arrival_s, [&]() -> absl::StatusOr<double> {
-    Plan phase = plan;
-    phase.rounds.resize(plan.pre_arrival_rounds);
     absl::StatusOr<SimulationResult> simulated =
-        SimulatePlan(phase, bytes, link, std::vector<double>(arrival_s.size(), 0.0));
+        SimulateRounds(plan, {}, 0, plan.pre_arrival_rounds, bytes, link,
+                       std::vector<double>(arrival_s.size(), 0.0));
     if (!simulated.ok()) return simulated.status();
     return simulated->completion_s;
   });

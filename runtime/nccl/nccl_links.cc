@@ -156,24 +156,8 @@ ncclResult_t NcclLinks::Timed(bool send, int peer, int64_t bytes, cudaStream_t s
 }
 
 int64_t NcclTypeBytes(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 1;  // the fp8 types, and anything newer: sized per element byte
-  }
+  const std::optional<DataType> ours = MapType(type);
+  return ours.has_value() ? DataTypeSize(*ours) : 1;  // the fp8 types, and anything newer
 }
 
 }  // namespace stragglar

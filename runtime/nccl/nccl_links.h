@@ -70,7 +70,7 @@ class NcclLinks {
   std::unique_ptr<LinkExchanger> exchanger_;
 };
 
-// Bytes of one element of `type` (1 for the fp8 types).
+// Bytes of one element of `type`: our element size (MapType), 1 for the fp8 types.
 int64_t NcclTypeBytes(ncclDataType_t type);
 
 }  // namespace stragglar
