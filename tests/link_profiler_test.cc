@@ -171,6 +171,20 @@ TEST(TransferLogTest, TakesWhileAnotherThreadLogs) {
   }
 }
 
+// An exchange that has fallen behind: beyond kMaxWaiting timed sides the oldest go, counted.
+TEST(TransferLogTest, KeepsAtMostItsLimitOfTimedSides) {
+  TransferLog log;
+  const int64_t calls = TransferLog::kMaxWaiting + 1000;
+  for (int64_t k = 0; k < calls; ++k) {
+    log.AddTimed(k, {{.peer = 1, .index = static_cast<uint64_t>(k)}});
+  }
+  const auto poll = [](uint64_t) -> absl::StatusOr<std::optional<double>> { return 1e-3; };
+  const std::vector<TransferSide> taken = log.TakeTimed(1, poll, [](uint64_t) {});
+  EXPECT_EQ(log.dropped(), 1000);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].index, 1000u);  // the oldest kept
+}
+
 // --- The profiler ------------------------------------------------------------------------------
 
 // Both ends' sides of one iteration of a 4-stage pipeline: 32 micro-batches over each of the 6
