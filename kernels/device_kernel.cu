@@ -5,6 +5,7 @@
 // element loops of cuda_elementwise.h, over the CTA's threads.
 #include <cuda/atomic>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda_elementwise.h"
 #include "kernels/device_kernel.h"
 #include "kernels/reduce_element.h"
@@ -95,6 +96,8 @@ class GpuBlock {
     failure->peer = peer;
     failure->sequence = static_cast<uint32_t>(sequence);
     __threadfence_system();
+    failure->recorded = 1;
+    __threadfence_system();
   }
 
   const DeviceWatch& watch_;
@@ -125,6 +128,16 @@ cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramV
     });
   });
   return result;
+}
+
+absl::Status CudaDeviceLauncher::Launch(DataType type, ReduceOp op,
+                                        const DeviceProgramView& program, const DeviceCall& call,
+                                        const DeviceWatch& watch, int blocks, void* stream) {
+  const cudaError_t code = LaunchDeviceProgram(type, op, program, call, watch, blocks,
+                                               static_cast<cudaStream_t>(stream));
+  if (code == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("launching the device executor's kernel: ", cudaGetErrorString(code)));
 }
 
 }  // namespace stragglar

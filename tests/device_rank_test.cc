@@ -22,77 +22,12 @@
 #include "kernels/exact_data.h"
 #include "kernels/host_executor.h"
 #include "kernels/synthesizers.h"
+#include "tests/cpu_device.h"
 
 namespace stragglar {
 namespace {
 
 using exact_data::Bytes;
-
-// One emulated CTA: a thread. Waits spin (yielding) on acquire loads; posts are release stores.
-// With `jitter`, a block sometimes pauses before it moves data, so that a missing wait shows.
-// A wait given up on: for the `transfers`-th ready signal of `peer`, or its `transfers`-th read of
-// this rank's window.
-struct GaveUp {
-  int32_t peer = -1;  // -1: nothing was given up on
-  uint32_t transfers = 0;
-  bool read = false;
-};
-
-template <typename Codec, DeviceFault kPlanted>
-class CpuBlock {
- public:
-  using Storage = typename Codec::Storage;
-  static constexpr DeviceFault kFault = kPlanted;
-
-  // `read_slots`: where the read half of this rank's signal array begins.
-  CpuBlock(absl::Time give_up_at, uint64_t seed, bool jitter, const uint64_t* read_slots)
-      : give_up_at_(give_up_at), random_(seed), jitter_(jitter), read_slots_(read_slots) {}
-
-  bool Wait(uint64_t* signal, uint64_t at_least, int32_t peer) {
-    std::atomic_ref<uint64_t> word(*signal);
-    while (word.load(std::memory_order_acquire) < at_least) {
-      if (absl::Now() > give_up_at_) {
-        gave_up_ = {.peer = peer,
-                    .transfers = static_cast<uint32_t>(at_least),
-                    .read = signal >= read_slots_};
-        return false;
-      }
-      std::this_thread::yield();
-    }
-    return true;
-  }
-  void Post(uint64_t* signal, uint64_t value) {
-    std::atomic_ref<uint64_t>(*signal).store(value, std::memory_order_release);
-  }
-  void Copy(Storage* out, const Storage* in, int64_t elements) {
-    Pause();
-    std::memmove(out, in, elements * sizeof(Storage));
-  }
-  template <typename Op>
-  void Reduce(Storage* out, const Storage* first, const Storage* second, int64_t elements) {
-    Pause();
-    for (int64_t i = 0; i < elements; ++i) {
-      out[i] = reduce_element::ReduceElement<Codec, Op>(first[i], second[i]);
-    }
-  }
-  void Divide(Storage* out, const Storage* in, int64_t elements, int divisor) {
-    for (int64_t i = 0; i < elements; ++i) {
-      out[i] = reduce_element::DivideElement<Codec>(in[i], divisor);
-    }
-  }
-  const GaveUp& gave_up() const { return gave_up_; }
-
- private:
-  void Pause() {
-    if (jitter_ && random_() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-
-  const absl::Time give_up_at_;
-  std::mt19937_64 random_;
-  const bool jitter_;
-  const uint64_t* const read_slots_;
-  GaveUp gave_up_;
-};
 
 struct Scenario {
   DataType type = DataType::kFloat32;
@@ -164,8 +99,11 @@ GaveUp RunBlock(const Scenario& setup, const DeviceProgram& program,
                              .slices;
   GaveUp gave_up;
   auto run_calls = [&]<typename Codec, typename Op>() {
-    CpuBlock<Codec, kFault> platform(give_up_at, random(), setup.jitter,
-                                     signals[rank] + setup.blocks * program.num_ranks);
+    CpuBlock<Codec, kFault> platform(
+        {.give_up_at = give_up_at,
+         .seed = random(),
+         .jitter = setup.jitter,
+         .read_slots = signals[rank] + setup.blocks * program.num_ranks});
     for (int call = 0; call < setup.calls; ++call) {
       const int64_t delay_us = absl::ToInt64Microseconds(setup.max_start_delay);
       absl::Duration delay = absl::Microseconds(delay_us > 0 ? random() % delay_us : 0);

@@ -1,0 +1,26 @@
+// PeerMemory over CUDA: cudaMalloc'd windows shared between processes with CUDA IPC
+// (cudaIpcGetMemHandle / cudaIpcOpenMemHandle), which also maps memory between processes that
+// share one GPU (several ranks on one device, under MPS or not), and pinned host memory mapped
+// into the device for the abort word and the failure record. Everything works on the current
+// device, and synchronously: it runs once per communicator, at setup.
+#pragma once
+
+#include "kernels/peer_memory.h"
+
+namespace stragglar {
+
+class CudaPeerMemory final : public PeerMemory {
+ public:
+  absl::StatusOr<DeviceUuid> OwnDevice() override;
+  absl::StatusOr<bool> CanAccess(const DeviceUuid& uuid) override;
+  absl::StatusOr<void*> AllocateZeroed(size_t bytes) override;
+  void Free(void* device) override;
+  absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override;
+  absl::StatusOr<void*> AllocateMapped(size_t bytes, void** device) override;
+  void FreeMapped(void* host) override;
+  absl::StatusOr<PeerHandle> Export(void* device) override;
+  absl::StatusOr<void*> Import(const PeerHandle& handle) override;
+  void CloseImported(void* device) override;
+};
+
+}  // namespace stragglar

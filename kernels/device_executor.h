@@ -1,0 +1,90 @@
+// The device-resident executor of one communicator: each call is one kernel launch on the
+// caller's stream (kernels/device_kernel.h) that runs this rank's whole program over the peer
+// windows (kernels/peer_windows.h). The launch is injectable (DeviceLauncher), so that CI runs
+// everything but CUDA itself with ranks and blocks as CPU threads.
+//
+// Calls never wait for the GPU. A kernel whose wait gave up (the abort word, or the timeout)
+// leaves a record that the next call reads: that call, and every one after it, fails with an
+// error naming the rank the kernel waited for. The windows' signals are then out of step between
+// the ranks, so the executor stays failed; the caller reports it as NCCL reports an asynchronous
+// error, and the job aborts the communicator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/device_program.h"
+#include "kernels/device_rank.h"
+#include "kernels/peer_windows.h"
+#include "kernels/plan.h"
+#include "kernels/reduce.h"
+
+namespace stragglar {
+
+class DeviceLauncher {
+ public:
+  virtual ~DeviceLauncher() = default;
+  // Enqueues `blocks` CTAs of the kernel on `stream` (a cudaStream_t). Errors say what failed.
+  virtual absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
+                              const DeviceCall& call, const DeviceWatch& watch, int blocks,
+                              void* stream) = 0;
+};
+
+struct DeviceAllReduceArgs {
+  const void* send = nullptr;  // device memory; may equal `recv`
+  void* recv = nullptr;
+  int64_t count = 0;  // elements per rank, the same on every rank
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+class DeviceExecutor {
+ public:
+  // `windows` set up for this communicator; `memory` and `launcher` must outlive the executor.
+  // `timeout_ns` bounds every wait of the kernel (0: none).
+  DeviceExecutor(std::unique_ptr<PeerWindows> windows, PeerMemory& memory, DeviceLauncher& launcher,
+                 uint64_t timeout_ns);
+  ~DeviceExecutor();
+  DeviceExecutor(const DeviceExecutor&) = delete;
+  DeviceExecutor& operator=(const DeviceExecutor&) = delete;
+
+  // Enqueues one call of `plan` (lowered and uploaded at its first call, kept while the executor
+  // lives: plans must outlive it, as the runtime's plan cache does). InvalidArgument for bad
+  // arguments or a plan whose chunks do not fit the window; Unavailable once a kernel has given
+  // up or after Abort(); a launch error otherwise. Every rank must make the same calls.
+  absl::Status Run(const Plan& plan, const DeviceAllReduceArgs& args, void* stream);
+
+  // Makes this rank's kernels give up, now and later, and every later call fail (ncclCommAbort).
+  void Abort();
+
+  // Calls so far whose kernel was launched.
+  int64_t launches() const { return launches_; }
+
+ private:
+  absl::StatusOr<DeviceProgramView> Prepare(const Plan& plan);
+  // The record of a kernel that gave up, turned into the executor's lasting error.
+  absl::Status CheckEarlierCalls();
+
+  std::unique_ptr<PeerWindows> windows_;
+  PeerMemory& memory_;
+  DeviceLauncher& launcher_;
+  const uint64_t timeout_ns_;
+  // Uploaded programs: the device copy of each array, by plan.
+  struct Uploaded {
+    DeviceProgramView view;
+    void* memory = nullptr;
+  };
+  absl::flat_hash_map<const Plan*, Uploaded> programs_;
+  uint32_t next_sequence_ = 1;
+  int64_t launches_ = 0;
+  absl::Status failed_;  // lasting: set when a kernel gave up, or by Abort()
+};
+
+// Bytes the uploaded arrays of `program` take, laid out back to back.
+int64_t DeviceProgramBytes(const DeviceProgram& program);
+
+}  // namespace stragglar

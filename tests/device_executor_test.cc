@@ -1,0 +1,390 @@
+// The device executor without a GPU: peer memory is host memory (FakePeerMemory), the handle
+// exchange an in-process gather, ranks are threads and every kernel launch runs the real control
+// code on CPU threads (tests/cpu_device.h). What is left for a GPU is CUDA itself.
+#include "kernels/device_executor.h"
+
+#include <algorithm>
+#include <barrier>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/host_executor.h"
+#include "kernels/synthesizers.h"
+#include "tests/cpu_device.h"
+
+namespace stragglar {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Host memory standing in for one rank's CUDA: allocations are counted so that a test can check
+// that nothing is left behind, and any operation can be made to fail.
+class FakePeerMemory final : public PeerMemory {
+ public:
+  explicit FakePeerMemory(int device) { uuid_.bytes[0] = static_cast<uint8_t>(device); }
+
+  // The operation that fails ("allocate", "mapped", "copy", "export", "import", "device",
+  // "access"), from its `nth` call on (1-based).
+  void FailAt(std::string operation, int nth = 1) {
+    fail_operation_ = std::move(operation);
+    fail_nth_ = nth;
+  }
+  // Devices this rank's cannot access, by their first UUID byte.
+  std::set<int> inaccessible;
+
+  int live() const { return static_cast<int>(live_.size()) + open_imports_; }
+
+  absl::StatusOr<DeviceUuid> OwnDevice() override {
+    if (Fails("device")) return absl::InternalError("cudaGetDeviceProperties: planted");
+    return uuid_;
+  }
+  absl::StatusOr<bool> CanAccess(const DeviceUuid& uuid) override {
+    if (Fails("access")) return absl::InternalError("cudaDeviceCanAccessPeer: planted");
+    return !inaccessible.contains(uuid.bytes[0]);
+  }
+  absl::StatusOr<void*> AllocateZeroed(size_t bytes) override {
+    if (Fails("allocate")) return absl::ResourceExhaustedError("cudaMalloc: planted");
+    return Allocate(bytes);
+  }
+  void Free(void* device) override { Release(device); }
+  absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override {
+    if (Fails("copy")) return absl::InternalError("cudaMemcpy: planted");
+    std::memcpy(device, host, bytes);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<void*> AllocateMapped(size_t bytes, void** device) override {
+    if (Fails("mapped")) return absl::ResourceExhaustedError("cudaHostAlloc: planted");
+    *device = Allocate(bytes);
+    return *device;
+  }
+  void FreeMapped(void* host) override { Release(host); }
+  absl::StatusOr<PeerHandle> Export(void* device) override {
+    if (Fails("export")) return absl::InternalError("cudaIpcGetMemHandle: planted");
+    PeerHandle handle;
+    std::memcpy(handle.bytes.data(), &device, sizeof(device));
+    return handle;
+  }
+  absl::StatusOr<void*> Import(const PeerHandle& handle) override {
+    if (Fails("import")) return absl::InternalError("cudaIpcOpenMemHandle: planted");
+    void* device = nullptr;
+    std::memcpy(&device, handle.bytes.data(), sizeof(device));
+    ++open_imports_;
+    return device;
+  }
+  void CloseImported(void*) override { --open_imports_; }
+
+ private:
+  bool Fails(const std::string& operation) {
+    return operation == fail_operation_ && ++calls_[operation] >= fail_nth_;
+  }
+  void* Allocate(size_t bytes) {
+    void* memory = std::aligned_alloc(256, std::max<size_t>(256, (bytes + 255) / 256 * 256));
+    std::memset(memory, 0, bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.insert(memory);
+    return memory;
+  }
+  void Release(void* memory) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EXPECT_EQ(live_.erase(memory), 1u) << "freed twice or never allocated";
+    std::free(memory);
+  }
+
+  DeviceUuid uuid_;
+  std::string fail_operation_;
+  int fail_nth_ = 1;
+  std::map<std::string, int> calls_;
+  std::mutex mutex_;
+  std::set<void*> live_;
+  int open_imports_ = 0;
+};
+
+// An all-gather among threads: every rank's bytes, in rank order, on every rank.
+class InProcessGather {
+ public:
+  explicit InProcessGather(int num_ranks) : slots_(num_ranks), barrier_(num_ranks) {}
+  GatherBytes For(int rank) {
+    return [this, rank](const void* mine, void* all, size_t bytes) {
+      slots_[rank].assign(static_cast<const std::byte*>(mine),
+                          static_cast<const std::byte*>(mine) + bytes);
+      barrier_.arrive_and_wait();
+      for (size_t r = 0; r < slots_.size(); ++r) {
+        std::memcpy(static_cast<std::byte*>(all) + r * bytes, slots_[r].data(), bytes);
+      }
+      barrier_.arrive_and_wait();
+      return absl::OkStatus();
+    };
+  }
+
+ private:
+  std::vector<Bytes> slots_;
+  std::barrier<> barrier_;
+};
+
+struct Rank {
+  explicit Rank(int rank) : memory(rank) {}
+  FakePeerMemory memory;
+  CpuStream stream;
+  std::unique_ptr<DeviceExecutor> executor;
+  absl::Status setup;
+};
+
+// Sets up every rank's executor at once (as each rank's first eligible call would). `tweak` plants
+// a fault in a rank's memory or host before the setup.
+std::vector<std::unique_ptr<Rank>> SetUpRanks(
+    int n, const PeerWindowsOptions& options, uint64_t timeout_ns = 0,
+    const std::function<void(int, FakePeerMemory&, uint64_t&)>& tweak = nullptr) {
+  static CpuLauncher launcher;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<Rank>(r));
+  InProcessGather gather(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Rank& rank = *ranks[r];
+      uint64_t host = 42;
+      if (tweak) tweak(r, rank.memory, host);
+      absl::StatusOr<std::unique_ptr<PeerWindows>> windows =
+          PeerWindows::Create(r, n, host, options, rank.memory, gather.For(r));
+      rank.setup = windows.status();
+      if (windows.ok()) {
+        rank.executor = std::make_unique<DeviceExecutor>(*std::move(windows), rank.memory, launcher,
+                                                         timeout_ns);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return ranks;
+}
+
+Bytes RandomFloats(int64_t count, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> value(-2, 2);
+  Bytes bytes(count * sizeof(float));
+  for (int64_t i = 0; i < count; ++i) {
+    const float x = value(random);
+    std::memcpy(bytes.data() + i * sizeof(float), &x, sizeof(x));
+  }
+  return bytes;
+}
+
+std::vector<Bytes> HostReference(const Plan& plan, const std::vector<Bytes>& inputs, int64_t count,
+                                 ReduceOp op) {
+  std::vector<Bytes> results(plan.num_ranks, Bytes(count * sizeof(float)));
+  HostTransport transport(plan.num_ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < plan.num_ranks; ++r) {
+    threads.emplace_back([&, r] {
+      EXPECT_TRUE(
+          ExecutePlanOnHost(
+              plan, r,
+              {.send = inputs[r].data(), .recv = results[r].data(), .count = count, .op = op},
+              transport)
+              .ok());
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return results;
+}
+
+TEST(DeviceExecutorTest, CallsOfEveryFamilyMatchTheHostExecutorBitForBit) {
+  constexpr int kRanks = 5;
+  // A 1 KiB window: the larger calls run in several slices.
+  auto ranks = SetUpRanks(kRanks, {.window_bytes = 1024, .blocks = 3}, /*timeout_ns=*/30e9);
+  for (const auto& rank : ranks) ASSERT_TRUE(rank->setup.ok()) << rank->setup;
+  std::vector<Plan> plans = {*SynthesizeRing(kRanks), *SynthesizeStragglar(kRanks, 2),
+                             *SynthesizeHalvingDoubling(kRanks),
+                             *SynthesizeStragglar(kRanks, 4, /*pieces=*/2)};
+  struct Call {
+    const Plan* plan;
+    int64_t count;
+    ReduceOp op;
+    bool in_place;
+  };
+  std::vector<Call> calls;
+  for (const Plan& plan : plans) {
+    calls.push_back({&plan, 1001, ReduceOp::kSum, false});
+    calls.push_back({&plan, 37, ReduceOp::kAvg, true});
+    calls.push_back({&plan, 3, ReduceOp::kMax, false});
+  }
+  // Every call is enqueued before any is checked: the launches run back to back on each stream.
+  std::vector<std::vector<Bytes>> inputs(calls.size()), results(calls.size());
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (int r = 0; r < kRanks; ++r) {
+      inputs[c].push_back(RandomFloats(calls[c].count, c * 100 + r));
+      results[c].push_back(calls[c].in_place ? inputs[c][r]
+                                             : Bytes(inputs[c][r].size(), std::byte{0xa5}));
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      for (size_t c = 0; c < calls.size(); ++c) {
+        const DeviceAllReduceArgs args{
+            .send = calls[c].in_place ? results[c][r].data() : inputs[c][r].data(),
+            .recv = results[c][r].data(),
+            .count = calls[c].count,
+            .op = calls[c].op};
+        EXPECT_TRUE(ranks[r]->executor->Run(*calls[c].plan, args, &ranks[r]->stream).ok());
+      }
+      ranks[r]->stream.Synchronize();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const std::vector<Bytes> expected =
+        HostReference(*calls[c].plan, inputs[c], calls[c].count, calls[c].op);
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_TRUE(results[c][r] == expected[r])
+          << "call " << c << " (" << AlgorithmName(calls[c].plan->algorithm) << ", "
+          << calls[c].count << " elements) on rank " << r;
+    }
+  }
+  for (const auto& rank : ranks) EXPECT_EQ(rank->executor->launches(), 12);
+}
+
+// Every rank's setup fails with `message`, and leaves nothing allocated or imported.
+void ExpectFallback(const std::vector<std::unique_ptr<Rank>>& ranks, const std::string& message) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    EXPECT_EQ(ranks[r]->setup.code(), absl::StatusCode::kFailedPrecondition) << "rank " << r;
+    EXPECT_THAT(ranks[r]->setup.message(), HasSubstr(message)) << "rank " << r;
+    EXPECT_EQ(ranks[r]->memory.live(), 0) << "rank " << r << " left memory behind";
+  }
+}
+
+TEST(DeviceExecutorTest, RanksOnSeveralHostsFallBackAlike) {
+  auto ranks = SetUpRanks(4, {}, 0, [](int r, FakePeerMemory&, uint64_t& host) {
+    if (r == 2) host = 7;
+  });
+  ExpectFallback(ranks, "device executor unavailable: rank 0 is not on the same host as rank 2");
+}
+
+TEST(DeviceExecutorTest, AGpuWithoutPeerAccessFallsBackAlike) {
+  auto ranks = SetUpRanks(4, {}, 0, [](int r, FakePeerMemory& memory, uint64_t&) {
+    if (r == 1) memory.inaccessible = {3};
+  });
+  ExpectFallback(ranks, "rank 1's GPU cannot access rank 3's GPU");
+}
+
+TEST(DeviceExecutorTest, EachSetupFailureFallsBackAloneAndLosesNothing) {
+  for (const char* operation :
+       {"device", "access", "allocate", "mapped", "export", "import", "copy"}) {
+    for (int nth : {1, 2}) {
+      SCOPED_TRACE(absl::StrCat(operation, " #", nth));
+      auto ranks = SetUpRanks(3, {}, 0, [&](int r, FakePeerMemory& memory, uint64_t&) {
+        if (r == 2) memory.FailAt(operation, nth);
+      });
+      if (ranks[2]->setup.ok()) {
+        // "device" and "copy" are called once: their second call never comes.
+        EXPECT_EQ(nth, 2);
+        continue;
+      }
+      ExpectFallback(ranks, "rank 2 could not set up its peer memory");
+      EXPECT_THAT(ranks[2]->setup.message(), HasSubstr("planted"));
+      EXPECT_THAT(ranks[0]->setup.message(), Not(HasSubstr("planted")));
+    }
+  }
+}
+
+// Runs one Ring call on every rank but `absent`; returns each rank's next call's status.
+std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ranks, int absent,
+                                          bool abort) {
+  const int n = static_cast<int>(ranks.size());
+  const Plan plan = *SynthesizeRing(n);
+  std::vector<Bytes> buffers(n, RandomFloats(64, 1));
+  std::vector<absl::Status> next(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    if (r == absent) continue;
+    threads.emplace_back([&, r] {
+      const DeviceAllReduceArgs args{
+          .send = buffers[r].data(), .recv = buffers[r].data(), .count = 64};
+      DeviceExecutor& executor = *ranks[r]->executor;
+      EXPECT_TRUE(executor.Run(plan, args, &ranks[r]->stream).ok());  // returns before the GPU
+      if (abort) {
+        absl::SleepFor(absl::Milliseconds(50));
+        executor.Abort();
+      }
+      ranks[r]->stream.Synchronize();
+      next[r] = executor.Run(plan, args, &ranks[r]->stream);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return next;
+}
+
+TEST(DeviceExecutorTest, AKernelThatTimesOutFailsTheNextCallNamingTheRankItWaitedFor) {
+  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/100'000'000);
+  const std::vector<absl::Status> next = CallWithoutRank(ranks, /*absent=*/2, /*abort=*/false);
+  // Rank 3 receives from rank 2 in the ring's first round.
+  EXPECT_EQ(next[3].code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(next[3].message(), HasSubstr("timed out after 0.1 s waiting for rank 2"));
+  for (int r : {0, 1}) EXPECT_EQ(next[r].code(), absl::StatusCode::kUnavailable) << r;
+  // Lasting: the ranks' signals are out of step.
+  const int launches = ranks[3]->executor->launches();
+  const Plan plan = *SynthesizeRing(4);
+  Bytes buffer = RandomFloats(8, 2);
+  const absl::Status again = ranks[3]->executor->Run(
+      plan, {.send = buffer.data(), .recv = buffer.data(), .count = 8}, &ranks[3]->stream);
+  EXPECT_EQ(again.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ranks[3]->executor->launches(), launches);
+}
+
+TEST(DeviceExecutorTest, AbortStopsAKernelThatWouldWaitForever) {
+  auto ranks = SetUpRanks(3, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/0);
+  const std::vector<absl::Status> next = CallWithoutRank(ranks, /*absent=*/0, /*abort=*/true);
+  for (int r : {1, 2}) {
+    EXPECT_EQ(next[r].code(), absl::StatusCode::kUnavailable) << r;
+    EXPECT_THAT(next[r].message(), HasSubstr("aborted")) << r;
+  }
+}
+
+TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {
+  constexpr int kRanks = 3;
+  auto ranks = SetUpRanks(kRanks, {.window_bytes = 64, .blocks = 1});
+  const Plan ring = *SynthesizeRing(kRanks);
+  const Plan too_many_chunks = *SynthesizeStragglar(kRanks, 1, /*pieces=*/12);  // 24 chunks
+  const Plan other_size = *SynthesizeRing(kRanks + 1);
+  std::vector<Bytes> buffers(kRanks, RandomFloats(10, 3));
+  const std::vector<Bytes> inputs = buffers;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      DeviceExecutor& executor = *ranks[r]->executor;
+      void* stream = &ranks[r]->stream;
+      Bytes& buffer = buffers[r];
+      const DeviceAllReduceArgs args{.send = buffer.data(), .recv = buffer.data(), .count = 10};
+      DeviceAllReduceArgs negative = args;
+      negative.count = -1;
+      EXPECT_EQ(executor.Run(ring, negative, stream).code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(executor.Run(too_many_chunks, args, stream).message(),
+                  HasSubstr("a 64-byte window cannot hold 24 chunks of float32"));
+      EXPECT_THAT(executor.Run(other_size, args, stream).message(),
+                  HasSubstr("a plan for 4 ranks on a communicator of 3"));
+      EXPECT_EQ(executor.launches(), 0);
+      // Nothing was lost: the next call runs, in step with the other ranks.
+      EXPECT_TRUE(executor.Run(ring, args, stream).ok());
+      ranks[r]->stream.Synchronize();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const std::vector<Bytes> expected = HostReference(ring, inputs, 10, ReduceOp::kSum);
+  for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(buffers[r] == expected[r]) << r;
+}
+
+}  // namespace
+}  // namespace stragglar
