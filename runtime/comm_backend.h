@@ -39,10 +39,11 @@ struct CallOutcome {
 class CallWork {
  public:
   virtual ~CallWork() = default;
-  // Runs the call as `decision` says: the library's own collective when `program` is null (the
-  // default algorithm on a backend that has one), else this rank's program of the decision's
-  // plan, lowered for the call's placement.
-  virtual CallOutcome Run(const CallDecision& decision, const RankProgram* program) = 0;
+  // Runs the call as `decision` says: the library's own collective when `plan` and `program` are
+  // null (the default algorithm on a backend that has one), else the decision's plan and this
+  // rank's program of it, lowered for the call's placement (both owned by the communicator).
+  virtual CallOutcome Run(const CallDecision& decision, const Plan* plan,
+                          const RankProgram* program) = 0;
 };
 
 // Seconds on CLOCK_MONOTONIC (std::chrono::steady_clock): one clock for every process of a host,

@@ -131,8 +131,8 @@ CallDecision Communicator::Decide(int64_t bytes, bool* native) {
   return decision;
 }
 
-absl::StatusOr<const RankProgram*> Communicator::ProgramFor(const CallDecision& decision,
-                                                            int64_t bytes, bool in_place) {
+absl::StatusOr<Communicator::Planned> Communicator::ProgramFor(const CallDecision& decision,
+                                                               int64_t bytes, bool in_place) {
   absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
   if (!plan.ok()) return plan.status();
   auto it = programs_.find({*plan, in_place});
@@ -145,7 +145,7 @@ absl::StatusOr<const RankProgram*> Communicator::ProgramFor(const CallDecision& 
   if (rank() == 0 && LogEnabled(LogLevel::kInfo) && described_plans_.insert(*plan).second) {
     Log(LogLevel::kInfo, absl::StrCat(options_.name, ": ", DescribePlan(**plan, bytes)));
   }
-  return &it->second;
+  return Planned{.plan = *plan, .program = &it->second};
 }
 
 void Communicator::Record(const CallDecision& decision, int64_t bytes, double arrival_s,
@@ -252,7 +252,7 @@ absl::Status Communicator::AdvanceDeferredExchange() {
 absl::StatusOr<CallDecision> Communicator::RunDisabled(CallWork& work) {
   if (!options_.native_default) return disabled_;
   const CallDecision decision{.call = core_.calls(), .algorithm = core_.config().default_algorithm};
-  const CallOutcome outcome = work.Run(decision, nullptr);
+  const CallOutcome outcome = work.Run(decision, nullptr, nullptr);
   // Nothing is recorded any more.
   if (outcome.ticket.has_value()) backend_.ReleaseTiming(*outcome.ticket);
   if (!outcome.status.ok()) return outcome.status;
@@ -283,10 +283,11 @@ absl::StatusOr<CallDecision> Communicator::AllReduce(int64_t bytes, bool in_plac
   for (const auto& observer : observers_.all()) observer->OnStart(rank(), decision, bytes);
   CallOutcome outcome;
   if (native) {
-    outcome = work.Run(decision, nullptr);
+    outcome = work.Run(decision, nullptr, nullptr);
   } else {
-    absl::StatusOr<const RankProgram*> program = ProgramFor(decision, bytes, in_place);
-    outcome = program.ok() ? work.Run(decision, *program) : CallOutcome{.status = program.status()};
+    absl::StatusOr<Planned> planned = ProgramFor(decision, bytes, in_place);
+    outcome = planned.ok() ? work.Run(decision, planned->plan, planned->program)
+                           : CallOutcome{.status = planned.status()};
   }
   // Our own work's failures are said here; the library's own collective reports its own.
   if (!outcome.status.ok() && !native && !options_.library_call.empty()) {

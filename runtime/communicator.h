@@ -118,8 +118,12 @@ class Communicator {
   // The decision for a call of `bytes` with STRAGGLAR_ALGORITHM applied; `native`: run the
   // library's own collective.
   CallDecision Decide(int64_t bytes, bool* native);
-  absl::StatusOr<const RankProgram*> ProgramFor(const CallDecision& decision, int64_t bytes,
-                                                bool in_place);
+  // The decision's plan, and this rank's program of it for the placement.
+  struct Planned {
+    const Plan* plan;
+    const RankProgram* program;
+  };
+  absl::StatusOr<Planned> ProgramFor(const CallDecision& decision, int64_t bytes, bool in_place);
   void Record(const CallDecision& decision, int64_t bytes, double arrival_s,
               const CallOutcome& outcome, CallTiming* timing);
   // Fills the pending timings the backend knows (`wait`: of every call before `until_call`,

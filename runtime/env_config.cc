@@ -26,6 +26,10 @@ namespace {
 constexpr int64_t kMaxEpochCalls = 1000000;
 constexpr int kMaxForcedPieces = 16;  // the largest depth the model itself considers
 constexpr int64_t kMaxMpiSegmentBytes = int64_t{1} << 30;
+constexpr int64_t kMinIpcBytes = int64_t{1} << 20;
+constexpr int64_t kMaxIpcBytes = int64_t{4} << 30;
+constexpr double kMaxIpcTimeoutS = 86400;
+constexpr int kMaxIpcBlocks = 64;
 
 constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
     {"adapt", RuntimeMode::kAdapt},
@@ -144,6 +148,44 @@ void ReadLinkProfiling(const EnvReader& env, PreloadConfig& config) {
   }
 }
 
+// STRAGGLAR_EXECUTOR and the device executor's STRAGGLAR_IPC_* settings.
+void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
+  const PreloadConfig defaults;
+  if (std::optional<bool> nccl =
+          env.IsFirstOfTwo("STRAGGLAR_EXECUTOR", "nccl", "device", !defaults.device_executor)) {
+    config.device_executor = !*nccl;
+  }
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_IPC_BYTES")) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(*value);
+    if (bytes.ok() && *bytes >= kMinIpcBytes && *bytes <= kMaxIpcBytes) {
+      config.ipc_bytes = *bytes;
+    } else {
+      env.Invalid("STRAGGLAR_IPC_BYTES", *value, "a size from 1MiB to 4GiB, e.g. 64MiB",
+                  FormatBytes(static_cast<double>(defaults.ipc_bytes)));
+    }
+  }
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_IPC_TIMEOUT")) {
+    absl::StatusOr<double> seconds = ParseSeconds(*value);
+    if (seconds.ok() && *seconds >= 0 && *seconds <= kMaxIpcTimeoutS) {
+      config.ipc_timeout_s = *seconds;
+    } else {
+      env.Invalid("STRAGGLAR_IPC_TIMEOUT", *value,
+                  "a duration up to a day, e.g. 300s or 10min, or 0 to wait until aborted",
+                  FormatSeconds(defaults.ipc_timeout_s));
+    }
+  }
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_IPC_BLOCKS")) {
+    int blocks = 0;
+    if (absl::SimpleAtoi(*value, &blocks) && blocks >= 1 && blocks <= kMaxIpcBlocks) {
+      config.ipc_blocks = blocks;
+    } else {
+      env.Invalid("STRAGGLAR_IPC_BLOCKS", *value,
+                  absl::StrCat("an integer from 1 to ", kMaxIpcBlocks),
+                  absl::StrCat(defaults.ipc_blocks));
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PipelineSpec> PipelineSpecFor(const PipelineStageTimes& times, int stages) {
@@ -192,7 +234,11 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_PIPELINE_MICROBATCHES",
                                                  "STRAGGLAR_PIPELINE_FORWARD",
                                                  "STRAGGLAR_PIPELINE_BACKWARD",
-                                                 "STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES"};
+                                                 "STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES",
+                                                 "STRAGGLAR_EXECUTOR",
+                                                 "STRAGGLAR_IPC_BYTES",
+                                                 "STRAGGLAR_IPC_TIMEOUT",
+                                                 "STRAGGLAR_IPC_BLOCKS"};
   return kNames;
 }
 
@@ -327,6 +373,7 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
   }
 
   ReadLinkProfiling(env, config);
+  ReadDeviceExecutor(env, config);
   return config;
 }
 
@@ -391,6 +438,12 @@ std::string DescribeConfig(const PreloadConfig& config) {
   if (!config.prefer_cupti) absl::StrAppend(&text, ", profiler events");
   if (config.nccl_pre_arrival != defaults.nccl_pre_arrival) {
     absl::StrAppend(&text, ", pre-arrival ", config.nccl_pre_arrival ? "nccl" : "rounds");
+  }
+  if (config.device_executor) {
+    absl::StrAppend(&text, ", executor device (window ",
+                    FormatBytes(static_cast<double>(config.ipc_bytes)), ", ", config.ipc_blocks,
+                    " blocks, timeout ",
+                    config.ipc_timeout_s > 0 ? FormatSeconds(config.ipc_timeout_s) : "none", ")");
   }
   if (config.mpi_segment_bytes != defaults.mpi_segment_bytes) {
     absl::StrAppend(&text, ", mpi segment ",

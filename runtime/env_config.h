@@ -81,6 +81,21 @@ struct PreloadConfig {
   // on a communicator of the ready ranks split off once per straggler (nccl). The NCCL library
   // uses rank 0's value on every rank.
   bool nccl_pre_arrival = false;
+  // The device executor (docs/nccl.md "The device executor"), NCCL library only. The NCCL library
+  // uses rank 0's values on every rank.
+  //  - STRAGGLAR_EXECUTOR=nccl|device (case-insensitive): how plans run. nccl (default): each
+  //    round is an NCCL group of send/recv plus our reduction kernels. device: one kernel per
+  //    call over peer GPU memory, where every rank is on one host and every GPU can access every
+  //    other's; elsewhere, or if setting it up fails, nccl (said once).
+  //  - STRAGGLAR_IPC_BYTES: each rank's window (ParseByteSize, 1 MiB to 4 GiB; default 32 MiB).
+  //    Larger calls run in slices. Each rank allocates it twice (its window and its scratch).
+  //  - STRAGGLAR_IPC_TIMEOUT: how long the kernel waits for a peer before the call fails
+  //    (ParseSeconds; 0 waits until the communicator is aborted; default 300 s).
+  //  - STRAGGLAR_IPC_BLOCKS: CTAs per call (1 to 64; default 8).
+  bool device_executor = false;
+  int64_t ipc_bytes = 32 << 20;
+  double ipc_timeout_s = 300;
+  int ipc_blocks = 8;
 };
 
 // Every STRAGGLAR_* variable the preload libraries read (PreloadConfigFromEnv, StateFileFromEnv,

@@ -156,7 +156,8 @@ class HostCall final : public CallWork {
   HostCall(const HostAllReduceArgs& args, HostTransport& transport)
       : args_(args), transport_(transport) {}
 
-  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+  CallOutcome Run(const CallDecision& decision, const Plan* plan,
+                  const RankProgram* program) override {
     if (program == nullptr) {
       return {.status = absl::InternalError("the host runtime has no collective of its own")};
     }

@@ -115,7 +115,8 @@ class ScriptedWork final : public CallWork {
  public:
   ScriptedWork(int rank, ScriptedBackend& backend, bool deferred)
       : rank_(rank), backend_(backend), deferred_(deferred) {}
-  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+  CallOutcome Run(const CallDecision& decision, const Plan* plan,
+                  const RankProgram* program) override {
     EXPECT_NE(program, nullptr) << "no library collective here: every call runs a program";
     backend_.Ran(decision);
     if (deferred_) return {.ticket = static_cast<uint64_t>(decision.call)};

@@ -79,7 +79,8 @@ absl::Status MpiBackend::MaxOverRanks(absl::Span<double> values) {
   return absl::OkStatus();
 }
 
-CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
+CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const Plan* plan,
+                                  const RankProgram* program) {
   if (program == nullptr) {
     ran_native_ = true;
     code_ = PMPI_Allreduce(sendbuf_, recvbuf_, count_, datatype_, op_, user_);

@@ -63,7 +63,8 @@ class MpiAllReduceWork final : public CallWork {
         options_(options),
         own_(own) {}
 
-  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
+  CallOutcome Run(const CallDecision& decision, const Plan* plan,
+                  const RankProgram* program) override;
 
   // The MPI error code of the work (MPI_SUCCESS when it succeeded or failed outside MPI), and
   // whether it ran the library's own Allreduce (which reports its errors itself).

@@ -1,17 +1,54 @@
 #include "runtime/nccl/nccl_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "exporters/units.h"
+#include "kernels/cuda_peer_memory.h"
+#include "kernels/device_kernel.h"
 #include "kernels/device_scope.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 
 namespace stragglar {
+namespace {
+
+// Equal on every process of one boot of one host: its name and boot id, hashed (std::hash is
+// not seeded per process, and every rank runs this same library).
+uint64_t HostIdentity() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string boot_id;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::getline(boot, boot_id);
+  return std::hash<std::string>()(absl::StrCat(name, "/", boot_id));
+}
+
+// What the device executor's failures are to NCCL's callers: a peer that never came (a timeout)
+// or an abort is the remote side's, a bad argument the caller's.
+ncclResult_t NcclCodeOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return ncclInvalidArgument;
+    case absl::StatusCode::kUnavailable:
+      return ncclRemoteError;
+    default:
+      return ncclUnhandledCudaError;
+  }
+}
+
+}  // namespace
 
 NcclBackend::~NcclBackend() {
   DeviceScope scope(device_);
+  ReleaseDeviceExecutor(/*abort=*/false);
   ReleaseReadyComms(/*abort=*/false);
   for (cudaEvent_t event : {gathered_event_, probe_start_, probe_stop_}) {
     if (event != nullptr) cudaEventDestroy(event);
@@ -144,6 +181,53 @@ absl::Status NcclBackend::BroadcastBytes(void* host, size_t bytes) {
   return absl::OkStatus();
 }
 
+absl::Status NcclBackend::GatherBytes(const void* mine, void* all, size_t bytes) {
+  cudaError_t code = cudaSuccess;
+  std::byte* device = scratch_.Get(bytes * (size_ + 1), &code);
+  if (device == nullptr) return CudaFailed("cudaMalloc (gather)", code);
+  std::byte* gathered = device + bytes;
+  if (cudaMemcpyAsync(device, mine, bytes, cudaMemcpyHostToDevice, stream_) != cudaSuccess ||
+      Api().all_gather(device, gathered, bytes, ncclUint8, comm_, stream_) != ncclSuccess ||
+      cudaMemcpyAsync(all, gathered, bytes * size_, cudaMemcpyDeviceToHost, stream_) !=
+          cudaSuccess ||
+      cudaStreamSynchronize(stream_) != cudaSuccess) {
+    last_error_ = ncclInternalError;
+    return absl::InternalError("gather failed");
+  }
+  return absl::OkStatus();
+}
+
+void NcclBackend::StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s) {
+  static CudaPeerMemory memory;
+  static CudaDeviceLauncher launcher;
+  absl::StatusOr<std::unique_ptr<PeerWindows>> windows = PeerWindows::Create(
+      rank_, size_, HostIdentity(), options, memory,
+      [this](const void* mine, void* all, size_t bytes) { return GatherBytes(mine, all, bytes); });
+  if (!windows.ok()) {
+    // The same verdict on every rank: rank 0 says it, and so does the rank it names (with its own
+    // detail, e.g. CUDA's error).
+    if (rank_ == 0 || absl::StrContains(windows.status().message(),
+                                        absl::StrCat("unavailable: rank ", rank_, " "))) {
+      LogOnce(LogLevel::kWarn, "device-executor",
+              absl::StrCat(windows.status().message(), "; plans run over NCCL send/recv"));
+    }
+    return;
+  }
+  device_executor_ = std::make_unique<DeviceExecutor>(*std::move(windows), memory, launcher,
+                                                      static_cast<uint64_t>(timeout_s * 1e9));
+  if (rank_ == 0) {
+    Log(LogLevel::kInfo, absl::StrCat("device executor: ", size_, " ranks, ",
+                                      FormatBytes(static_cast<double>(options.window_bytes)),
+                                      " windows, ", options.blocks, " blocks per call"));
+  }
+}
+
+void NcclBackend::ReleaseDeviceExecutor(bool abort) {
+  if (device_executor_ == nullptr) return;
+  if (abort) device_executor_->Abort();
+  device_executor_.reset();
+}
+
 absl::Status NcclBackend::BroadcastFromRankZero(std::string& text) {
   int64_t length = static_cast<int64_t>(text.size());
   if (absl::Status status = BroadcastBytes(&length, sizeof(length)); !status.ok()) return status;
@@ -219,6 +303,20 @@ absl::Status NcclBackend::MaxOverRanks(absl::Span<double> values) {
   return absl::OkStatus();
 }
 
+ncclResult_t NcclAllReduceWork::RunOnDevice(DeviceExecutor& executor, const Plan& plan,
+                                            std::string* error) {
+  const absl::Status status = executor.Run(plan,
+                                           {.send = sendbuff_,
+                                            .recv = recvbuff_,
+                                            .count = static_cast<int64_t>(count_),
+                                            .type = type_,
+                                            .op = reduce_op_},
+                                           stream_);
+  if (status.ok()) return ncclSuccess;
+  *error = absl::StrCat("device executor: ", status.message());
+  return NcclCodeOf(status);
+}
+
 ncclResult_t NcclAllReduceWork::RunProgram(const CallDecision& decision, const RankProgram& program,
                                            std::string* error) {
   std::optional<NativePreArrival> native;
@@ -241,7 +339,8 @@ ncclResult_t NcclAllReduceWork::RunProgram(const CallDecision& decision, const R
                             native.has_value() ? &*native : nullptr);
 }
 
-CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
+CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const Plan* plan,
+                                   const RankProgram* program) {
   GpuCallTimer* timer = backend_.timer();
   std::optional<uint64_t> ticket;
   if (timer != nullptr) {
@@ -255,9 +354,14 @@ CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgr
     }
   }
   std::string error;
-  code_ = program == nullptr ? Api().all_reduce(sendbuff_, recvbuff_, count_, datatype_, op_,
-                                                backend_.comm(), stream_)
-                             : RunProgram(decision, *program, &error);
+  if (program == nullptr) {
+    code_ =
+        Api().all_reduce(sendbuff_, recvbuff_, count_, datatype_, op_, backend_.comm(), stream_);
+  } else if (DeviceExecutor* executor = backend_.device_executor(); executor != nullptr) {
+    code_ = RunOnDevice(*executor, *plan, &error);
+  } else {
+    code_ = RunProgram(decision, *program, &error);
+  }
   if (ticket.has_value()) {
     if (absl::Status ended = timer->End(*ticket, stream_); !ended.ok()) {
       timer->Release(*ticket);

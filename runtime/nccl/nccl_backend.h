@@ -9,10 +9,12 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "kernels/device_executor.h"
 #include "kernels/nccl_executor.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/comm_backend.h"
@@ -52,6 +54,15 @@ class NcclBackend final : public CommBackend {
   // gone, and destroying would wait for it), destroyed otherwise.
   void ReleaseReadyComms(bool abort);
 
+  // STRAGGLAR_EXECUTOR=device: sets up the device executor (kernels/device_executor.h) over peer
+  // windows exchanged through this communicator. Collective: every rank calls it in the same
+  // call. Where it cannot run, plans keep running over NCCL send/recv, and rank 0 says why once.
+  void StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s);
+  // nullptr unless StartDeviceExecutor succeeded.
+  DeviceExecutor* device_executor() const { return device_executor_.get(); }
+  // Frees it; `abort` first makes its kernels stop waiting (a peer may be gone).
+  void ReleaseDeviceExecutor(bool abort);
+
   double Now() override { return MonotonicSeconds(); }
   absl::Status StartGather(absl::Span<const double> mine) override;
   absl::StatusOr<std::vector<double>> FinishGather() override;
@@ -69,6 +80,8 @@ class NcclBackend final : public CommBackend {
   absl::Status EnsureExchangeBuffers();
   // `bytes` of host memory as rank 0 has them, on every rank (through device scratch).
   absl::Status BroadcastBytes(void* host, size_t bytes);
+  // Every rank's `bytes` of host memory, in rank order, on every rank (through device scratch).
+  absl::Status GatherBytes(const void* mine, void* all, size_t bytes);
 
   ncclComm_t comm_;
   int rank_;
@@ -87,6 +100,7 @@ class NcclBackend final : public CommBackend {
   cudaEvent_t gathered_event_ = nullptr;
   size_t gathered_values_ = 0;  // of the gather in flight, per rank
   cudaEvent_t probe_start_ = nullptr, probe_stop_ = nullptr;
+  std::unique_ptr<DeviceExecutor> device_executor_;
 };
 
 // One ncclAllReduce's work, bracketed by the GPU call timer.
@@ -105,13 +119,15 @@ class NcclAllReduceWork final : public CallWork {
         stream_(stream),
         backend_(backend) {}
 
-  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
+  CallOutcome Run(const CallDecision& decision, const Plan* plan,
+                  const RankProgram* program) override;
   // NCCL's code for the work (ncclSuccess when it succeeded).
   ncclResult_t code() const { return code_; }
 
  private:
   ncclResult_t RunProgram(const CallDecision& decision, const RankProgram& program,
                           std::string* error);
+  ncclResult_t RunOnDevice(DeviceExecutor& executor, const Plan& plan, std::string* error);
 
   const void* sendbuff_;
   void* recvbuff_;

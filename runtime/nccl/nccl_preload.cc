@@ -30,8 +30,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "kernels/device_scope.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/communicator.h"
@@ -77,17 +81,42 @@ struct CommState {
   }
 };
 
-// STRAGGLAR_PRE_ARRIVAL as rank 0 has it: the ranks must agree, or the ready ranks would wait
-// for each other in different calls. A rank whose own setting differs says so once.
-absl::StatusOr<bool> AgreedNcclPreArrival(bool mine, CommBackend& backend) {
-  std::string agreed = mine ? "nccl" : "rounds";
+// The settings the ranks of a communicator must share, as rank 0 has them: with different ones,
+// the ready ranks would wait for each other in different calls (STRAGGLAR_PRE_ARRIVAL), or some
+// ranks would set up the device executor's windows while others do not (STRAGGLAR_EXECUTOR), or
+// lay out their windows differently (STRAGGLAR_IPC_BYTES, STRAGGLAR_IPC_BLOCKS). A rank whose own
+// settings differ says so once.
+struct SharedSettings {
+  bool nccl_pre_arrival = false;
+  bool device_executor = false;
+  int64_t ipc_bytes = 0;
+  int ipc_blocks = 0;
+  double ipc_timeout_s = 0;
+};
+
+absl::StatusOr<SharedSettings> AgreedSettings(const PreloadConfig& config, CommBackend& backend) {
+  const std::string mine =
+      absl::StrFormat("%d %d %d %d %.17g", config.nccl_pre_arrival, config.device_executor,
+                      config.ipc_bytes, config.ipc_blocks, config.ipc_timeout_s);
+  std::string agreed = mine;
   if (absl::Status status = backend.BroadcastFromRankZero(agreed); !status.ok()) return status;
-  if ((agreed == "nccl") != mine) {
-    LogOnce(LogLevel::kWarn, "pre-arrival-differs",
-            absl::StrCat("STRAGGLAR_PRE_ARRIVAL is ", mine ? "nccl" : "rounds",
-                         " here but rank 0's is ", agreed, "; every rank uses rank 0's"));
+  const std::vector<std::string> fields = absl::StrSplit(agreed, ' ');
+  SharedSettings settings;
+  int pre_arrival = 0, device = 0;
+  if (fields.size() != 5 || !absl::SimpleAtoi(fields[0], &pre_arrival) ||
+      !absl::SimpleAtoi(fields[1], &device) || !absl::SimpleAtoi(fields[2], &settings.ipc_bytes) ||
+      !absl::SimpleAtoi(fields[3], &settings.ipc_blocks) ||
+      !absl::SimpleAtod(fields[4], &settings.ipc_timeout_s)) {
+    return absl::InternalError(absl::StrCat("rank 0's settings are unreadable: ", agreed));
   }
-  return agreed == "nccl";
+  settings.nccl_pre_arrival = pre_arrival != 0;
+  settings.device_executor = device != 0;
+  if (agreed != mine) {
+    LogOnce(LogLevel::kWarn, "settings-differ",
+            "STRAGGLAR_PRE_ARRIVAL, STRAGGLAR_EXECUTOR or STRAGGLAR_IPC_* differ here from rank "
+            "0's; every rank uses rank 0's");
+  }
+  return settings;
 }
 
 struct Global {
@@ -149,8 +178,6 @@ GpuCallTimer* Timer(Global& g) {
 
 // The state of `comm`, created at its first handled call (every rank is in the same call).
 // nullptr: pass this communicator through.
-// The state of `comm`, created at its first handled call (every rank is in the same call).
-// nullptr: pass this communicator through.
 CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(g.mutex);
@@ -180,13 +207,18 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
                                              LagSource::kDuration);  // clock-free: across hosts
     options.probe = {.small_repeats = 16, .large_repeats = 4};
     absl::StatusOr<std::unique_ptr<Communicator>> created = absl::UnknownError("");
-    absl::StatusOr<bool> pre_arrival =
-        AgreedNcclPreArrival(g.config.nccl_pre_arrival, *state->backend);
-    if (pre_arrival.ok()) {
-      options.native_pre_arrival = *pre_arrival;
+    absl::StatusOr<SharedSettings> settings = AgreedSettings(g.config, *state->backend);
+    if (settings.ok()) {
+      options.native_pre_arrival = settings->nccl_pre_arrival;
       created = Communicator::Create(rank, size, std::move(options), *state->backend);
     } else {
-      created = pre_arrival.status();
+      created = settings.status();
+    }
+    // Collective, like the creation: every rank of the communicator is in this call.
+    if (created.ok() && settings->device_executor) {
+      state->backend->StartDeviceExecutor(
+          {.window_bytes = settings->ipc_bytes, .blocks = settings->ipc_blocks},
+          settings->ipc_timeout_s);
     }
     if (created.ok()) {
       state->comm = *std::move(created);
@@ -242,6 +274,7 @@ void Forget(ncclComm_t comm, bool aborting) {
   links.reset();  // its exchange stops now (or when the last call using it returns)
   if (state == nullptr) return;
   DeviceScope scope(state->backend->device());
+  state->backend->ReleaseDeviceExecutor(aborting);
   state->backend->ReleaseReadyComms(aborting);
   state->comm->Close();
   WriteOutputs(g, *state);
