@@ -19,6 +19,12 @@
 #           (STRAGGLAR_PRE_ARRIVAL=rounds|nccl), side by side: 3, 12, 48 MiB (equal blocks:
 #           ReduceScatter) and 16 MiB (uneven: Reduce per block), without and with rank 3
 #           spinning 2 ms; then -c 1 for every dtype x op with nccl at both kinds of size
+#   device  the device executor (STRAGGLAR_EXECUTOR=device, one kernel per call over peer memory),
+#           4 and 8 ranks on one GPU: -c 1 for every dtype x op with Ring, Halving-Doubling and
+#           StragglAR forced, in windows smaller than the message (slices); then after-arrival
+#           times with the last rank spinning 2 ms, 1 MiB..256 MiB x4: NCCL alone, StragglAR over
+#           NCCL send/recv, StragglAR and Ring on the device executor, the adaptive mode on it;
+#           and the per-round overhead (Ring at 4 KiB: 2(n-1) rounds of almost nothing)
 #   links   tests/nccl/link_check.sh: 4 processes on one GPU run a send/recv pipeline with link
 #           profiling on; rank 1's transfers slowed on the wire from 8 s in: every transfer
 #           bit-exact, every rank names a link out of rank 1, rank 0 writes the advice; without
@@ -31,7 +37,8 @@
 # for docs/results/).
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
-#                            [--only reduce,timer,pass,doctor,links,bench,prearrival,sweep,ddp]
+#                            [--only reduce,timer,pass,doctor,links,bench,prearrival,device,sweep,
+#                                    ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -52,7 +59,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,doctor,links,bench,prearrival,sweep,ddp"
+only="reduce,timer,pass,doctor,links,bench,prearrival,device,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -92,7 +99,7 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | doctor | links | bench | prearrival | sweep | ddp) ;;
+    reduce | timer | pass | doctor | links | bench | prearrival | device | sweep | ddp) ;;
     *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, bench," \
       "prearrival, sweep, ddp)" >&2
       exit 2 ;;
@@ -460,6 +467,56 @@ if wanted prearrival; then
   fi
 fi
 
+# --- 3c. the device executor --------------------------------------------------------------------
+# device_used NAME RANKS: the run's log says the device executor was set up (STRAGGLAR_DEBUG=INFO).
+device_used() {
+  if ! grep -q "device executor: $2 ranks" "$out/$1.log"; then
+    record "$1-device" FAIL "the device executor was not used: $(grep -m 1 -o \
+      'device executor unavailable[^;]*' "$out/$1.log" || echo 'no setup line')"
+  fi
+}
+if wanted device; then
+  header "3c. the device executor: one kernel per call over peer memory, 4 and 8 ranks on one GPU"
+  if need device "$bench" "$preload"; then
+    dev=(STRAGGLAR_EXECUTOR=device STRAGGLAR_DEBUG=INFO STRAGGLAR_MIN_BYTES=0)
+    start_mps
+    for ranks in 4 8; do
+      # 1 MiB windows: the 2 MiB and 3 MiB + 28 B calls run in slices.
+      check=(--ranks "$ranks" --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s $((limit - 10)))
+      for algorithm in ring halving-doubling stragglar; do
+        name="device-$ranks-check-$algorithm"
+        bench_run "$name" yes "${dev[@]}" STRAGGLAR_IPC_BYTES=1MiB \
+          "STRAGGLAR_ALGORITHM=$algorithm" -- "${check[@]}" -b 8 -e 2M -f 64
+        device_used "$name" "$ranks"
+        bench_run "$name-odd" yes "${dev[@]}" STRAGGLAR_IPC_BYTES=1MiB \
+          "STRAGGLAR_ALGORITHM=$algorithm" -- "${check[@]}" -b 3145756 -e 3145756
+      done
+      last=$((ranks - 1))
+      time=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 32 -n "$iters"
+        --timeout_s $((limit - 10)) --straggler "$last" --delay_us 2000)
+      if ((ranks == 4)); then time+=(-b 1M -e 256M -f 4); else time+=(-b 16M -e 256M -f 4); fi
+      bench_run "device-$ranks-late-native" no -- "${time[@]}"
+      bench_run "device-$ranks-late-stragglar-nccl" yes STRAGGLAR_ALGORITHM=stragglar \
+        "STRAGGLAR_STRAGGLER=$last" -- "${time[@]}"
+      bench_run "device-$ranks-late-stragglar" yes "${dev[@]}" STRAGGLAR_ALGORITHM=stragglar \
+        "STRAGGLAR_STRAGGLER=$last" -- "${time[@]}"
+      device_used "device-$ranks-late-stragglar" "$ranks"
+      bench_run "device-$ranks-late-ring" yes "${dev[@]}" STRAGGLAR_ALGORITHM=ring -- "${time[@]}"
+      bench_run "device-$ranks-late-adapt" yes "${dev[@]}" -- "${time[@]}"
+      echo
+      echo "--- ratios, $ranks ranks, rank $last spinning 2 ms (> 1: faster than the first)"
+      ratios "device-$ranks-late-ring" "device-$ranks-late-stragglar" \
+        "device-$ranks-late-stragglar-nccl" "device-$ranks-late-native" "device-$ranks-late-adapt"
+      # The per-round overhead: Ring's 2(n-1) rounds of a few bytes each.
+      bench_run "device-$ranks-rounds" yes "${dev[@]}" STRAGGLAR_ALGORITHM=ring -- \
+        --ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 100 -n 1000 -b 4K -e 4K \
+        --timeout_s $((limit - 10))
+      echo "per-round overhead, $ranks ranks: the time above / $((2 * (ranks - 1))) rounds"
+    done
+    stop_mps
+  fi
+fi
+
 # --- 4. correctness sweep -----------------------------------------------------------------------
 if wanted sweep; then
   header "4. correctness sweep: -c 1, every dtype x op, 4 ranks on one GPU"
@@ -500,12 +557,14 @@ if wanted ddp; then
     $python -c 'import torch; print("torch", torch.__version__, "NCCL", torch.cuda.nccl.version())'
     ddp_status=PASS
     ddp_detail=""
-    for run in native preload forced; do
+    for run in native preload forced device; do
       mkdir -p "$out/ddp-$run"
       env_args=()
       case $run in
         preload) env_args=("LD_PRELOAD=$preload") ;;
         forced) env_args=("LD_PRELOAD=$preload" STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_MIN_BYTES=0) ;;
+        device) env_args=("LD_PRELOAD=$preload" STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_MIN_BYTES=0
+          STRAGGLAR_EXECUTOR=device STRAGGLAR_DEBUG=INFO) ;;
       esac
       # Epochs of 4 calls, so that the 20 steps' AllReduces complete epochs and reach the trace.
       [[ $run != native ]] &&
@@ -539,9 +598,14 @@ if wanted ddp; then
       # Which algorithm DDP's AllReduce calls ran: forced, they must have gone through our executor.
       if [[ $run != native ]]; then
         algorithms "$out/ddp-$run/trace.csv" | tee "$out/ddp-$run/algorithms.txt"
-        if [[ $run == forced ]] && ! grep -q "stragglar [1-9]" "$out/ddp-$run/algorithms.txt"; then
+        if [[ $run == forced || $run == device ]] &&
+          ! grep -q "stragglar [1-9]" "$out/ddp-$run/algorithms.txt"; then
           ddp_status=FAIL
-          ddp_detail+="forced: no call ran StragglAR; "
+          ddp_detail+="$run: no call ran StragglAR; "
+        fi
+        if [[ $run == device ]] && ! grep -q "device executor: 2 ranks" "$out/ddp-$run.log"; then
+          ddp_status=FAIL
+          ddp_detail+="device: the device executor was not set up; "
         fi
       fi
     done
