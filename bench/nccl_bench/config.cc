@@ -112,6 +112,11 @@ absl::StatusOr<Config> ConfigFromFlags() {
   config.one_gpu = absl::GetFlag(FLAGS_one_gpu);
   config.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   if (!(config.timeout_s > 0)) return absl::InvalidArgumentError("--timeout_s must be > 0");
+  config.executor = absl::AsciiStrToLower(absl::GetFlag(FLAGS_executor));
+  if (!config.executor.empty() && config.executor != "nccl" && config.executor != "device") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--executor ", config.executor, " is not nccl or device"));
+  }
   return config;
 }
 

@@ -28,6 +28,7 @@ struct Config {
   double delay_us = 0;
   std::string json;
   bool one_gpu = false;
+  std::string executor;  // --executor: "", "nccl" or "device"
   double timeout_s = 600;
 };
 

@@ -30,6 +30,9 @@ ABSL_FLAG(double, delay_us, 0, "the straggler's spin before each AllReduce, in m
 ABSL_FLAG(std::string, json, "", "also write every row and the metadata to this JSON file");
 ABSL_FLAG(bool, one_gpu, false, "all ranks on device 0, one process and NCCL_HOSTID each");
 ABSL_FLAG(double, timeout_s, 600, "kill every rank and fail after this many seconds");
+ABSL_FLAG(
+    std::string, executor, "",
+    "with the preload: how its plans run, nccl or device (STRAGGLAR_EXECUTOR for every rank)");
 // Set by the parent on the processes it starts; not for users.
 ABSL_FLAG(int, internal_probe_fd, -1, "internal");
 ABSL_FLAG(int, internal_rank, -1, "internal");
@@ -62,6 +65,7 @@ bool IsKnownFlag(const std::string& name) {
                                                        "json",
                                                        "one_gpu",
                                                        "timeout_s",
+                                                       "executor",
                                                        "internal_probe_fd",
                                                        "internal_rank",
                                                        "internal_device",
@@ -97,6 +101,7 @@ With LD_PRELOAD=libstragglar.so the AllReduce is the preload's.
 
 usage: stragglar-bench [-b 1M] [-e 64M] [-f 2] [-n 20] [-w 5] [-d float] [-o sum] [-c 0|1]
          [--ranks N] [--straggler R --delay_us D] [--one_gpu] [--json FILE] [--timeout_s 600]
+         [--executor nccl|device]
 
   -b, --minbytes SIZE     smallest size (nccl-tests units: 8, 1K, 64M, 1G; also 64MiB, 1MB)  [1M]
   -e, --maxbytes SIZE     largest size                                                      [64M]
@@ -114,6 +119,8 @@ usage: stragglar-bench [-b 1M] [-e 64M] [-f 2] [-n 20] [-w 5] [-d float] [-o sum
   --one_gpu               every rank on device 0 (each its own NCCL_HOSTID, sockets over lo)
   --json FILE             also write all rows and the metadata as JSON
   --timeout_s S           kill every rank and fail after S seconds                          [600]
+  --executor E            with the preload: its plans as NCCL send/recv rounds (nccl) or one
+                          kernel per call over peer memory (device); sets STRAGGLAR_EXECUTOR
 
 Short flags take their value separated (-b 1M), attached (-b1M) or after '=' (-b=1M); long ones
 as --minbytes 1M or --minbytes=1M (dashes or underscores). With fewer GPUs than ranks, or

@@ -44,6 +44,7 @@ ABSL_DECLARE_FLAG(double, delay_us);
 ABSL_DECLARE_FLAG(std::string, json);
 ABSL_DECLARE_FLAG(bool, one_gpu);
 ABSL_DECLARE_FLAG(double, timeout_s);
+ABSL_DECLARE_FLAG(std::string, executor);
 ABSL_DECLARE_FLAG(int, internal_probe_fd);
 ABSL_DECLARE_FLAG(int, internal_rank);
 ABSL_DECLARE_FLAG(int, internal_device);

@@ -45,6 +45,8 @@ class Supervisor {
       std::cerr << kProgram << ": " << status.message() << "\n";
       return 2;
     }
+    // --executor is the preload's STRAGGLAR_EXECUTOR for every rank (and the header's record).
+    if (!config_.executor.empty()) setenv("STRAGGLAR_EXECUTOR", config_.executor.c_str(), 1);
     std::vector<std::string> env;
     for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
     if (std::optional<int> exit_status = ProbeDevices(env)) return *exit_status;

@@ -54,6 +54,7 @@ bad_flag '--minbytes 2 does not hold one double (8 bytes)' -b 2 -d double
 bad_flag '--straggler 4 is not a rank of 0..3' --ranks 4 --straggler 4 --delay_us 100
 bad_flag '--straggler -2 is not a rank' --ranks 4 --straggler -2
 bad_flag '--ranks 0 must be >= 1' --ranks 0
+bad_flag '--executor gpu is not nccl or device' --executor gpu
 bad_flag '--check must be 0 or 1' -c 2
 bad_flag 'bad value "abc" for --iters: expected an integer' -n abc
 bad_flag 'unknown flag "--bogus"' --bogus 1
