@@ -52,35 +52,21 @@ struct DeviceRun {
   std::vector<GaveUp> gave_up;              // [rank]
 };
 
-// Inputs whose reductions are order-sensitive but never NaN: floats of magnitude [0.5, 1.9) with
-// random signs (sums round differently in another order; products of 16 stay finite in fp16),
-// integers of random bits (their sums and products wrap).
+// Inputs whose reductions are order-sensitive but never NaN: floats uniform in [-1, 1] (sums
+// round differently in another order), integers of random bits (their sums and products wrap).
 Bytes RandomInput(DataType type, int64_t count, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::uniform_real_distribution<double> magnitude(0.5, 1.9);
-  const int size = DataTypeSize(type);
-  Bytes bytes(count * size);
-  for (int64_t i = 0; i < count; ++i) {
-    const double value = (random() % 2 ? -1 : 1) * magnitude(random);
-    uint64_t bits = random();
-    switch (type) {
-      case DataType::kFloat16:
-        bits = FloatToHalf(static_cast<float>(value));
-        break;
-      case DataType::kBfloat16:
-        bits = FloatToBfloat16(static_cast<float>(value));
-        break;
-      case DataType::kFloat32:
-        bits = std::bit_cast<uint32_t>(static_cast<float>(value));
-        break;
-      case DataType::kFloat64:
-        bits = std::bit_cast<uint64_t>(value);
-        break;
-      default:
-        break;
-    }
-    std::memcpy(bytes.data() + i * size, &bits, size);  // little-endian low bytes
+  switch (type) {
+    case DataType::kFloat16:
+    case DataType::kBfloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+      return exact_data::MakeRandomFloatInput(type, /*rank=*/0, count, seed);
+    default:
+      break;
   }
+  std::mt19937_64 random(seed);
+  Bytes bytes(count * DataTypeSize(type));
+  for (std::byte& byte : bytes) byte = static_cast<std::byte>(random());
   return bytes;
 }
 
