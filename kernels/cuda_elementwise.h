@@ -128,18 +128,20 @@ __device__ __forceinline__ Access ApplyToAccess(const Function& function, const 
   return BitCast<Access>(result);
 }
 
+// No __restrict__ here: the device executor reads peers' memory that changes during the kernel,
+// which the read-only (non-coherent) loads __restrict__ allows would not see; the reduction
+// kernels' own parameters carry it.
+//
 // out[i] = function(first[i], second[i]) (see Operands) for i in [0, count), done by threads
 // [0, threads) of which this is `thread`, where `Element` is the element type or
 // Unaligned<element type> and `Access` what one memory access moves: Element, or uint4 when all
 // the buffers are 16-byte aligned after their first `head` elements.
 template <Operands kOperands, typename Storage, typename Access, typename Element,
           typename Function>
-__device__ __forceinline__ void ElementwiseOnThreads(Element* __restrict__ out,
-                                                     const Element* __restrict__ first,
-                                                     const Element* __restrict__ second,
-                                                     int64_t count, int64_t head,
-                                                     const Function& function, int64_t thread,
-                                                     int64_t threads) {
+__device__ __forceinline__ void ElementwiseOnThreads(Element* out, const Element* first,
+                                                     const Element* second, int64_t count,
+                                                     int64_t head, const Function& function,
+                                                     int64_t thread, int64_t threads) {
   constexpr int64_t kLanes = sizeof(Access) / sizeof(Element);
   const int64_t accesses = (count - head) / kLanes;
 

@@ -27,6 +27,31 @@ absl::StatusOr<DeviceUuid> UuidOf(int device) {
 
 }  // namespace
 
+CudaPeerMemory::~CudaPeerMemory() {
+  for (void* stream : streams_) {
+    if (stream != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  }
+}
+
+absl::StatusOr<void*> CudaPeerMemory::PrivateStream() {
+  int device = 0;
+  if (cudaError_t code = cudaGetDevice(&device); code != cudaSuccess) {
+    return CudaError("cudaGetDevice", code);
+  }
+  if (device < 0 || device >= kMaxDevices) return absl::InternalError("device index too large");
+  if (streams_[device] == nullptr) {
+    cudaStream_t stream = nullptr;
+    if (cudaError_t code = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        code != cudaSuccess) {
+      return CudaError("cudaStreamCreateWithFlags", code);
+    }
+    streams_[device] = stream;
+  }
+  return streams_[device];
+}
+
+void CudaPeerMemory::Synchronize() { cudaDeviceSynchronize(); }
+
 absl::StatusOr<DeviceUuid> CudaPeerMemory::OwnDevice() {
   int device = 0;
   if (cudaError_t code = cudaGetDevice(&device); code != cudaSuccess) {
@@ -59,15 +84,17 @@ absl::StatusOr<bool> CudaPeerMemory::CanAccess(const DeviceUuid& uuid) {
 }
 
 absl::StatusOr<void*> CudaPeerMemory::AllocateZeroed(size_t bytes) {
+  absl::StatusOr<void*> stream = PrivateStream();
+  if (!stream.ok()) return stream.status();
   void* device = nullptr;
   if (cudaError_t code = cudaMalloc(&device, bytes); code != cudaSuccess) {
     return CudaError("cudaMalloc", code);
   }
-  // cudaMemset may return before it is done: the memory is only handed out once it is.
-  if (cudaError_t code = cudaMemset(device, 0, bytes);
-      code != cudaSuccess || (code = cudaDeviceSynchronize()) != cudaSuccess) {
+  const cudaStream_t own = static_cast<cudaStream_t>(*stream);
+  if (cudaError_t code = cudaMemsetAsync(device, 0, bytes, own);
+      code != cudaSuccess || (code = cudaStreamSynchronize(own)) != cudaSuccess) {
     cudaFree(device);
-    return CudaError("cudaMemset", code);
+    return CudaError("cudaMemsetAsync", code);
   }
   return device;
 }
@@ -75,9 +102,12 @@ absl::StatusOr<void*> CudaPeerMemory::AllocateZeroed(size_t bytes) {
 void CudaPeerMemory::Free(void* device) { cudaFree(device); }
 
 absl::Status CudaPeerMemory::CopyToDevice(void* device, const void* host, size_t bytes) {
-  if (cudaError_t code = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
-      code != cudaSuccess) {
-    return CudaError("cudaMemcpy", code);
+  absl::StatusOr<void*> stream = PrivateStream();
+  if (!stream.ok()) return stream.status();
+  const cudaStream_t own = static_cast<cudaStream_t>(*stream);
+  if (cudaError_t code = cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, own);
+      code != cudaSuccess || (code = cudaStreamSynchronize(own)) != cudaSuccess) {
+    return CudaError("cudaMemcpyAsync", code);
   }
   return absl::OkStatus();
 }

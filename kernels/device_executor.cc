@@ -35,59 +35,80 @@ Packed Pack(const DeviceProgram& program) {
 
 }  // namespace
 
-int64_t DeviceProgramBytes(const DeviceProgram& program) {
-  return static_cast<int64_t>(Pack(program).bytes.size());
-}
-
 DeviceExecutor::DeviceExecutor(std::unique_ptr<PeerWindows> windows, PeerMemory& memory,
                                DeviceLauncher& launcher, uint64_t timeout_ns)
     : windows_(std::move(windows)), memory_(memory), launcher_(launcher), timeout_ns_(timeout_ns) {}
 
 DeviceExecutor::~DeviceExecutor() {
-  for (auto& [plan, uploaded] : programs_) memory_.Free(uploaded.memory);
+  // The windows wait for this rank's kernels before anything is freed.
+  windows_.reset();
+  for (void* memory : overflow_) memory_.Free(memory);
+  if (launch_order_ != nullptr) launcher_.ReleaseOrder(launch_order_);
 }
 
 absl::StatusOr<DeviceProgramView> DeviceExecutor::Prepare(const Plan& plan) {
-  if (auto it = programs_.find(&plan); it != programs_.end()) return it->second.view;
+  if (auto it = programs_.find(&plan); it != programs_.end()) return it->second;
   absl::StatusOr<DeviceProgram> program = LowerPlanForDevice(plan, windows_->rank());
   if (!program.ok()) return program.status();
   const Packed packed = Pack(*program);
-  absl::StatusOr<void*> memory = memory_.AllocateZeroed(packed.bytes.size());
-  if (!memory.ok()) return memory.status();
-  if (absl::Status status = memory_.CopyToDevice(*memory, packed.bytes.data(), packed.bytes.size());
-      !status.ok()) {
-    memory_.Free(*memory);
+  const int64_t bytes = static_cast<int64_t>(packed.bytes.size());
+  std::byte* base = nullptr;
+  if (arena_used_ + bytes <= windows_->options().program_bytes) {
+    base = windows_->program_arena() + arena_used_;
+    arena_used_ += (bytes + 255) / 256 * 256;
+  } else {
+    absl::StatusOr<void*> memory = memory_.AllocateZeroed(bytes);
+    if (!memory.ok()) return memory.status();
+    overflow_.push_back(*memory);
+    base = static_cast<std::byte*>(*memory);
+  }
+  if (absl::Status status = memory_.CopyToDevice(base, packed.bytes.data(), bytes); !status.ok()) {
     return status;
   }
-  const std::byte* base = static_cast<const std::byte*>(*memory);
   DeviceProgramView view = ViewOf(*program);
   view.steps = reinterpret_cast<const DeviceStep*>(base + packed.steps);
   view.pieces = reinterpret_cast<const DevicePiece*>(base + packed.pieces);
   view.waits = reinterpret_cast<const DeviceReadWait*>(base + packed.waits);
   view.drain = reinterpret_cast<const DeviceReadWait*>(base + packed.drain);
-  programs_.emplace(&plan, Uploaded{.view = view, .memory = *memory});
+  programs_.emplace(&plan, view);
   return view;
+}
+
+absl::Status DeviceExecutor::Fail(absl::Status status) {
+  if (failed_.ok()) {
+    failed_ = absl::UnavailableError(absl::StrCat("an earlier call failed: ", status.message()));
+  }
+  return status;
 }
 
 absl::Status DeviceExecutor::CheckEarlierCalls() {
   if (!failed_.ok()) return failed_;
-  const DeviceFailure failure = windows_->TakeFailure();
+  const DeviceFailure failure = windows_->ReadFailure();
   if (failure.recorded == 0) return absl::OkStatus();
   const std::string waited = absl::StrCat("waiting for rank ", failure.peer,
                                           " (signal of call slice ", failure.sequence, ")");
-  if (failure.reason == static_cast<uint32_t>(DeviceGiveUp::kAborted)) {
-    failed_ = absl::UnavailableError(absl::StrCat("the communicator was aborted while ", waited));
-  } else {
-    failed_ = absl::UnavailableError(
-        absl::StrFormat("an earlier call timed out after %.3g s %s", timeout_ns_ * 1e-9, waited));
+  switch (static_cast<DeviceGiveUp>(failure.reason)) {
+    case DeviceGiveUp::kAborted:
+      failed_ = absl::UnavailableError(absl::StrCat("the communicator was aborted while ", waited));
+      break;
+    case DeviceGiveUp::kOutOfStep:
+      failed_ = absl::UnavailableError(absl::StrCat("out of step ", waited,
+                                                    ": it went on to a later call (it failed, or ",
+                                                    "this rank did)"));
+      break;
+    default:
+      failed_ = absl::UnavailableError(
+          absl::StrFormat("an earlier call timed out after %.3g s %s", timeout_ns_ * 1e-9, waited));
+      break;
   }
   return failed_;
 }
 
 absl::Status DeviceExecutor::Run(const Plan& plan, const DeviceAllReduceArgs& args, void* stream) {
   if (absl::Status status = CheckEarlierCalls(); !status.ok()) return status;
-  if (args.count < 0 || (args.count > 0 && (args.send == nullptr || args.recv == nullptr)) ||
-      plan.num_ranks != windows_->num_ranks()) {
+  // What every rank sees alike (NCCL requires the same count and plan everywhere): nothing is
+  // done, and the ranks stay in step.
+  if (args.count < 0 || plan.num_ranks != windows_->num_ranks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("device executor: count ", args.count, ", a plan for ", plan.num_ranks,
                      " ranks on a communicator of ", windows_->num_ranks()));
@@ -102,8 +123,15 @@ absl::Status DeviceExecutor::Run(const Plan& plan, const DeviceAllReduceArgs& ar
         "device executor: a ", windows_->options().window_bytes, "-byte window cannot hold ",
         plan.num_chunks, " chunks of ", DataTypeName(args.type)));
   }
+  // From here on the call has a place in the sequence on every rank: a failure of this rank
+  // alone is final.
+  const uint32_t first_sequence = next_sequence_;
+  next_sequence_ += static_cast<uint32_t>(layout.slices);
+  if (args.send == nullptr || args.recv == nullptr) {
+    return Fail(absl::InvalidArgumentError("device executor: a null buffer"));
+  }
   absl::StatusOr<DeviceProgramView> program = Prepare(plan);
-  if (!program.ok()) return program.status();
+  if (!program.ok()) return Fail(program.status());
   const DeviceCall call{.windows = windows_->windows(),
                         .signals = windows_->signals(),
                         .scratch = windows_->scratch(),
@@ -111,15 +139,13 @@ absl::Status DeviceExecutor::Run(const Plan& plan, const DeviceAllReduceArgs& ar
                         .result = static_cast<std::byte*>(args.recv),
                         .count = args.count,
                         .window_elements = window_elements,
-                        .first_sequence = next_sequence_,
+                        .first_sequence = first_sequence,
                         .num_ranks_divisor = args.op == ReduceOp::kAvg ? plan.num_ranks : 0};
-  // Every rank advances alike, launched or not, so that the sequences stay in step.
-  next_sequence_ += static_cast<uint32_t>(layout.slices);
   if (absl::Status status =
           launcher_.Launch(args.type, args.op, *program, call, windows_->Watch(timeout_ns_),
-                           windows_->options().blocks, stream);
+                           windows_->options().blocks, stream, &launch_order_);
       !status.ok()) {
-    return status;
+    return Fail(status);
   }
   ++launches_;
   return absl::OkStatus();

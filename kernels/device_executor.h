@@ -3,16 +3,20 @@
 // windows (kernels/peer_windows.h). The launch is injectable (DeviceLauncher), so that CI runs
 // everything but CUDA itself with ranks and blocks as CPU threads.
 //
-// Calls never wait for the GPU. A kernel whose wait gave up (the abort word, or the timeout)
-// leaves a record that the next call reads: that call, and every one after it, fails with an
-// error naming the rank the kernel waited for. The windows' signals are then out of step between
-// the ranks, so the executor stays failed; the caller reports it as NCCL reports an asynchronous
-// error, and the job aborts the communicator.
+// Calls never wait for the GPU. A kernel whose wait gave up (the abort word, the timeout, or a
+// peer's signal of a later slice: out of step) leaves a record that the next call reads: that
+// call, and every one after it, fails with an error naming the rank the kernel waited for, and
+// kernels launched meanwhile exit without writing. The windows' signals are then out of step
+// between the ranks, so the executor stays failed; the caller reports it as NCCL reports an
+// asynchronous error, and the job aborts the communicator. A failure of this rank alone (a bad
+// buffer, a failed upload or launch) is final in the same way: its peers then give up waiting
+// for it, and never take a later call's signal for the one they await.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -28,10 +32,14 @@ namespace stragglar {
 class DeviceLauncher {
  public:
   virtual ~DeviceLauncher() = default;
-  // Enqueues `blocks` CTAs of the kernel on `stream` (a cudaStream_t). Errors say what failed.
+  // Enqueues `blocks` CTAs of the kernel on `stream` (a cudaStream_t), after the previous launch
+  // with the same `order` whatever its stream: NCCL lets consecutive calls of a communicator use
+  // different streams, and two kernels sharing the windows must never overlap. `*order` starts
+  // null and belongs to the launcher (ReleaseOrder). Errors say what failed.
   virtual absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
                               const DeviceCall& call, const DeviceWatch& watch, int blocks,
-                              void* stream) = 0;
+                              void* stream, void** order) = 0;
+  virtual void ReleaseOrder(void* order) {}
 };
 
 struct DeviceAllReduceArgs {
@@ -53,9 +61,11 @@ class DeviceExecutor {
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
 
   // Enqueues one call of `plan` (lowered and uploaded at its first call, kept while the executor
-  // lives: plans must outlive it, as the runtime's plan cache does). InvalidArgument for bad
-  // arguments or a plan whose chunks do not fit the window; Unavailable once a kernel has given
-  // up or after Abort(); a launch error otherwise. Every rank must make the same calls.
+  // lives: plans must outlive it, as the runtime's plan cache does). Every rank must make the
+  // same calls. InvalidArgument, with nothing done, for arguments every rank sees alike (a count
+  // below 0, a plan of another size or whose chunks do not fit the window). Final errors
+  // (Unavailable from then on): null buffers, a failed upload or launch, a kernel that gave up,
+  // Abort().
   absl::Status Run(const Plan& plan, const DeviceAllReduceArgs& args, void* stream);
 
   // Makes this rank's kernels give up, now and later, and every later call fail (ncclCommAbort).
@@ -73,18 +83,19 @@ class DeviceExecutor {
   PeerMemory& memory_;
   DeviceLauncher& launcher_;
   const uint64_t timeout_ns_;
-  // Uploaded programs: the device copy of each array, by plan.
-  struct Uploaded {
-    DeviceProgramView view;
-    void* memory = nullptr;
-  };
-  absl::flat_hash_map<const Plan*, Uploaded> programs_;
+  // A failure after which this rank is out of step with its peers: `status` now, Unavailable
+  // later.
+  absl::Status Fail(absl::Status status);
+
+  // Uploaded programs, by plan: in the windows' program arena, or (once it is full) in memory of
+  // their own.
+  absl::flat_hash_map<const Plan*, DeviceProgramView> programs_;
+  int64_t arena_used_ = 0;
+  std::vector<void*> overflow_;
+  void* launch_order_ = nullptr;  // the launcher's
   uint32_t next_sequence_ = 1;
   int64_t launches_ = 0;
-  absl::Status failed_;  // lasting: set when a kernel gave up, or by Abort()
+  absl::Status failed_;  // final: this rank is out of step
 };
-
-// Bytes the uploaded arrays of `program` take, laid out back to back.
-int64_t DeviceProgramBytes(const DeviceProgram& program);
 
 }  // namespace stragglar

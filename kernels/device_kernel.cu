@@ -37,24 +37,41 @@ class GpuBlock {
 
   __device__ explicit GpuBlock(const DeviceWatch& watch) : watch_(watch) {}
 
-  __device__ bool Wait(uint64_t* signal, uint64_t at_least, int32_t peer) {
+  __device__ bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
     int gave_up = 0;
     if (threadIdx.x == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(*signal);
       const uint64_t started = GlobalNanoseconds();
-      for (uint32_t poll = 1; word.load(cuda::memory_order_acquire) < at_least; ++poll) {
-        if (poll % kPollsPerCheck != 0) continue;
-        if (*static_cast<const volatile uint32_t*>(watch_.abort) != 0) {
-          gave_up = static_cast<int>(DeviceGiveUp::kAborted);
-        } else if (watch_.timeout_ns > 0 && GlobalNanoseconds() - started > watch_.timeout_ns) {
-          gave_up = static_cast<int>(DeviceGiveUp::kTimedOut);
+      for (uint32_t poll = 1;; ++poll) {
+        const SignalState state = CheckSignal(word.load(cuda::memory_order_acquire), awaited);
+        if (state == SignalState::kReached) break;
+        if (state == SignalState::kOutOfStep) {
+          gave_up = static_cast<int>(DeviceGiveUp::kOutOfStep);
+        } else if (poll % kPollsPerCheck == 0) {
+          if (*static_cast<const volatile uint32_t*>(watch_.abort) != 0) {
+            gave_up = static_cast<int>(DeviceGiveUp::kAborted);
+          } else if (watch_.timeout_ns > 0 && GlobalNanoseconds() - started > watch_.timeout_ns) {
+            gave_up = static_cast<int>(DeviceGiveUp::kTimedOut);
+          } else {
+            __nanosleep(64);
+          }
         }
         if (gave_up != 0) break;
-        __nanosleep(64);
       }
-      if (gave_up != 0) Record(static_cast<uint32_t>(gave_up), peer, at_least >> 32);
+      if (gave_up != 0) Record(static_cast<uint32_t>(gave_up), peer, awaited >> 32);
     }
     return __syncthreads_or(gave_up) == 0;
+  }
+
+  __device__ void Sync() { __syncthreads(); }
+
+  __device__ bool Stopped() {
+    int stopped = 0;
+    if (threadIdx.x == 0) {
+      stopped = *static_cast<const volatile uint32_t*>(watch_.claim) != 0 ||
+                *static_cast<const volatile uint32_t*>(watch_.abort) != 0;
+    }
+    return __syncthreads_or(stopped) != 0;
   }
 
   __device__ void Post(uint64_t* signal, uint64_t value) {
@@ -90,9 +107,11 @@ class GpuBlock {
   }
 
  private:
+  // The claim is an atomic in device memory, the record plain stores to host memory.
   __device__ void Record(uint32_t reason, int32_t peer, uint64_t sequence) {
-    if (atomicCAS(&watch_.failure->reason, 0u, reason) != 0u) return;  // another CTA did
+    if (atomicCAS(watch_.claim, 0u, 1u) != 0u) return;  // another CTA did
     volatile DeviceFailure* failure = watch_.failure;
+    failure->reason = reason;
     failure->peer = peer;
     failure->sequence = static_cast<uint32_t>(sequence);
     __threadfence_system();
@@ -132,12 +151,33 @@ cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramV
 
 absl::Status CudaDeviceLauncher::Launch(DataType type, ReduceOp op,
                                         const DeviceProgramView& program, const DeviceCall& call,
-                                        const DeviceWatch& watch, int blocks, void* stream) {
-  const cudaError_t code = LaunchDeviceProgram(type, op, program, call, watch, blocks,
-                                               static_cast<cudaStream_t>(stream));
-  if (code == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("launching the device executor's kernel: ", cudaGetErrorString(code)));
+                                        const DeviceWatch& watch, int blocks, void* stream,
+                                        void** order) {
+  cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  cudaEvent_t previous = static_cast<cudaEvent_t>(*order);
+  cudaError_t code = cudaSuccess;
+  if (previous == nullptr) {
+    code = cudaEventCreateWithFlags(&previous, cudaEventDisableTiming);
+    if (code != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("cudaEventCreate: ", cudaGetErrorString(code)));
+    }
+    *order = previous;
+  } else if ((code = cudaStreamWaitEvent(cuda_stream, previous, 0)) != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaStreamWaitEvent: ", cudaGetErrorString(code)));
+  }
+  code = LaunchDeviceProgram(type, op, program, call, watch, blocks, cuda_stream);
+  if (code != cudaSuccess) {
+    return absl::InternalError(
+        absl::StrCat("launching the device executor's kernel: ", cudaGetErrorString(code)));
+  }
+  if ((code = cudaEventRecord(previous, cuda_stream)) != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaEventRecord: ", cudaGetErrorString(code)));
+  }
+  return absl::OkStatus();
+}
+
+void CudaDeviceLauncher::ReleaseOrder(void* order) {
+  cudaEventDestroy(static_cast<cudaEvent_t>(order));
 }
 
 }  // namespace stragglar

@@ -30,12 +30,14 @@ cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramV
                                 const DeviceCall& call, const DeviceWatch& watch, int blocks,
                                 cudaStream_t stream);
 
-// The device executor's launcher on a GPU: LaunchDeviceProgram on the cudaStream_t it is given.
+// The device executor's launcher on a GPU: LaunchDeviceProgram on the cudaStream_t it is given,
+// ordered after the previous launch by an event (the order token) that it waits for and records.
 class CudaDeviceLauncher final : public DeviceLauncher {
  public:
   absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
-                      const DeviceCall& call, const DeviceWatch& watch, int blocks,
-                      void* stream) override;
+                      const DeviceCall& call, const DeviceWatch& watch, int blocks, void* stream,
+                      void** order) override;
+  void ReleaseOrder(void* order) override;
 };
 
 }  // namespace stragglar

@@ -14,8 +14,12 @@
 // its peers: blocks never wait for each other.
 //
 // A Platform provides (all of it STRAGGLAR_HOST_DEVICE, called by every thread of the block):
-//   bool Wait(uint64_t* signal, uint64_t at_least, int32_t peer);  // false: give up
+//   // Until CheckSignal(*signal, awaited) is kReached; false: gave up (out of step, aborted,
+//   // timed out), recorded for the host.
+//   bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer);
 //   void Post(uint64_t* signal, uint64_t value);  // after every write before it is visible
+//   void Sync();     // every thread's memory accesses so far are done (a CTA barrier)
+//   bool Stopped();  // an earlier launch of this rank gave up, or the host aborted
 //   void Copy(Storage* out, const Storage* in, int64_t elements);
 //   template <typename Op> void Reduce(Storage* out, const Storage* first, const Storage* second,
 //                                      int64_t elements);  // out may equal first
@@ -27,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/device_program.h"
+#include "kernels/device_watch.h"
 #include "kernels/reduce_element.h"
 
 namespace stragglar {
@@ -118,7 +123,7 @@ STRAGGLAR_HOST_DEVICE DeviceWindowLayout DeviceLayoutOf(int64_t count, int32_t n
 namespace device_rank {
 
 STRAGGLAR_HOST_DEVICE uint64_t Signal(uint32_t sequence, uint32_t transfers) {
-  return (static_cast<uint64_t>(sequence) << 32) | transfers;
+  return DeviceSignal(sequence, transfers);
 }
 
 // ready[block][sender] and read[block][reader] of a rank's signal array.
@@ -176,6 +181,9 @@ class SliceRun {
   STRAGGLAR_HOST_DEVICE bool Run() {
     Storage* const mine = Window(program_.rank);
     const Storage* const input = reinterpret_cast<const Storage*>(call_.input);
+    // The copies spread elements over threads by the buffers' alignment, which may differ from
+    // the last slice's result copy: that copy must be done reading before this one writes.
+    platform_.Sync();
     ForEachPart(0, program_.num_chunks, [&](const Part& part) {
       platform_.Copy(mine + part.window, input + part.message, part.elements);
     });
@@ -192,6 +200,7 @@ class SliceRun {
     for (int32_t i = 0; i < program_.num_drain; ++i) {
       if (!WaitForReads(program_.drain[i])) return false;
     }
+    platform_.Sync();  // the last writes into the window (by other threads) are done
     Storage* const result = reinterpret_cast<Storage*>(call_.result);
     ForEachPart(0, program_.num_chunks, [&](const Part& part) {
       if (call_.num_ranks_divisor > 0) {
@@ -294,10 +303,13 @@ class SliceRun {
 }  // namespace device_rank
 
 // Runs every slice of `call` for `block` of `blocks`: what one CTA of the kernel does. False as
-// soon as a wait gives up (the platform knows which peer it waited for).
+// soon as a wait gives up (the platform knows which peer it waited for), and at once, writing
+// nothing, when an earlier launch of this rank gave up: the ranks are out of step from then on.
+// The window must hold every chunk (the host checks DeviceLayoutOf's region first).
 template <typename Codec, typename Op, typename Platform>
 STRAGGLAR_HOST_DEVICE bool RunDeviceRank(Platform& platform, const DeviceProgramView& program,
                                          const DeviceCall& call, int32_t block, int32_t blocks) {
+  if (platform.Stopped()) return false;
   const DeviceWindowLayout layout = DeviceLayoutOf(
       call.count, program.num_chunks, call.window_elements, sizeof(typename Codec::Storage));
   if (call.count > 0 && layout.region <= 0) return false;

@@ -36,8 +36,10 @@ class PeerMemory {
   // Device memory of the current device, zeroed.
   virtual absl::StatusOr<void*> AllocateZeroed(size_t bytes) = 0;
   virtual void Free(void* device) = 0;
-  // Synchronous.
+  // Synchronous, but without waiting for any other work on the device.
   virtual absl::Status CopyToDevice(void* device, const void* host, size_t bytes) = 0;
+  // Waits until all work of this process on the current device is done.
+  virtual void Synchronize() = 0;
   // Pinned host memory the device reads and writes, zeroed; `*device` is its device address.
   virtual absl::StatusOr<void*> AllocateMapped(size_t bytes, void** device) = 0;
   virtual void FreeMapped(void* host) = 0;

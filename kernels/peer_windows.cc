@@ -100,7 +100,8 @@ absl::StatusOr<std::unique_ptr<PeerWindows>> PeerWindows::Create(int rank, int n
                                                                  const PeerWindowsOptions& options,
                                                                  PeerMemory& memory,
                                                                  const GatherBytes& gather) {
-  if (rank < 0 || rank >= num_ranks || options.window_bytes < 1 || options.blocks < 1) {
+  if (rank < 0 || rank >= num_ranks || options.window_bytes < 1 || options.blocks < 1 ||
+      options.program_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("peer windows for rank ", rank, " of ",
                                                    num_ranks, ", ", options.window_bytes,
                                                    "-byte windows, ", options.blocks, " blocks"));
@@ -144,9 +145,14 @@ absl::Status PeerWindows::AllocateAndExport(PeerHandle* handle) {
   absl::StatusOr<void*> own = memory_.AllocateZeroed(own_bytes);
   if (!own.ok()) return own.status();
   own_ = *own;
-  absl::StatusOr<void*> scratch = memory_.AllocateZeroed(RoundedWindowBytes(options_));
+  absl::StatusOr<void*> scratch =
+      memory_.AllocateZeroed(RoundedWindowBytes(options_) + kWindowAlignment);
   if (!scratch.ok()) return scratch.status();
   scratch_ = static_cast<std::byte*>(*scratch);
+  device_claim_ = reinterpret_cast<uint32_t*>(scratch_ + RoundedWindowBytes(options_));
+  absl::StatusOr<void*> arena = memory_.AllocateZeroed(options_.program_bytes);
+  if (!arena.ok()) return arena.status();
+  program_arena_ = static_cast<std::byte*>(*arena);
   absl::StatusOr<void*> arrays = memory_.AllocateZeroed(2 * num_ranks_ * sizeof(void*));
   if (!arrays.ok()) return arrays.status();
   address_arrays_ = *arrays;
@@ -186,11 +192,14 @@ absl::Status PeerWindows::ImportPeers(const std::vector<PeerHandle>& handles) {
 }
 
 PeerWindows::~PeerWindows() {
+  // Our kernels may still read the peers' windows and write their signals.
+  if (own_ != nullptr) memory_.Synchronize();
   for (void* imported : imported_) {
     if (imported != nullptr) memory_.CloseImported(imported);
   }
   if (shared_ != nullptr) memory_.FreeMapped(shared_);
-  for (void* device : {address_arrays_, static_cast<void*>(scratch_), own_}) {
+  for (void* device :
+       {address_arrays_, static_cast<void*>(program_arena_), static_cast<void*>(scratch_), own_}) {
     if (device != nullptr) memory_.Free(device);
   }
 }
@@ -199,18 +208,13 @@ void PeerWindows::Abort() {
   std::atomic_ref<uint32_t>(shared_->abort).store(1, std::memory_order_release);
 }
 
-DeviceFailure PeerWindows::TakeFailure() {
+DeviceFailure PeerWindows::ReadFailure() const {
   DeviceFailure& shared = shared_->failure;
-  std::atomic_ref<uint32_t> recorded(shared.recorded);
-  if (recorded.load(std::memory_order_acquire) == 0) return {};
-  const DeviceFailure failure{
-      .reason = std::atomic_ref<uint32_t>(shared.reason).load(std::memory_order_relaxed),
-      .peer = std::atomic_ref<int32_t>(shared.peer).load(std::memory_order_relaxed),
-      .sequence = std::atomic_ref<uint32_t>(shared.sequence).load(std::memory_order_relaxed),
-      .recorded = 1};
-  std::atomic_ref<uint32_t>(shared.reason).store(0, std::memory_order_relaxed);
-  recorded.store(0, std::memory_order_release);
-  return failure;
+  if (std::atomic_ref<uint32_t>(shared.recorded).load(std::memory_order_acquire) == 0) return {};
+  return {.reason = std::atomic_ref<uint32_t>(shared.reason).load(std::memory_order_relaxed),
+          .peer = std::atomic_ref<int32_t>(shared.peer).load(std::memory_order_relaxed),
+          .sequence = std::atomic_ref<uint32_t>(shared.sequence).load(std::memory_order_relaxed),
+          .recorded = 1};
 }
 
 }  // namespace stragglar

@@ -32,6 +32,9 @@ namespace stragglar {
 struct PeerWindowsOptions {
   int64_t window_bytes = 64 << 20;  // per rank; a call larger than this runs in slices
   int32_t blocks = 8;               // CTAs per call: signal slots are per block
+  // Device memory for the executor's programs, allocated with the rest at setup so that a new
+  // plan's first call does not allocate (which may wait for the whole device).
+  int64_t program_bytes = 1 << 20;
 };
 
 // Gathers `bytes` from every rank into `all` (rank order), on every rank, synchronously.
@@ -46,6 +49,7 @@ class PeerWindows {
                                                              const PeerWindowsOptions& options,
                                                              PeerMemory& memory,
                                                              const GatherBytes& gather);
+  // Waits for this rank's kernels (after Abort() they stop at once), then unmaps and frees.
   ~PeerWindows();
   PeerWindows(const PeerWindows&) = delete;
   PeerWindows& operator=(const PeerWindows&) = delete;
@@ -57,14 +61,19 @@ class PeerWindows {
   std::byte* const* windows() const { return device_windows_; }
   uint64_t* const* signals() const { return device_signals_; }
   std::byte* scratch() const { return scratch_; }
+  // Device memory for programs: options().program_bytes bytes, 256-byte aligned.
+  std::byte* program_arena() const { return program_arena_; }
   DeviceWatch Watch(uint64_t timeout_ns) const {
-    return {.abort = device_abort_, .failure = device_failure_, .timeout_ns = timeout_ns};
+    return {.abort = device_abort_,
+            .claim = device_claim_,
+            .failure = device_failure_,
+            .timeout_ns = timeout_ns};
   }
 
   // Makes every wait of this rank's kernels give up, now and later (ncclCommAbort).
   void Abort();
-  // The first wait that gave up since the last call (reason kNone: none), and clears it.
-  DeviceFailure TakeFailure();
+  // The first wait that gave up (recorded 0: none yet). Final: nothing clears it.
+  DeviceFailure ReadFailure() const;
 
  private:
   struct Shared;  // host-mapped: the abort word and the failure record
@@ -79,8 +88,10 @@ class PeerWindows {
   const int num_ranks_;
   const PeerWindowsOptions options_;
   PeerMemory& memory_;
-  void* own_ = nullptr;  // this rank's window, then its signals: one exported allocation
-  std::byte* scratch_ = nullptr;
+  void* own_ = nullptr;           // this rank's window, then its signals: one exported allocation
+  std::byte* scratch_ = nullptr;  // then the claim word
+  std::byte* program_arena_ = nullptr;
+  uint32_t* device_claim_ = nullptr;
   void* address_arrays_ = nullptr;  // device: windows[num_ranks], then signals[num_ranks]
   std::byte* const* device_windows_ = nullptr;
   uint64_t* const* device_signals_ = nullptr;

@@ -34,6 +34,7 @@ struct GaveUp {
   int32_t peer = -1;  // -1: nothing was given up on
   uint32_t transfers = 0;
   bool read = false;
+  DeviceGiveUp reason = DeviceGiveUp::kNone;  // kNone: the test's own deadline
 };
 
 struct CpuBlockOptions {
@@ -52,21 +53,32 @@ class CpuBlock {
 
   explicit CpuBlock(const CpuBlockOptions& options) : options_(options), random_(options.seed) {}
 
-  bool Wait(uint64_t* signal, uint64_t at_least, int32_t peer) {
+  bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
     std::atomic_ref<uint64_t> word(*signal);
     const absl::Time started = absl::Now();
-    while (word.load(std::memory_order_acquire) < at_least) {
-      const DeviceGiveUp reason = WhyGiveUp(started);
+    while (true) {
+      const SignalState state = CheckSignal(word.load(std::memory_order_acquire), awaited);
+      if (state == SignalState::kReached) return true;
+      const DeviceGiveUp reason =
+          state == SignalState::kOutOfStep ? DeviceGiveUp::kOutOfStep : WhyGiveUp(started);
       if (reason != DeviceGiveUp::kNone || absl::Now() > options_.give_up_at) {
         gave_up_ = {.peer = peer,
-                    .transfers = static_cast<uint32_t>(at_least),
-                    .read = signal >= options_.read_slots};
-        if (reason != DeviceGiveUp::kNone) Record(reason, peer, at_least >> 32);
+                    .transfers = static_cast<uint32_t>(awaited),
+                    .read = signal >= options_.read_slots,
+                    .reason = reason};
+        if (reason != DeviceGiveUp::kNone && options_.watch != nullptr) {
+          Record(reason, peer, awaited >> 32);
+        }
         return false;
       }
       std::this_thread::yield();
     }
-    return true;
+  }
+  void Sync() {}  // one thread per block
+  bool Stopped() const {
+    const DeviceWatch* watch = options_.watch;
+    return watch != nullptr && (std::atomic_ref<uint32_t>(*watch->claim).load() != 0 ||
+                                std::atomic_ref<uint32_t>(Abort(*watch)).load() != 0);
   }
   void Post(uint64_t* signal, uint64_t value) {
     std::atomic_ref<uint64_t>(*signal).store(value, std::memory_order_release);
@@ -93,9 +105,7 @@ class CpuBlock {
   DeviceGiveUp WhyGiveUp(absl::Time started) const {
     const DeviceWatch* watch = options_.watch;
     if (watch == nullptr) return DeviceGiveUp::kNone;
-    // The host writes the word; the kernel only reads it.
-    uint32_t& abort = *const_cast<uint32_t*>(watch->abort);
-    if (std::atomic_ref<uint32_t>(abort).load(std::memory_order_acquire) != 0) {
+    if (std::atomic_ref<uint32_t>(Abort(*watch)).load(std::memory_order_acquire) != 0) {
       return DeviceGiveUp::kAborted;
     }
     if (watch->timeout_ns > 0 &&
@@ -104,14 +114,17 @@ class CpuBlock {
     }
     return DeviceGiveUp::kNone;
   }
+  // The host writes the word; the kernel only reads it.
+  static uint32_t& Abort(const DeviceWatch& watch) { return *const_cast<uint32_t*>(watch.abort); }
   // As the GPU's: the first block to give up claims the record.
   void Record(DeviceGiveUp reason, int32_t peer, uint64_t sequence) {
-    DeviceFailure& failure = *options_.watch->failure;
     uint32_t none = 0;
-    if (!std::atomic_ref<uint32_t>(failure.reason)
-             .compare_exchange_strong(none, static_cast<uint32_t>(reason))) {
+    if (!std::atomic_ref<uint32_t>(*options_.watch->claim).compare_exchange_strong(none, 1)) {
       return;
     }
+    DeviceFailure& failure = *options_.watch->failure;
+    std::atomic_ref<uint32_t>(failure.reason)
+        .store(static_cast<uint32_t>(reason), std::memory_order_relaxed);
     std::atomic_ref<int32_t>(failure.peer).store(peer, std::memory_order_relaxed);
     std::atomic_ref<uint32_t>(failure.sequence)
         .store(static_cast<uint32_t>(sequence), std::memory_order_relaxed);
@@ -182,9 +195,10 @@ class CpuStream {
 // stream's next work starts.
 class CpuLauncher final : public DeviceLauncher {
  public:
+  // One stream per rank in the tests: stream order is launch order.
   absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
-                      const DeviceCall& call, const DeviceWatch& watch, int blocks,
-                      void* stream) override {
+                      const DeviceCall& call, const DeviceWatch& watch, int blocks, void* stream,
+                      void**) override {
     static_cast<CpuStream*>(stream)->Enqueue([=] {
       std::vector<std::thread> threads;
       for (int block = 0; block < blocks; ++block) {

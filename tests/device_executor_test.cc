@@ -61,6 +61,7 @@ class FakePeerMemory final : public PeerMemory {
     return Allocate(bytes);
   }
   void Free(void* device) override { Release(device); }
+  void Synchronize() override {}  // the tests synchronise their streams themselves
   absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override {
     if (Fails("copy")) return absl::InternalError("cudaMemcpy: planted");
     std::memcpy(device, host, bytes);
@@ -135,11 +136,12 @@ class InProcessGather {
   std::barrier<> barrier_;
 };
 
+// Destroyed stream first (it runs what is queued), then the executor, then the memory.
 struct Rank {
   explicit Rank(int rank) : memory(rank) {}
   FakePeerMemory memory;
-  CpuStream stream;
   std::unique_ptr<DeviceExecutor> executor;
+  CpuStream stream;
   absl::Status setup;
 };
 
@@ -147,7 +149,8 @@ struct Rank {
 // a fault in a rank's memory or host before the setup.
 std::vector<std::unique_ptr<Rank>> SetUpRanks(
     int n, const PeerWindowsOptions& options, uint64_t timeout_ns = 0,
-    const std::function<void(int, FakePeerMemory&, uint64_t&)>& tweak = nullptr) {
+    const std::function<void(int, FakePeerMemory&, uint64_t&)>& tweak = nullptr,
+    const std::vector<uint64_t>& timeouts_by_rank = {}) {
   static CpuLauncher launcher;
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<Rank>(r));
@@ -162,8 +165,9 @@ std::vector<std::unique_ptr<Rank>> SetUpRanks(
           PeerWindows::Create(r, n, host, options, rank.memory, gather.For(r));
       rank.setup = windows.status();
       if (windows.ok()) {
-        rank.executor = std::make_unique<DeviceExecutor>(*std::move(windows), rank.memory, launcher,
-                                                         timeout_ns);
+        rank.executor = std::make_unique<DeviceExecutor>(
+            *std::move(windows), rank.memory, launcher,
+            timeouts_by_rank.empty() ? timeout_ns : timeouts_by_rank[r]);
       }
     });
   }
@@ -351,6 +355,89 @@ TEST(DeviceExecutorTest, AbortStopsAKernelThatWouldWaitForever) {
     EXPECT_EQ(next[r].code(), absl::StatusCode::kUnavailable) << r;
     EXPECT_THAT(next[r].message(), HasSubstr("aborted")) << r;
   }
+}
+
+// Every rank enqueues `calls` Ring calls back to back (rank `late` 300 ms late, `broken` with a
+// null buffer in its first call), then synchronises. Returns each rank's call after those.
+struct Enqueued {
+  std::vector<std::vector<Bytes>> results;  // [call][rank]
+  std::vector<absl::Status> first, next;    // [rank]: its first call, and the call after all
+};
+Enqueued EnqueueCalls(std::vector<std::unique_ptr<Rank>>& ranks, int calls, int late, int broken) {
+  const int n = static_cast<int>(ranks.size());
+  const Plan plan = *SynthesizeRing(n);
+  Enqueued out;
+  out.results.assign(calls, std::vector<Bytes>(n, Bytes(64 * sizeof(float), std::byte{0xa5})));
+  out.first.resize(n);
+  out.next.resize(n);
+  const std::vector<Bytes> inputs(n, RandomFloats(64, 5));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      if (r == late) absl::SleepFor(absl::Milliseconds(300));
+      for (int c = 0; c < calls; ++c) {
+        const DeviceAllReduceArgs args{.send = r == broken && c == 0 ? nullptr : inputs[r].data(),
+                                       .recv = out.results[c][r].data(),
+                                       .count = 64};
+        const absl::Status status = ranks[r]->executor->Run(plan, args, &ranks[r]->stream);
+        if (c == 0) out.first[r] = status;
+      }
+      ranks[r]->stream.Synchronize();
+      out.next[r] = ranks[r]->executor->Run(
+          plan, {.send = inputs[r].data(), .recv = out.results[0][r].data(), .count = 64},
+          &ranks[r]->stream);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return out;
+}
+
+// No call wrote a result: every one gave up before its only slice ended.
+void ExpectNothingWritten(const Enqueued& enqueued) {
+  for (size_t c = 0; c < enqueued.results.size(); ++c) {
+    for (size_t r = 0; r < enqueued.results[c].size(); ++r) {
+      EXPECT_EQ(enqueued.results[c][r], Bytes(64 * sizeof(float), std::byte{0xa5}))
+          << "call " << c << " wrote rank " << r << "'s result";
+    }
+  }
+}
+
+TEST(DeviceExecutorTest, KernelsEnqueuedAfterOneGaveUpWriteNothing) {
+  // Rank 0 gives up on rank 3 after 100 ms; its second kernel is already enqueued and must exit
+  // without writing; the others give up on their peers after 1 s.
+  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, 0, nullptr,
+                          {100'000'000, 1'000'000'000, 1'000'000'000, 1'000'000'000});
+  const Enqueued enqueued = EnqueueCalls(ranks, /*calls=*/2, /*late=*/3, /*broken=*/-1);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(enqueued.first[r].ok()) << r;  // enqueued before anything gave up
+    EXPECT_EQ(enqueued.next[r].code(), absl::StatusCode::kUnavailable) << r;
+  }
+  EXPECT_THAT(enqueued.next[0].message(), HasSubstr("waiting for rank 3"));
+  ExpectNothingWritten(enqueued);
+}
+
+TEST(DeviceExecutorTest, AFailureOfOneRankIsFinalAndItsPeersGiveUp) {
+  // Rank 2's first call has a null buffer: it fails there (its place in the sequence taken), and
+  // launches nothing from then on; its peers wait for it and give up.
+  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/200'000'000);
+  const Enqueued enqueued = EnqueueCalls(ranks, /*calls=*/2, /*late=*/-1, /*broken=*/2);
+  EXPECT_THAT(enqueued.first[2].message(), HasSubstr("a null buffer"));
+  EXPECT_EQ(ranks[2]->executor->launches(), 0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(enqueued.next[r].code(), absl::StatusCode::kUnavailable) << r;
+  }
+  EXPECT_THAT(enqueued.next[3].message(), HasSubstr("waiting for rank 2"));
+  ExpectNothingWritten(enqueued);
+}
+
+TEST(DeviceExecutorTest, ASignalOfALaterSliceNeverSatisfiesAWait) {
+  const uint64_t awaited = DeviceSignal(7, 3);
+  EXPECT_EQ(CheckSignal(DeviceSignal(7, 2), awaited), SignalState::kWaiting);
+  EXPECT_EQ(CheckSignal(DeviceSignal(6, 900), awaited), SignalState::kWaiting);
+  EXPECT_EQ(CheckSignal(DeviceSignal(7, 3), awaited), SignalState::kReached);
+  EXPECT_EQ(CheckSignal(DeviceSignal(7, 4), awaited), SignalState::kReached);
+  EXPECT_EQ(CheckSignal(DeviceSignal(8, 0), awaited), SignalState::kOutOfStep);
+  EXPECT_EQ(CheckSignal(0, DeviceSignal(1, 1)), SignalState::kWaiting);
 }
 
 TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/exact_data.h"
 #include "kernels/host_executor.h"
@@ -399,6 +400,44 @@ TEST(DeviceRankTest, ARankThatNeverComesIsNamedAndNoResultIsWritten) {
   }
 }
 
+TEST(DeviceRankTest, AfterAGiveUpALaunchWritesAndSignalsNothing) {
+  // A block of this rank gave up earlier (the claim is set): the next launch must not touch the
+  // window, the signals or the result, and must not wait.
+  const Plan plan = MakePlan(Algorithm::kRing, 3);
+  const absl::StatusOr<DeviceProgram> program = LowerPlanForDevice(plan, 1);
+  ASSERT_TRUE(program.ok());
+  std::vector<Bytes> windows(3, Bytes(256, std::byte{0x11}));
+  std::vector<std::vector<uint64_t>> signals(3, std::vector<uint64_t>(DeviceSignalSlots(1, 3)));
+  std::vector<std::byte*> window_pointers;
+  std::vector<uint64_t*> signal_pointers;
+  for (int r = 0; r < 3; ++r) {
+    window_pointers.push_back(windows[r].data());
+    signal_pointers.push_back(signals[r].data());
+  }
+  Bytes scratch(256), input(64, std::byte{1}), result(64, std::byte{0xa5});
+  uint32_t abort = 0, claim = 1;
+  DeviceFailure failure;
+  const DeviceWatch watch{.abort = &abort, .claim = &claim, .failure = &failure};
+  CpuBlock<reduce_element::NativeCodec<float>> block({.watch = &watch});
+  const DeviceCall call{.windows = window_pointers.data(),
+                        .signals = signal_pointers.data(),
+                        .scratch = scratch.data(),
+                        .input = input.data(),
+                        .result = result.data(),
+                        .count = 16,
+                        .window_elements = 64};
+  EXPECT_FALSE((RunDeviceRank<reduce_element::NativeCodec<float>, reduce_element::SumOp>(
+      block, ViewOf(*program), call, 0, 1)));
+  EXPECT_EQ(result, Bytes(64, std::byte{0xa5}));
+  EXPECT_EQ(windows[1], Bytes(256, std::byte{0x11}));
+  for (const auto& each : signals) EXPECT_THAT(each, testing::Each(0u));
+  claim = 0;
+  abort = 1;  // an abort stops it alike
+  EXPECT_FALSE((RunDeviceRank<reduce_element::NativeCodec<float>, reduce_element::SumOp>(
+      block, ViewOf(*program), call, 0, 1)));
+  EXPECT_EQ(result, Bytes(64, std::byte{0xa5}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Planted bugs: each must make some run give a wrong result (or hang until given up on).
 
@@ -415,7 +454,7 @@ bool Caught() {
                            .late_rank = 1,
                            .late_by = absl::Milliseconds(2),
                            .jitter = true,
-                           .give_up_after = absl::Seconds(5),
+                           .give_up_after = absl::Seconds(1),
                            .seed = static_cast<uint64_t>(attempt + 1)};
       const DeviceRun run = RunOnDevice<kFault>(plan, setup);
       for (const GaveUp& gave_up : run.gave_up) {
