@@ -14,6 +14,7 @@
 #include "kernels/cuda_peer_memory.h"
 #include "kernels/device_kernel.h"
 #include "kernels/device_scope.h"
+#include "kernels/synthesizers.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 
@@ -250,18 +251,65 @@ void NcclBackend::ReleaseTiming(uint64_t ticket) {
   if (timer_ != nullptr) timer_->Release(ticket);
 }
 
-// Timed with CUDA events on the stream, after the user's work on it, once per communicator.
-absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats) {
-  const NcclApi& api = Api();
-  cudaError_t code = cudaSuccess;
-  std::byte* buffers = scratch_.Get(2 * bytes, &code);
-  if (buffers == nullptr) return CudaFailed("cudaMalloc (link probe)", code);
+absl::Status NcclBackend::EnsureProbeEvents() {
   for (cudaEvent_t* event : {&probe_start_, &probe_stop_}) {
-    if (*event == nullptr && (code = cudaEventCreate(event)) != cudaSuccess) {
+    if (cudaError_t code = cudaSuccess;
+        *event == nullptr && (code = cudaEventCreate(event)) != cudaSuccess) {
       *event = nullptr;
       return CudaFailed("cudaEventCreate (link probe)", code);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> NcclBackend::ElapsedSinceProbeStart(int rounds) {
+  cudaError_t code = cudaSuccess;
+  if ((code = cudaEventRecord(probe_stop_, stream_)) != cudaSuccess ||
+      (code = cudaEventSynchronize(probe_stop_)) != cudaSuccess) {
+    return CudaFailed("cudaEventSynchronize (link probe)", code);
+  }
+  float elapsed_ms = 0;
+  cudaEventElapsedTime(&elapsed_ms, probe_start_, probe_stop_);
+  return elapsed_ms * 1e-3 / rounds;
+}
+
+// The device executor's rounds: `repeats` calls of our Ring plan over `bytes` per chunk, in
+// place. A round's share of the call's copies in and out of the window is in the time, as it is
+// in every plan's call on this executor.
+absl::StatusOr<double> NcclBackend::DeviceRingRoundSeconds(int64_t bytes, int repeats) {
+  if (ring_plan_ == nullptr) {
+    absl::StatusOr<Plan> ring = SynthesizeRing(size_);
+    if (!ring.ok()) return ring.status();
+    ring_plan_ = std::make_unique<Plan>(*std::move(ring));
+  }
+  const int64_t count = bytes / static_cast<int64_t>(sizeof(float)) * size_;
+  cudaError_t code = cudaSuccess;
+  std::byte* buffer = scratch_.Get(count * sizeof(float), &code);
+  if (buffer == nullptr) return CudaFailed("cudaMalloc (link probe)", code);
+  if (absl::Status status = EnsureProbeEvents(); !status.ok()) return status;
+  if ((code = cudaEventRecord(probe_start_, stream_)) != cudaSuccess) {
+    return CudaFailed("cudaEventRecord (link probe)", code);
+  }
+  for (int i = 0; i < repeats; ++i) {
+    const absl::Status status = device_executor_->Run(
+        *ring_plan_, {.send = buffer, .recv = buffer, .count = count}, stream_);
+    if (!status.ok()) {
+      last_error_ = NcclCodeOf(status);
+      return status;
+    }
+  }
+  return ElapsedSinceProbeStart(repeats * ring_plan_->num_rounds());
+}
+
+// Timed with CUDA events on the stream, after the user's work on it, once per communicator: NCCL
+// send/recv, or the device executor's rounds when it runs the plans.
+absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats) {
+  if (device_executor_ != nullptr) return DeviceRingRoundSeconds(bytes, repeats);
+  const NcclApi& api = Api();
+  cudaError_t code = cudaSuccess;
+  std::byte* buffers = scratch_.Get(2 * bytes, &code);
+  if (buffers == nullptr) return CudaFailed("cudaMalloc (link probe)", code);
+  if (absl::Status status = EnsureProbeEvents(); !status.ok()) return status;
   if ((code = cudaEventRecord(probe_start_, stream_)) != cudaSuccess) {
     return CudaFailed("cudaEventRecord (link probe)", code);
   }
@@ -276,13 +324,7 @@ absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats)
       if (result != ncclSuccess) return NcclFailed("ncclSend/ncclRecv (link probe)", result);
     }
   }
-  if ((code = cudaEventRecord(probe_stop_, stream_)) != cudaSuccess ||
-      (code = cudaEventSynchronize(probe_stop_)) != cudaSuccess) {
-    return CudaFailed("cudaEventSynchronize (link probe)", code);
-  }
-  float elapsed_ms = 0;
-  cudaEventElapsedTime(&elapsed_ms, probe_start_, probe_stop_);
-  return elapsed_ms * 1e-3 / repeats;
+  return ElapsedSinceProbeStart(repeats);
 }
 
 absl::Status NcclBackend::MaxOverRanks(absl::Span<double> values) {

@@ -82,6 +82,10 @@ class NcclBackend final : public CommBackend {
   absl::Status BroadcastBytes(void* host, size_t bytes);
   // Every rank's `bytes` of host memory, in rank order, on every rank (through device scratch).
   absl::Status GatherBytes(const void* mine, void* all, size_t bytes);
+  // The link probe's pieces.
+  absl::Status EnsureProbeEvents();
+  absl::StatusOr<double> ElapsedSinceProbeStart(int rounds);  // per round, synchronised
+  absl::StatusOr<double> DeviceRingRoundSeconds(int64_t bytes, int repeats);
 
   ncclComm_t comm_;
   int rank_;
@@ -101,6 +105,7 @@ class NcclBackend final : public CommBackend {
   size_t gathered_values_ = 0;  // of the gather in flight, per rank
   cudaEvent_t probe_start_ = nullptr, probe_stop_ = nullptr;
   std::unique_ptr<DeviceExecutor> device_executor_;
+  std::unique_ptr<Plan> ring_plan_;  // the device link probe's, kept while the executor lives
 };
 
 // One ncclAllReduce's work, bracketed by the GPU call timer.

@@ -209,16 +209,17 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
     absl::StatusOr<std::unique_ptr<Communicator>> created = absl::UnknownError("");
     absl::StatusOr<SharedSettings> settings = AgreedSettings(g.config, *state->backend);
     if (settings.ok()) {
+      // Collective, like the creation, and before it: the link probe at creation measures the
+      // executor that will run the plans.
+      if (settings->device_executor) {
+        state->backend->StartDeviceExecutor(
+            {.window_bytes = settings->ipc_bytes, .blocks = settings->ipc_blocks},
+            settings->ipc_timeout_s);
+      }
       options.native_pre_arrival = settings->nccl_pre_arrival;
       created = Communicator::Create(rank, size, std::move(options), *state->backend);
     } else {
       created = settings.status();
-    }
-    // Collective, like the creation: every rank of the communicator is in this call.
-    if (created.ok() && settings->device_executor) {
-      state->backend->StartDeviceExecutor(
-          {.window_bytes = settings->ipc_bytes, .blocks = settings->ipc_blocks},
-          settings->ipc_timeout_s);
     }
     if (created.ok()) {
       state->comm = *std::move(created);
