@@ -22,7 +22,7 @@ int64_t Append(const std::vector<T>& items, std::vector<std::byte>& bytes) {
 // The program's arrays back to back, and where each starts.
 struct Packed {
   std::vector<std::byte> bytes;
-  int64_t steps, pieces, waits, drain;
+  int64_t steps, pieces, waits, drain, chunk_flags;
 };
 Packed Pack(const DeviceProgram& program) {
   Packed packed;
@@ -30,6 +30,7 @@ Packed Pack(const DeviceProgram& program) {
   packed.pieces = Append(program.pieces, packed.bytes);
   packed.waits = Append(program.waits, packed.bytes);
   packed.drain = Append(program.drain, packed.bytes);
+  packed.chunk_flags = Append(program.chunk_flags, packed.bytes);
   return packed;
 }
 
@@ -70,6 +71,7 @@ absl::StatusOr<DeviceProgramView> DeviceExecutor::Prepare(const Plan& plan) {
   view.pieces = reinterpret_cast<const DevicePiece*>(base + packed.pieces);
   view.waits = reinterpret_cast<const DeviceReadWait*>(base + packed.waits);
   view.drain = reinterpret_cast<const DeviceReadWait*>(base + packed.drain);
+  view.chunk_flags = reinterpret_cast<const uint8_t*>(base + packed.chunk_flags);
   programs_.emplace(&plan, view);
   return view;
 }

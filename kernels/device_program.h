@@ -12,6 +12,12 @@
 // Lowering turns the program's waits (the steps whose sends lent a chunk, kernels/program.h)
 // into reads to wait for, per peer, and marks what a receive may not write in place: chunks that
 // this step also sends go through scratch and land once the peer has read them.
+//
+// It also keeps a call's copies between the caller's buffers and the window to what the program
+// needs. Only chunks lent before this rank first writes them are copied into the window; a
+// chunk's first reduce takes this rank's own value from the input; a chunk's last write goes
+// straight to the result when no later step lends it; and at the end only the chunks whose final
+// value is in the window (or that no step wrote: from the input) are copied to the result.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +47,21 @@ struct DevicePiece {
   // since they were last written; they must be done before the chunks change.
   int32_t first_wait = 0;
   int32_t num_waits = 0;
+  // The chunks' first write: a reduce takes this rank's own value from the input.
+  bool own_from_input = false;
+  // The chunks' last write, and no later step lends them: it lands in the result (unless the
+  // call averages, whose division comes with the copy out of the window at the end).
+  bool to_result = false;
 
   friend bool operator==(const DevicePiece&, const DevicePiece&) = default;
+};
+
+// What a call does with a chunk outside the steps (DeviceProgram::chunk_flags, bits).
+enum DeviceChunkFlag : uint8_t {
+  kDeviceCopyIn = 1,     // lent before this rank writes it: copied into the window first
+  kDeviceEndInput = 2,   // never written: the result is the input's
+  kDeviceEndWindow = 4,  // final value in the window: copied to the result at the end
+  kDeviceEndResult = 8,  // final value written to the result by a to_result piece
 };
 
 struct DeviceStep {
@@ -67,6 +86,7 @@ struct DeviceProgram {
   // Every peer's last read of this rank's window: a rank waits for them before it returns, so
   // that the next call may overwrite its window.
   std::vector<DeviceReadWait> drain;
+  std::vector<uint8_t> chunk_flags;  // by chunk: DeviceChunkFlag bits
 
   friend bool operator==(const DeviceProgram&, const DeviceProgram&) = default;
 };

@@ -57,6 +57,7 @@ struct DeviceProgramView {
   const DevicePiece* pieces = nullptr;
   const DeviceReadWait* waits = nullptr;
   const DeviceReadWait* drain = nullptr;
+  const uint8_t* chunk_flags = nullptr;  // num_chunks DeviceChunkFlag bytes
 };
 
 inline DeviceProgramView ViewOf(const DeviceProgram& program) {
@@ -68,7 +69,8 @@ inline DeviceProgramView ViewOf(const DeviceProgram& program) {
           .steps = program.steps.data(),
           .pieces = program.pieces.data(),
           .waits = program.waits.data(),
-          .drain = program.drain.data()};
+          .drain = program.drain.data(),
+          .chunk_flags = program.chunk_flags.data()};
 }
 
 // What one call of one rank touches.
@@ -177,14 +179,14 @@ class SliceRun {
         sequence_(call.first_sequence + static_cast<uint32_t>(slice)),
         wait_sequence_(sequence_ - (Platform::kFault == DeviceFault::kStaleSequence ? 1 : 0)) {}
 
-  // False when a wait gave up; the slice's results are then not written.
+  // False when a wait gave up; the chunks whose last write came before are in the result.
   STRAGGLAR_HOST_DEVICE bool Run() {
     Storage* const mine = Window(program_.rank);
     const Storage* const input = reinterpret_cast<const Storage*>(call_.input);
     // The copies spread elements over threads by the buffers' alignment, which may differ from
     // the last slice's result copy: that copy must be done reading before this one writes.
     platform_.Sync();
-    ForEachPart(0, program_.num_chunks, [&](const Part& part) {
+    ForEachPart(0, program_.num_chunks, kDeviceCopyIn, [&](const Part& part) {
       platform_.Copy(mine + part.window, input + part.message, part.elements);
     });
     for (int32_t index = 0; index < program_.num_steps; ++index) {
@@ -201,21 +203,42 @@ class SliceRun {
       if (!WaitForReads(program_.drain[i])) return false;
     }
     platform_.Sync();  // the last writes into the window (by other threads) are done
-    Storage* const result = reinterpret_cast<Storage*>(call_.result);
-    ForEachPart(0, program_.num_chunks, [&](const Part& part) {
-      if (call_.num_ranks_divisor > 0) {
-        platform_.Divide(result + part.message, mine + part.window, part.elements,
-                         call_.num_ranks_divisor);
-      } else {
-        platform_.Copy(result + part.message, mine + part.window, part.elements);
-      }
+    Storage* const result = Result();
+    const bool averages = call_.num_ranks_divisor > 0;
+    // Averaged, to_result pieces landed in the window too: the division comes here.
+    const uint8_t from_window = averages ? kDeviceEndWindow | kDeviceEndResult : kDeviceEndWindow;
+    ForEachPart(0, program_.num_chunks, from_window, [&](const Part& part) {
+      Finish(result + part.message, mine + part.window, part.elements);
     });
+    if (averages || call_.input != call_.result) {
+      ForEachPart(0, program_.num_chunks, kDeviceEndInput, [&](const Part& part) {
+        Finish(result + part.message, input + part.message, part.elements);
+      });
+    }
     return true;
   }
 
  private:
   STRAGGLAR_HOST_DEVICE Storage* Window(int32_t rank) const {
     return reinterpret_cast<Storage*>(call_.windows[rank]);
+  }
+  STRAGGLAR_HOST_DEVICE Storage* Result() const { return reinterpret_cast<Storage*>(call_.result); }
+  // The end of a chunk's part: copied to the result, or divided into it when averaging.
+  STRAGGLAR_HOST_DEVICE void Finish(Storage* out, const Storage* in, int64_t elements) {
+    if (call_.num_ranks_divisor > 0) {
+      platform_.Divide(out, in, elements, call_.num_ranks_divisor);
+    } else {
+      platform_.Copy(out, in, elements);
+    }
+  }
+  // `function(part)` for this block's part of chunks [first_chunk, first_chunk + num_chunks) in
+  // this slice; only of chunks with one of the `flags` (DeviceChunkFlag) when given.
+  template <typename Function>
+  STRAGGLAR_HOST_DEVICE void ForEachPart(int32_t first_chunk, int32_t num_chunks, uint8_t flags,
+                                         Function function) const {
+    for (int32_t chunk = first_chunk; chunk < first_chunk + num_chunks; ++chunk) {
+      if ((program_.chunk_flags[chunk] & flags) != 0) ForEachPart(chunk, 1, function);
+    }
   }
   template <typename Function>
   STRAGGLAR_HOST_DEVICE void ForEachPart(int32_t first_chunk, int32_t num_chunks,
@@ -246,8 +269,15 @@ class SliceRun {
     return true;
   }
 
-  // Pulls the step's chunks from the sender's window and lands them: in place, or through
-  // scratch for chunks this step also lends (the peer reads them while this rank reads its).
+  // Where a received part lands: the result for a chunk's last write that nothing lends later
+  // (unless the call averages: the division reads the window at the end), else the window.
+  STRAGGLAR_HOST_DEVICE Storage* Landing(const DevicePiece& piece, const Part& part) const {
+    if (piece.to_result && call_.num_ranks_divisor == 0) return Result() + part.message;
+    return Window(program_.rank) + part.window;
+  }
+
+  // Pulls the step's chunks from the sender's window and lands them (Landing), through scratch
+  // for chunks this step also lends (the peer reads them while this rank reads its).
   STRAGGLAR_HOST_DEVICE bool Receive(const DeviceStep& step) {
     const int32_t peer = step.receive_peer;
     if (Platform::kFault != DeviceFault::kSkipReadyWait &&
@@ -262,14 +292,17 @@ class SliceRun {
       const DevicePiece& piece = program_.pieces[p];
       any_through_scratch = any_through_scratch || piece.through_scratch;
       if (!piece.through_scratch && !WaitForLoans(piece)) return false;
-      Storage* const target =
-          piece.through_scratch ? reinterpret_cast<Storage*>(call_.scratch) : mine;
+      const Storage* const input = reinterpret_cast<const Storage*>(call_.input);
       ForEachPart(piece.first_chunk, piece.num_chunks, [&](const Part& part) {
         const int64_t at = part.window;
+        Storage* const target = piece.through_scratch
+                                    ? reinterpret_cast<Storage*>(call_.scratch) + at
+                                    : Landing(piece, part);
         if (step.receive_op == TransferOp::kCopy) {
-          platform_.Copy(target + at, theirs + at, part.elements);
+          platform_.Copy(target, theirs + at, part.elements);
         } else {
-          platform_.template Reduce<Op>(target + at, mine + at, theirs + at, part.elements);
+          const Storage* const own = piece.own_from_input ? input + part.message : mine + at;
+          platform_.template Reduce<Op>(target, own, theirs + at, part.elements);
         }
       });
     }
@@ -283,7 +316,7 @@ class SliceRun {
       if (!WaitForLoans(piece)) return false;
       const Storage* const scratch = reinterpret_cast<const Storage*>(call_.scratch);
       ForEachPart(piece.first_chunk, piece.num_chunks, [&](const Part& part) {
-        platform_.Copy(mine + part.window, scratch + part.window, part.elements);
+        platform_.Copy(Landing(piece, part), scratch + part.window, part.elements);
       });
     }
     return true;

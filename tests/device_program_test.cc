@@ -1,9 +1,11 @@
 #include "kernels/device_program.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/synthesizers.h"
@@ -106,6 +108,61 @@ TEST(DeviceProgramTest, ExchangesWithTheStragglerGoThroughScratch) {
     }
   }
   EXPECT_GT(exchanges, 0);
+}
+
+// How many chunks of `program` have `flag`.
+int ChunksWith(const DeviceProgram& program, uint8_t flag) {
+  return static_cast<int>(std::count_if(program.chunk_flags.begin(), program.chunk_flags.end(),
+                                        [&](uint8_t flags) { return (flags & flag) != 0; }));
+}
+
+TEST(DeviceProgramTest, RingCopiesOnlyWhatItLendsBeforeWritingAndLandsItsLastChunkInTheResult) {
+  for (int n : {2, 3, 4, 8}) {
+    const std::vector<DeviceProgram> programs = LowerAll(*SynthesizeRing(n));
+    for (const DeviceProgram& program : programs) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " rank ", program.rank));
+      // Its own chunk, sent in the first round before anything is written into it.
+      EXPECT_EQ(ChunksWith(program, kDeviceCopyIn), 1);
+      // The AllGather forwards every chunk it receives but the last one, which lands in the
+      // result; the others end in the window.
+      EXPECT_EQ(ChunksWith(program, kDeviceEndResult), 1);
+      EXPECT_EQ(ChunksWith(program, kDeviceEndWindow), n - 1);
+      EXPECT_EQ(ChunksWith(program, kDeviceEndInput), 0);
+      // Every chunk is written once for the first time: n - 1 reduces of the ReduceScatter, whose
+      // own value comes from the input, and the copy of its own chunk in the AllGather.
+      int first_reduces = 0, first_copies = 0;
+      for (const DeviceStep& step : program.steps) {
+        for (int32_t p = step.first_piece; p < step.first_piece + step.num_pieces; ++p) {
+          if (!program.pieces[p].own_from_input) continue;
+          (step.receive_op == TransferOp::kReduce ? first_reduces : first_copies) +=
+              program.pieces[p].num_chunks;
+        }
+      }
+      EXPECT_EQ(first_reduces, n - 1);
+      EXPECT_EQ(first_copies, 1);
+    }
+  }
+}
+
+TEST(DeviceProgramTest, EveryChunkEndsOneWay) {
+  for (int n = 2; n <= 9; ++n) {
+    for (const Plan& plan : {*SynthesizeStragglar(n, n / 2), *SynthesizeHalvingDoubling(n)}) {
+      for (const DeviceProgram& program : LowerAll(plan)) {
+        for (uint8_t flags : program.chunk_flags) {
+          const int ends = ((flags & kDeviceEndInput) != 0) + ((flags & kDeviceEndWindow) != 0) +
+                           ((flags & kDeviceEndResult) != 0);
+          EXPECT_EQ(ends, 1) << AlgorithmName(plan.algorithm) << " n=" << n;
+        }
+        // A piece lands in the result only when nothing lends its chunks later, which the
+        // chunk's end says.
+        for (const DevicePiece& piece : program.pieces) {
+          for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
+            if (piece.to_result) EXPECT_TRUE(program.chunk_flags[c] & kDeviceEndResult);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(DeviceProgramTest, BadInputIsOneClearError) {

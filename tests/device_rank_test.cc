@@ -395,7 +395,7 @@ TEST(DeviceRankTest, ARankThatNeverComesIsNamedAndNoResultIsWritten) {
   for (int rank = 0; rank < 4; ++rank) {
     if (rank == 2) continue;
     EXPECT_GE(run.gave_up[rank].peer, 0) << "rank " << rank;
-    // One slice: the result is only written once the whole slice is reduced.
+    // A chunk lands in the result at its last write, which no rank gets to without rank 2.
     EXPECT_EQ(run.results[0][rank], Bytes(64 * 4, std::byte{0xa5})) << "rank " << rank;
   }
 }
