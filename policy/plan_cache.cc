@@ -91,10 +91,65 @@ absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double byt
   return simulated->completion_s;
 }
 
+absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const Plan& plan,
+                                                                          double bytes,
+                                                                          const LinkModel& link) {
+  const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
+  if (auto it = post_arrival_.find(key); it != post_arrival_.end()) return &it->second;
+  const int straggler = *plan.straggler;
+  std::vector<double> start(static_cast<size_t>(plan.num_ranks), 0.0);
+  absl::StatusOr<SimulationResult> together =
+      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
+  if (!together.ok()) return together.status();
+  // The straggler so late that only paths from its start can matter: rank r finishes at
+  // late + (its longest path from the straggler), which equals its finish above exactly when
+  // such a path is a longest one.
+  const double late_s =
+      2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
+  start[straggler] = late_s;
+  absl::StatusOr<SimulationResult> after_straggler =
+      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
+  if (!after_straggler.ok()) return after_straggler.status();
+  PostArrivalProfile profile{.dominated = true, .finish_s = together->finish_s};
+  for (int r = 0; r < plan.num_ranks; ++r) {
+    const double from_straggler_s = after_straggler->finish_s[r] - late_s;
+    profile.dominated =
+        profile.dominated && from_straggler_s >= together->finish_s[r] - 1e-12 * late_s;
+  }
+  return &post_arrival_.emplace(key, std::move(profile)).first->second;
+}
+
 absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
                                                      const LinkModel& link,
                                                      absl::Span<const double> arrival_s) {
-  return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+  if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
+      plan.pre_arrival_rounds == 0 || arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
+    return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+  }
+  absl::StatusOr<SimulationResult> pre =
+      SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link, arrival_s);
+  if (!pre.ok()) return pre.status();
+  const int straggler = *plan.straggler;
+  const double arrives_s = pre->finish_s[straggler];  // it has no pre-arrival transfer
+  bool straggler_last = true;
+  for (int r = 0; r < plan.num_ranks; ++r) {
+    straggler_last = straggler_last && pre->finish_s[r] <= arrives_s;
+  }
+  absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
+  if (!profile.ok()) return profile.status();
+  if (!straggler_last || !(*profile)->dominated) {
+    return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+  }
+  ++closed_form_calls_;
+  SimulationResult result{.finish_s = std::vector<double>(arrival_s.size())};
+  for (size_t r = 0; r < arrival_s.size(); ++r) {
+    result.finish_s[r] = arrives_s + (*profile)->finish_s[r];
+  }
+  const double last_finish_s = *std::max_element(result.finish_s.begin(), result.finish_s.end());
+  result.completion_s = last_finish_s - *std::min_element(arrival_s.begin(), arrival_s.end());
+  result.after_last_arrival_s =
+      last_finish_s - *std::max_element(arrival_s.begin(), arrival_s.end());
+  return result;
 }
 
 absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int begin_round,

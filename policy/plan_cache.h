@@ -55,11 +55,21 @@ class PlanCache {
   // SimulatePlan of `plan` (from this cache), or of its rounds [begin_round, end_round), with its
   // ring runs (policy/ring_runs.h), found at its first simulation, priced in closed form: the same
   // results, Ring's in one pass over the ranks.
+  //
+  // Simulate also prices StragglAR's post-arrival rounds in closed form when its straggler
+  // arrives after every ready rank has finished the pre-arrival rounds and the straggler's own
+  // paths dominate those rounds (PostArrivalProfile): each rank then finishes at the straggler's
+  // arrival plus a time that depends on the plan, the size and the link only, found once. Equal
+  // to the full simulation up to rounding (the max-plus argument is in docs/policy.md); otherwise
+  // it simulates every round as before.
   absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s);
   absl::StatusOr<SimulationResult> SimulatePart(const Plan& plan, int begin_round, int end_round,
                                                 double bytes, const LinkModel& link,
                                                 absl::Span<const double> arrival_s);
+
+  // Calls of Simulate priced with the post-arrival closed form, for tests and benchmarks.
+  int64_t closed_form_calls() const { return closed_form_calls_; }
 
   // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds.
   absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes, const LinkModel& link,
@@ -79,6 +89,18 @@ class PlanCache {
   std::map<LinkKey, int> pieces_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
   std::map<const Plan*, std::vector<RingRun>> ring_runs_;
+
+  // StragglAR's post-arrival rounds with every rank starting at 0: each rank's finish, and
+  // whether every one of them is reached by a longest path from the straggler's start (then with
+  // ready ranks starting no later than the straggler, rank r finishes at its start + finish[r]).
+  struct PostArrivalProfile {
+    bool dominated = false;
+    std::vector<double> finish_s;
+  };
+  absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
+                                                      const LinkModel& link);
+  std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
+  int64_t closed_form_calls_ = 0;
 };
 
 // The calibration regime of `plan` on a call with these arrivals, given the model's time for its
