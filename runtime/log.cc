@@ -30,17 +30,6 @@ std::set<std::string, std::less<>>& OnceKeys() {
   return *keys;
 }
 
-const std::string& HostName() {
-  static const std::string* const name = [] {
-    char buffer[256] = {};
-    if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') {
-      return new std::string("unknown-host");
-    }
-    return new std::string(buffer);
-  }();
-  return *name;
-}
-
 void WriteAll(int fd, absl::string_view data) {
   // One write in practice; the loop only finishes a partial write or retries an interrupted one.
   while (!data.empty()) {
@@ -78,6 +67,17 @@ void WriteLine(LogLevel level, absl::string_view message) {
 }
 
 }  // namespace
+
+const std::string& HostName() {
+  static const std::string* const name = [] {
+    char buffer[256] = {};
+    if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') {
+      return new std::string("unknown-host");
+    }
+    return new std::string(buffer);
+  }();
+  return *name;
+}
 
 absl::string_view LogLevelName(LogLevel level) {
   switch (level) {

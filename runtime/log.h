@@ -7,6 +7,7 @@
 
 #include <iosfwd>
 #include <optional>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -25,6 +26,9 @@ void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
 // This process's rank for the "[<rank>]" field; -1 (the default): unknown, printed as "[-]".
 void SetLogRank(int rank);
+
+// This host's name as every log line starts with it ("unknown-host" when it has none).
+const std::string& HostName();
 // Where lines go: nullptr (the default) is stderr, written with ::write(2); another stream (for
 // tests) is written under a lock. The stream must outlive its use.
 void SetLogSink(std::ostream* sink);

@@ -1,7 +1,5 @@
 #include "runtime/nccl/nccl_backend.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -24,12 +22,10 @@ namespace {
 // Equal on every process of one boot of one host: its name and boot id, hashed (std::hash is
 // not seeded per process, and every rank runs this same library).
 uint64_t HostIdentity() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
   std::string boot_id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::getline(boot, boot_id);
-  return std::hash<std::string>()(absl::StrCat(name, "/", boot_id));
+  return std::hash<std::string>()(absl::StrCat(HostName(), "/", boot_id));
 }
 
 // What the device executor's failures are to NCCL's callers: a peer that never came (a timeout)
