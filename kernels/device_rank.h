@@ -124,10 +124,6 @@ STRAGGLAR_HOST_DEVICE DeviceWindowLayout DeviceLayoutOf(int64_t count, int32_t n
 
 namespace device_rank {
 
-STRAGGLAR_HOST_DEVICE uint64_t Signal(uint32_t sequence, uint32_t transfers) {
-  return DeviceSignal(sequence, transfers);
-}
-
 // ready[block][sender] and read[block][reader] of a rank's signal array.
 STRAGGLAR_HOST_DEVICE uint64_t* ReadySlot(uint64_t* signals, int32_t block, int32_t num_ranks,
                                           int32_t sender) {
@@ -254,12 +250,12 @@ class SliceRun {
     if (step.send_peer < 0) return;
     platform_.Post(
         ReadySlot(call_.signals[step.send_peer], block_, program_.num_ranks, program_.rank),
-        Signal(sequence_, step.sends));
+        DeviceSignal(sequence_, step.sends));
   }
   STRAGGLAR_HOST_DEVICE bool WaitForReads(const DeviceReadWait& wait) {
     return platform_.Wait(
         ReadSlot(call_.signals[program_.rank], block_, blocks_, program_.num_ranks, wait.reader),
-        Signal(wait_sequence_, wait.reads), wait.reader);
+        DeviceSignal(wait_sequence_, wait.reads), wait.reader);
   }
   STRAGGLAR_HOST_DEVICE bool WaitForLoans(const DevicePiece& piece) {
     if constexpr (Platform::kFault == DeviceFault::kSkipLoanWaits) return true;
@@ -282,7 +278,7 @@ class SliceRun {
     const int32_t peer = step.receive_peer;
     if (Platform::kFault != DeviceFault::kSkipReadyWait &&
         !platform_.Wait(ReadySlot(call_.signals[program_.rank], block_, program_.num_ranks, peer),
-                        Signal(wait_sequence_, step.receives), peer)) {
+                        DeviceSignal(wait_sequence_, step.receives), peer)) {
       return false;
     }
     Storage* const mine = Window(program_.rank);
@@ -308,7 +304,7 @@ class SliceRun {
     }
     platform_.Post(
         ReadSlot(call_.signals[peer], block_, blocks_, program_.num_ranks, program_.rank),
-        Signal(sequence_, step.receives));
+        DeviceSignal(sequence_, step.receives));
     if (!any_through_scratch) return true;
     for (int32_t p = step.first_piece; p < step.first_piece + step.num_pieces; ++p) {
       const DevicePiece& piece = program_.pieces[p];

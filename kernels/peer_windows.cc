@@ -28,6 +28,12 @@ int64_t RoundedWindowBytes(const PeerWindowsOptions& options) {
   return (options.window_bytes + kWindowAlignment - 1) / kWindowAlignment * kWindowAlignment;
 }
 
+// Bytes of a rank's exported allocation: the window (rounded up to 256 bytes), then the signals.
+int64_t PeerWindowBytes(const PeerWindowsOptions& options, int num_ranks) {
+  return RoundedWindowBytes(options) +
+         static_cast<int64_t>(DeviceSignalSlots(options.blocks, num_ranks)) * sizeof(uint64_t);
+}
+
 absl::StatusOr<std::vector<Record>> Exchange(const GatherBytes& gather, const Record& mine,
                                              int num_ranks) {
   std::vector<Record> all(num_ranks);
@@ -89,11 +95,6 @@ struct PeerWindows::Shared {
   uint32_t padding;
   DeviceFailure failure;
 };
-
-int64_t PeerWindowBytes(const PeerWindowsOptions& options, int num_ranks) {
-  return RoundedWindowBytes(options) +
-         static_cast<int64_t>(DeviceSignalSlots(options.blocks, num_ranks)) * sizeof(uint64_t);
-}
 
 absl::StatusOr<std::unique_ptr<PeerWindows>> PeerWindows::Create(int rank, int num_ranks,
                                                                  uint64_t host,

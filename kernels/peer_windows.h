@@ -101,7 +101,4 @@ class PeerWindows {
   DeviceFailure* device_failure_ = nullptr;
 };
 
-// Bytes of a rank's exported allocation: the window (rounded up to 256 bytes), then the signals.
-int64_t PeerWindowBytes(const PeerWindowsOptions& options, int num_ranks);
-
 }  // namespace stragglar
