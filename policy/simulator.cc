@@ -3,20 +3,51 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace stragglar {
 
+namespace {
+
+// The class shared by every hop of `run`'s cycle, if there is one.
+std::optional<LinkClass> RunClass(const RingRun& run, const Topology& topology) {
+  if (!topology.multi_node()) return LinkClass::kIntraNode;
+  const LinkClass first = topology.Between(run.cycle.back(), run.cycle.front());
+  for (size_t i = 0; i + 1 < run.cycle.size(); ++i) {
+    if (topology.Between(run.cycle[i], run.cycle[i + 1]) != first) return std::nullopt;
+  }
+  return first;
+}
+
+}  // namespace
+
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
                                               absl::Span<const double> arrival_s) {
-  return SimulateRounds(plan, {}, 0, plan.num_rounds(), bytes, link, arrival_s);
+  return SimulateRounds(plan, {}, 0, plan.num_rounds(), bytes,
+                        NetworkModel::Flat(plan.num_ranks, link), arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
+                                              const NetworkModel& network,
+                                              absl::Span<const double> arrival_s) {
+  return SimulateRounds(plan, {}, 0, plan.num_rounds(), bytes, network, arrival_s);
 }
 
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
                                                 int begin_round, int end_round, double bytes,
                                                 const LinkModel& link,
+                                                absl::Span<const double> arrival_s) {
+  return SimulateRounds(plan, runs, begin_round, end_round, bytes,
+                        NetworkModel::Flat(plan.num_ranks, link), arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                int begin_round, int end_round, double bytes,
+                                                const NetworkModel& network,
                                                 absl::Span<const double> arrival_s) {
   if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
     return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
@@ -25,9 +56,11 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   if (!(bytes >= 0) || !std::isfinite(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
   }
-  if (!(link.alpha_s >= 0) || !std::isfinite(link.alpha_s) || !(link.bandwidth_bytes_per_s > 0) ||
-      !(link.shared_lanes >= 0)) {
-    return absl::InvalidArgumentError("alpha must be >= 0, bandwidth > 0 and shared lanes >= 0");
+  if (absl::Status status = ValidateNetwork(network); !status.ok()) return status;
+  if (network.topology.num_ranks() != plan.num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("topology ", TopologyName(network.topology),
+                                                   " has ", network.topology.num_ranks(),
+                                                   " ranks, the plan ", plan.num_ranks));
   }
   if (begin_round < 0 || end_round > plan.num_rounds() || begin_round > end_round) {
     return absl::InvalidArgumentError(absl::StrCat("rounds [", begin_round, ", ", end_round,
@@ -41,13 +74,18 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
   std::vector<double> next = ready;
   auto run = runs.begin();
+  const bool multi_node = network.topology.multi_node();
   for (int r = begin_round; r < end_round;) {
     while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
-    if (run != runs.end() && run->first_round <= r) {
+    std::optional<LinkClass> run_class;
+    if (run != runs.end() && run->first_round <= r &&
+        (run_class = RunClass(*run, network.topology)).has_value()) {
       // A run of ring rounds, or the part of it within [r, end_round), in closed form.
       const int rounds = std::min(run->first_round + run->rounds, end_round) - r;
-      const double seconds = link.TransferSeconds(
-          bytes_per_chunk * static_cast<size_t>(run->chunks), static_cast<int>(run->cycle.size()));
+      const double seconds =
+          network.Of(*run_class)
+              .TransferSeconds(bytes_per_chunk * static_cast<size_t>(run->chunks),
+                               static_cast<int>(run->cycle.size()));
       AdvanceRingRounds(*run, rounds, seconds, ready);
       for (int rank : run->cycle) next[rank] = ready[rank];
       r += rounds;
@@ -57,6 +95,8 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
     const int transfers = static_cast<int>(round.transfers.size());
     for (const Transfer& transfer : round.transfers) {
       const double start = std::max(ready[transfer.src], ready[transfer.dst]);
+      const LinkModel& link =
+          multi_node ? network.Between(transfer.src, transfer.dst) : network.intra_node;
       const double end =
           start + link.TransferSeconds(bytes_per_chunk * transfer.chunks.size(), transfers);
       next[transfer.src] = std::max(next[transfer.src], end);
@@ -106,35 +146,35 @@ double StragglarPostArrivalSeconds(int num_ranks, int post_arrival_rounds, doubl
   return post_arrival_rounds * link.TransferSeconds(bytes / (num_ranks - 1));
 }
 
-absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
-                                      double bytes, const LinkModel& link) {
-  if (!stragglar_plan.straggler.has_value() || baseline.num_ranks != stragglar_plan.num_ranks) {
-    return absl::InvalidArgumentError(
-        "break-even needs a stragglar plan and a baseline with as many ranks");
+namespace {
+
+// The smallest delay at which `stragglar_plan` completes before a baseline whose completion for a
+// delay `baseline_completion` gives (non-decreasing, growing at most one for one with the delay).
+absl::StatusOr<double> BisectBreakEven(
+    const Plan& stragglar_plan, double bytes, const NetworkModel& network,
+    absl::FunctionRef<absl::StatusOr<double>(double)> baseline_completion) {
+  if (!stragglar_plan.straggler.has_value()) {
+    return absl::InvalidArgumentError("break-even needs a stragglar plan");
   }
   const int late = *stragglar_plan.straggler;
   // Positive while StragglAR is slower. Non-increasing in the delay: the delay adds to the baseline
   // one for one, while StragglAR hides up to its pre-arrival phase.
   auto gap = [&](double delay) -> absl::StatusOr<double> {
     const std::vector<double> arrival = OneLateRank(stragglar_plan.num_ranks, late, delay);
-    absl::StatusOr<SimulationResult> ours = SimulatePlan(stragglar_plan, bytes, link, arrival);
+    absl::StatusOr<SimulationResult> ours = SimulatePlan(stragglar_plan, bytes, network, arrival);
     if (!ours.ok()) return ours.status();
-    absl::StatusOr<SimulationResult> theirs = SimulatePlan(baseline, bytes, link, arrival);
+    absl::StatusOr<double> theirs = baseline_completion(delay);
     if (!theirs.ok()) return theirs.status();
-    return ours->completion_s - theirs->completion_s;
+    return ours->completion_s - *theirs;
   };
   absl::StatusOr<double> at_zero = gap(0);
   if (!at_zero.ok()) return at_zero.status();
   if (*at_zero < 0) return 0.0;
   // Past this delay both plans only wait for the straggler, so the gap no longer changes.
-  double high = 0;
-  if (absl::StatusOr<SimulationResult> alone =
-          SimulatePlan(stragglar_plan, bytes, link, OneLateRank(stragglar_plan.num_ranks, late, 0));
-      alone.ok()) {
-    high = 2 * alone->completion_s + 1e-9;
-  } else {
-    return alone.status();
-  }
+  absl::StatusOr<SimulationResult> alone =
+      SimulatePlan(stragglar_plan, bytes, network, OneLateRank(stragglar_plan.num_ranks, late, 0));
+  if (!alone.ok()) return alone.status();
+  double high = 2 * alone->completion_s + 1e-9;
   absl::StatusOr<double> at_high = gap(high);
   if (!at_high.ok()) return at_high.status();
   if (*at_high >= 0) return kNever;
@@ -146,6 +186,40 @@ absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& ba
     (*at_middle < 0 ? high : low) = middle;
   }
   return high;
+}
+
+}  // namespace
+
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const LinkModel& link) {
+  return BreakEvenDelay(stragglar_plan, baseline, bytes,
+                        NetworkModel::Flat(stragglar_plan.num_ranks, link));
+}
+
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const NetworkModel& network) {
+  if (!stragglar_plan.straggler.has_value() || baseline.num_ranks != stragglar_plan.num_ranks) {
+    return absl::InvalidArgumentError(
+        "break-even needs a stragglar plan and a baseline with as many ranks");
+  }
+  const int late = *stragglar_plan.straggler;
+  return BisectBreakEven(
+      stragglar_plan, bytes, network, [&](double delay) -> absl::StatusOr<double> {
+        absl::StatusOr<SimulationResult> result =
+            SimulatePlan(baseline, bytes, network, OneLateRank(baseline.num_ranks, late, delay));
+        if (!result.ok()) return result.status();
+        return result->completion_s;
+      });
+}
+
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, double baseline_seconds,
+                                      double bytes, const NetworkModel& network) {
+  if (!(baseline_seconds >= 0) || !std::isfinite(baseline_seconds)) {
+    return absl::InvalidArgumentError("a baseline's time must be finite and >= 0");
+  }
+  return BisectBreakEven(
+      stragglar_plan, bytes, network,
+      [&](double delay) -> absl::StatusOr<double> { return delay + baseline_seconds; });
 }
 
 }  // namespace stragglar

@@ -1,35 +1,19 @@
 // Discrete-event simulation of a plan under the alpha-beta model: each rank runs its rounds in
 // order from its own arrival time; a transfer starts when both of its ends have finished their
-// previous rounds and costs alpha + bytes / bandwidth. The same plan that executors run is what
-// gets priced.
+// previous rounds and costs alpha + bytes / bandwidth of the link class joining them (one class on
+// a flat machine). The same plan that executors run is what gets priced.
 #pragma once
 
-#include <algorithm>
 #include <limits>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
+#include "policy/network_model.h"
 #include "policy/ring_runs.h"
 
 namespace stragglar {
-
-struct LinkModel {
-  double alpha_s = 3e-6;                               // per-message latency
-  double bandwidth_bytes_per_s = 450.0 * (1LL << 30);  // per-direction link bandwidth
-  // 0: every transfer has a link of its own (a switch fabric, the paper's model). P > 0: the
-  // transfers of a round share P lanes, e.g. ranks that are threads on P cores, so a round of k
-  // transfers moves each one max(1, k/P) times slower.
-  double shared_lanes = 0;
-
-  double TransferSeconds(double bytes) const { return alpha_s + bytes / bandwidth_bytes_per_s; }
-  double TransferSeconds(double bytes, int transfers_in_round) const {
-    const double slowdown =
-        shared_lanes > 0 ? std::max(1.0, transfers_in_round / shared_lanes) : 1.0;
-    return alpha_s + bytes * slowdown / bandwidth_bytes_per_s;
-  }
-};
 
 struct SimulationResult {
   std::vector<double> finish_s;     // per rank, on the arrival clock
@@ -50,6 +34,16 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 int begin_round, int end_round, double bytes,
                                                 const LinkModel& link,
                                                 absl::Span<const double> arrival_s);
+// The same on a machine of nodes: each transfer priced by its link class. A ring run is priced in
+// closed form when all of its hops are of one class, round by round otherwise. InvalidArgument
+// also when the topology's rank count is not the plan's.
+absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
+                                              const NetworkModel& network,
+                                              absl::Span<const double> arrival_s);
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                int begin_round, int end_round, double bytes,
+                                                const NetworkModel& network,
+                                                absl::Span<const double> arrival_s);
 
 // Arrival vector with every rank at 0 except `late_rank` at `delay_s`.
 std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s);
@@ -68,5 +62,12 @@ inline constexpr double kNever = std::numeric_limits<double>::infinity();
 // wins, kNever when it never does. Found by bisection on simulations to 1 ns.
 absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
                                       double bytes, const LinkModel& link);
+// The same on a machine of nodes.
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const NetworkModel& network);
+// The same against a bulk-synchronous baseline priced in closed form (policy/nccl_models.h): it
+// starts when the straggler arrives and takes `baseline_seconds`.
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, double baseline_seconds,
+                                      double bytes, const NetworkModel& network);
 
 }  // namespace stragglar

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -120,6 +121,42 @@ TEST(CliTest, SimJsonFollowsTheContract) {
   EXPECT_TRUE(json["break_even_delay_s"].contains("ring"));
 }
 
+TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
+  CliResult result = RunCli(
+      "sim --topology 4x2 --bytes 64MiB --inter-alpha 10us --inter-bandwidth 50GB/s --delay 5ms "
+      "--json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["ranks"], 8);
+  EXPECT_EQ(json["straggler"], 7);
+  EXPECT_EQ(json["topology"]["nodes"], 4);
+  EXPECT_EQ(json["topology"]["ranks_per_node"], 2);
+  EXPECT_DOUBLE_EQ(json["topology"]["inter_node"]["alpha_s"].get<double>(), 10e-6);
+  EXPECT_DOUBLE_EQ(json["topology"]["inter_node"]["bandwidth_Bps"].get<double>(), 50e9);
+  std::vector<std::string> names;
+  for (const nlohmann::json& row : json["results"]) {
+    names.push_back(row["algorithm"]);
+    const bool closed_form = row["model"] == "closed-form";
+    EXPECT_EQ(closed_form, absl::StartsWith(names.back(), "nccl-")) << names.back();
+    EXPECT_EQ(row["family"], names.back() == "stragglar" ? "stragglar" : "baseline");
+    EXPECT_NEAR(row["completion_s"].get<double>() - row["after_last_arrival_s"].get<double>(),
+                0.005, 1e-12);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"ring", "halving-doubling", "stragglar", "nccl-ring",
+                                             "nccl-tree"}));
+  // NCCL's ring: 2N = 8 network steps of 14, 7/4 of the bytes through a NIC shared by 2 rails.
+  EXPECT_NEAR(json["results"][3]["after_last_arrival_s"].get<double>(),
+              6 * 3e-6 + 8 * 10e-6 + 2.0 * 7 / 8 * (64 << 20) / 2 / 50e9, 1e-12);
+  for (const char* baseline : {"ring", "halving-doubling", "nccl-ring", "nccl-tree"}) {
+    EXPECT_TRUE(json["break_even_delay_s"].contains(baseline)) << baseline;
+  }
+  // The table says which rows are NCCL's closed forms.
+  CliResult table = RunCli("sim --topology 2x4 --bytes 1MiB --algorithms nccl-tree,stragglar");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("sim: 2x4 (2 nodes of 4 ranks)"));
+  EXPECT_THAT(table.out, HasSubstr("break-even vs nccl-tree"));
+}
+
 TEST(CliTest, SimTableNamesTheBreakEvenDelay) {
   CliResult result = RunCli("sim --ranks 8 --bytes 16MiB --algorithms ring,stragglar");
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -189,6 +226,13 @@ TEST(CliTest, BadInputGetsOneClearLine) {
       {"sim --ranks 4 --bytes 1MiB --bandwidth 10GiB", "malformed bandwidth"},
       {"sim --ranks 4 --bytes 1MiB --algorithms ring,tree", "unknown algorithm \"tree\""},
       {"sim --ranks 4 --bytes 1MiB --frobnicate", "Unknown command line flag 'frobnicate'"},
+      {"sim --topology 4 --bytes 1MiB", "--topology: topology \"4\" is not NxG"},
+      {"sim --topology 1x1 --bytes 1MiB", "has one rank"},
+      {"sim --topology 2x4 --ranks 6 --bytes 1MiB", "--ranks 6 disagrees with --topology 2x4"},
+      {"sim --ranks 4 --bytes 1MiB --inter-alpha 5us", "need --topology NxG"},
+      {"sim --topology 2x2 --bytes 1MiB --inter-alpha -5us", "--inter-alpha must not be negative"},
+      {"sim --topology 2x2 --bytes 1MiB --straggler 4", "--straggler 4 is outside [0, 3]"},
+      {"sim --topology 2x2 --bytes 1MiB --algorithms nccl-ring,nccl-ring", "listed twice"},
       {"rounds --min-ranks 1", "need 2 <= --min-ranks"},
       {"frobnicate", "unknown command \"frobnicate\""},
       {"plan --algorithm ring --ranks 4 extra", "unexpected argument \"extra\""},

@@ -44,6 +44,7 @@
 #include "tools/doctor.h"
 #include "tools/pipeline_command.h"
 #include "tools/run_job.h"
+#include "tools/sim_command.h"
 #include "tools/text_reports.h"
 #include "tools/usage.h"
 
@@ -56,6 +57,15 @@ ABSL_FLAG(std::optional<stragglar::ByteSize>, bytes, std::nullopt, "buffer size,
 ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message latency, e.g. 3us");
 ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
           "link bandwidth, e.g. 450GiB/s");
+ABSL_FLAG(std::string, topology, "",
+          "sim: NxG, N nodes of G ranks (ranks numbered node by node); links inside a node use "
+          "--alpha and --bandwidth, links between nodes --inter-alpha and --inter-bandwidth");
+ABSL_FLAG(stragglar::Seconds, inter_alpha,
+          stragglar::Seconds{stragglar::kTypicalInterNodeLink.alpha_s},
+          "sim --topology: per-message latency between nodes, e.g. 10us");
+ABSL_FLAG(stragglar::Bandwidth, inter_bandwidth,
+          stragglar::Bandwidth{stragglar::kTypicalInterNodeLink.bandwidth_bytes_per_s},
+          "sim --topology: bandwidth of each GPU's NIC, e.g. 50GB/s");
 ABSL_FLAG(std::optional<stragglar::Seconds>, delay, std::nullopt,
           "how late the straggler arrives, e.g. 20ms (sim: 0, run: 20ms)");
 ABSL_FLAG(std::string, algorithms, "",
@@ -175,127 +185,69 @@ absl::Status RunPlan() {
   return absl::OkStatus();
 }
 
-struct SimRow {
-  Algorithm algorithm;
-  int rounds;
-  int post_arrival_rounds;
-  SimulationResult result;
-};
-
-// --alpha and --bandwidth (the bandwidth parser already refuses non-positive values).
-absl::StatusOr<LinkModel> LinkFromFlags() {
-  const double alpha_s = absl::GetFlag(FLAGS_alpha).value;
+// --alpha and --bandwidth (the bandwidth parser already refuses non-positive values); with
+// `inter_node`, --inter-alpha and --inter-bandwidth.
+absl::StatusOr<LinkModel> LinkFromFlags(bool inter_node = false) {
+  const double alpha_s = absl::GetFlag(inter_node ? FLAGS_inter_alpha : FLAGS_alpha).value;
   if (alpha_s < 0) {
-    return Usage(absl::StrCat("--alpha must not be negative, got ", FormatSeconds(alpha_s)));
+    return Usage(absl::StrCat(inter_node ? "--inter-alpha" : "--alpha",
+                              " must not be negative, got ", FormatSeconds(alpha_s)));
   }
-  return LinkModel{.alpha_s = alpha_s,
-                   .bandwidth_bytes_per_s = absl::GetFlag(FLAGS_bandwidth).bytes_per_s};
+  return LinkModel{
+      .alpha_s = alpha_s,
+      .bandwidth_bytes_per_s =
+          absl::GetFlag(inter_node ? FLAGS_inter_bandwidth : FLAGS_bandwidth).bytes_per_s};
+}
+
+// --topology NxG (and --ranks, which must then agree), with the links of each class; a flat
+// machine of --ranks without it.
+absl::StatusOr<NetworkModel> NetworkFromFlags() {
+  absl::StatusOr<LinkModel> intra = LinkFromFlags();
+  if (!intra.ok()) return intra.status();
+  const std::string text = absl::GetFlag(FLAGS_topology);
+  if (text.empty()) {
+    if (absl::GetFlag(FLAGS_inter_alpha).value != kTypicalInterNodeLink.alpha_s ||
+        absl::GetFlag(FLAGS_inter_bandwidth).bytes_per_s !=
+            kTypicalInterNodeLink.bandwidth_bytes_per_s) {
+      return Usage("--inter-alpha and --inter-bandwidth need --topology NxG");
+    }
+    absl::StatusOr<int> ranks = RequiredRanks();
+    if (!ranks.ok()) return ranks.status();
+    return NetworkModel::Flat(*ranks, *intra);
+  }
+  absl::StatusOr<Topology> topology = ParseTopology(text);
+  if (!topology.ok()) return Usage(absl::StrCat("--topology: ", topology.status().message()));
+  if (topology->num_ranks() < 2) {
+    return Usage(absl::StrCat("--topology ", text, " has one rank; an AllReduce needs two"));
+  }
+  const std::optional<int> ranks = absl::GetFlag(FLAGS_ranks);
+  if (ranks.has_value() && *ranks != topology->num_ranks()) {
+    return Usage(absl::StrCat("--ranks ", *ranks, " disagrees with --topology ", text, " (",
+                              topology->num_ranks(), " ranks); give one of them"));
+  }
+  absl::StatusOr<LinkModel> inter = LinkFromFlags(/*inter_node=*/true);
+  if (!inter.ok()) return inter.status();
+  return NetworkModel{.topology = *topology, .intra_node = *intra, .inter_node = *inter};
 }
 
 absl::Status RunSim() {
-  absl::StatusOr<int> ranks = RequiredRanks();
-  if (!ranks.ok()) return ranks.status();
+  absl::StatusOr<NetworkModel> network = NetworkFromFlags();
+  if (!network.ok()) return network.status();
   const std::optional<ByteSize> size = absl::GetFlag(FLAGS_bytes);
   if (!size.has_value()) return Usage("--bytes is required");
-  const double bytes = static_cast<double>(size->bytes);
-  absl::StatusOr<int> straggler = StragglerFlag(*ranks);
+  absl::StatusOr<int> straggler = StragglerFlag(network->topology.num_ranks());
   if (!straggler.ok()) return straggler.status();
   const double delay_s = absl::GetFlag(FLAGS_delay).value_or(Seconds{0}).value;
   if (delay_s < 0) {
     return Usage(absl::StrCat("--delay must not be negative, got ", FormatSeconds(delay_s)));
   }
-  absl::StatusOr<LinkModel> link_flags = LinkFromFlags();
-  if (!link_flags.ok()) return link_flags.status();
-  const LinkModel link = *link_flags;
-  const std::string names = absl::GetFlag(FLAGS_algorithms);
-  absl::StatusOr<std::vector<Algorithm>> algorithms =
-      ParseAlgorithmList(names.empty() ? "ring,halving-doubling,stragglar" : names);
-  if (!algorithms.ok()) return algorithms.status();
-
-  const std::vector<double> arrival = OneLateRank(*ranks, *straggler, delay_s);
-  std::vector<SimRow> rows;
-  std::optional<Plan> stragglar_plan;
-  std::vector<std::pair<Algorithm, Plan>> baselines;
-  for (Algorithm algorithm : *algorithms) {
-    absl::StatusOr<Plan> plan = SynthesizePlan(
-        algorithm, *ranks,
-        algorithm == Algorithm::kStragglar ? std::optional<int>(*straggler) : std::nullopt);
-    if (!plan.ok()) return plan.status();
-    absl::StatusOr<SimulationResult> result = SimulatePlan(*plan, bytes, link, arrival);
-    if (!result.ok()) return result.status();
-    rows.push_back({algorithm, plan->num_rounds(), plan->post_arrival_rounds(), *result});
-    if (algorithm == Algorithm::kStragglar) {
-      stragglar_plan = *std::move(plan);
-    } else {
-      baselines.emplace_back(algorithm, *std::move(plan));
-    }
-  }
-  std::vector<std::pair<Algorithm, double>> break_even;
-  if (stragglar_plan.has_value()) {
-    for (const auto& [algorithm, baseline] : baselines) {
-      absl::StatusOr<double> delay_s = BreakEvenDelay(*stragglar_plan, baseline, bytes, link);
-      if (!delay_s.ok()) return delay_s.status();
-      break_even.emplace_back(algorithm, *delay_s);
-    }
-  }
-
-  if (absl::GetFlag(FLAGS_json)) {
-    nlohmann::json results = nlohmann::json::array();
-    for (const SimRow& row : rows) {
-      nlohmann::json entry = {{"algorithm", AlgorithmName(row.algorithm)},
-                              {"family", AlgorithmFamily(row.algorithm)},
-                              {"rounds", row.rounds},
-                              {"completion_s", row.result.completion_s},
-                              {"after_last_arrival_s", row.result.after_last_arrival_s}};
-      if (row.algorithm == Algorithm::kStragglar) {
-        entry["post_arrival_rounds"] = row.post_arrival_rounds;
-      }
-      results.push_back(std::move(entry));
-    }
-    nlohmann::json json = {{"ranks", *ranks},
-                           {"bytes", size->bytes},
-                           {"alpha_s", link.alpha_s},
-                           {"bandwidth_Bps", link.bandwidth_bytes_per_s},
-                           {"delay_s", delay_s},
-                           {"straggler", *straggler},
-                           {"results", std::move(results)}};
-    if (stragglar_plan.has_value()) {
-      nlohmann::json delays = nlohmann::json::object();
-      for (const auto& [algorithm, delay_s] : break_even) {
-        delays[std::string(AlgorithmName(algorithm))] =
-            delay_s == kNever ? nlohmann::json(nullptr) : nlohmann::json(delay_s);
-      }
-      json["break_even_delay_s"] = std::move(delays);
-    }
-    PrintJson(json);
-    return absl::OkStatus();
-  }
-
-  std::cout << absl::StrFormat(
-      "sim: %d ranks, %s, alpha %s, bandwidth %s; rank %d arrives %s late\n\n", *ranks,
-      FormatBytes(bytes), FormatSeconds(link.alpha_s), FormatBandwidth(link.bandwidth_bytes_per_s),
-      *straggler, FormatSeconds(delay_s));
-  std::cout << absl::StrFormat("%-17s %7s %12s %19s %12s\n", "algorithm", "rounds", "completion",
-                               "after last arrival",
-                               absl::StrCat("vs ", AlgorithmName(rows.front().algorithm)));
-  for (const SimRow& row : rows) {
-    std::cout << absl::StrFormat("%-17s %7d %12s %19s %11.3fx\n", AlgorithmName(row.algorithm),
-                                 row.rounds, FormatSeconds(row.result.completion_s),
-                                 FormatSeconds(row.result.after_last_arrival_s),
-                                 rows.front().result.completion_s / row.result.completion_s);
-  }
-  if (!break_even.empty()) std::cout << "\n";
-  for (const auto& [algorithm, delay_s] : break_even) {
-    if (delay_s == kNever) {
-      std::cout << absl::StrFormat("break-even vs %s: stragglar never wins at this size\n",
-                                   AlgorithmName(algorithm));
-    } else {
-      std::cout << absl::StrFormat(
-          "break-even vs %s: stragglar wins when the straggler is more than %s late\n",
-          AlgorithmName(algorithm), FormatSeconds(delay_s));
-    }
-  }
-  return absl::OkStatus();
+  return RunSimCommand({.network = *network,
+                        .straggler = *straggler,
+                        .bytes = size->bytes,
+                        .delay_s = delay_s,
+                        .algorithms = absl::GetFlag(FLAGS_algorithms),
+                        .json = absl::GetFlag(FLAGS_json)},
+                       std::cout);
 }
 
 absl::Status RunVerify() {
@@ -584,7 +536,8 @@ const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
       {"plan", {"algorithm", "ranks", "straggler", "pieces", "json"}, RunPlan},
       {"sim",
-       {"ranks", "bytes", "alpha", "bandwidth", "delay", "straggler", "algorithms", "json"},
+       {"ranks", "topology", "bytes", "alpha", "bandwidth", "inter_alpha", "inter_bandwidth",
+        "delay", "straggler", "algorithms", "json"},
        RunSim},
       {"verify", {"plan"}, RunVerify},
       {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},

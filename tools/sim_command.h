@@ -1,0 +1,28 @@
+// `stragglar sim`: every candidate priced on the same arrivals. Plans (Ring, Halving-Doubling,
+// StragglAR) are simulated transfer by transfer; on a machine of nodes NCCL's own ring and tree
+// are priced in closed form (policy/nccl_models.h), so StragglAR is compared with what NCCL would
+// really run there. Prints a table, or the JSON contract of README's "stragglar sim".
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "policy/network_model.h"
+
+namespace stragglar {
+
+struct SimArgs {
+  NetworkModel network;  // its topology gives the rank count (flat: one node of --ranks)
+  int straggler = 0;
+  int64_t bytes = 0;
+  double delay_s = 0;
+  std::string algorithms;  // comma-separated; empty: the default for the topology
+  bool json = false;
+};
+
+// InvalidArgument naming the bad value.
+absl::Status RunSimCommand(const SimArgs& args, std::ostream& out);
+
+}  // namespace stragglar
