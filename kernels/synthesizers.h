@@ -29,6 +29,14 @@ absl::StatusOr<Plan> SynthesizeHalvingDoubling(int num_ranks);
 // SynthesizePipelinedPostArrival (InvalidArgument beyond kMaxPipelinedPieces chunks).
 absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces = 1);
 
+// Hierarchical StragglAR (kernels/stragglar_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
+// ranks, numbered node by node: the straggler's node is the late member of every rail, each rail
+// runs StragglAR over nodes on a ranks_per_node-th of the buffer, and the rest moves inside nodes.
+// It has ranks_per_node * (nodes - 1) chunks. With one node, or one rank per node, it is
+// SynthesizeStragglar's flat plan. InvalidArgument for fewer than 2 ranks or a
+// straggler out of range.
+absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler);
+
 // Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
                                     std::optional<int> straggler);

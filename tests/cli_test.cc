@@ -138,23 +138,30 @@ TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
     names.push_back(row["algorithm"]);
     const bool closed_form = row["model"] == "closed-form";
     EXPECT_EQ(closed_form, absl::StartsWith(names.back(), "nccl-")) << names.back();
-    EXPECT_EQ(row["family"], names.back() == "stragglar" ? "stragglar" : "baseline");
+    EXPECT_EQ(row["family"],
+              absl::StartsWith(names.back(), "stragglar") ? "stragglar" : "baseline");
     EXPECT_NEAR(row["completion_s"].get<double>() - row["after_last_arrival_s"].get<double>(),
                 0.005, 1e-12);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"ring", "halving-doubling", "stragglar", "nccl-ring",
-                                             "nccl-tree"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ring", "halving-doubling", "stragglar",
+                                             "stragglar-hierarchical", "nccl-ring", "nccl-tree"}));
   // NCCL's ring: 2N = 8 network steps of 14, 7/4 of the bytes through a NIC shared by 2 rails.
-  EXPECT_NEAR(json["results"][3]["after_last_arrival_s"].get<double>(),
+  EXPECT_NEAR(json["results"][4]["after_last_arrival_s"].get<double>(),
               6 * 3e-6 + 8 * 10e-6 + 2.0 * 7 / 8 * (64 << 20) / 2 / 50e9, 1e-12);
+  // Each plan of StragglAR's family has its break-even against every baseline; the contract's
+  // top-level one is the flat plan's.
   for (const char* baseline : {"ring", "halving-doubling", "nccl-ring", "nccl-tree"}) {
     EXPECT_TRUE(json["break_even_delay_s"].contains(baseline)) << baseline;
+    EXPECT_TRUE(json["results"][3]["break_even_delay_s"].contains(baseline)) << baseline;
   }
+  EXPECT_EQ(json["break_even_delay_s"], json["results"][2]["break_even_delay_s"]);
+  EXPECT_FALSE(json["results"][3]["break_even_delay_s"].contains("stragglar"));
   // The table says which rows are NCCL's closed forms.
-  CliResult table = RunCli("sim --topology 2x4 --bytes 1MiB --algorithms nccl-tree,stragglar");
+  CliResult table =
+      RunCli("sim --topology 2x4 --bytes 1MiB --algorithms nccl-tree,stragglar-hierarchical");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("sim: 2x4 (2 nodes of 4 ranks)"));
-  EXPECT_THAT(table.out, HasSubstr("break-even vs nccl-tree"));
+  EXPECT_THAT(table.out, HasSubstr("break-even vs nccl-tree: stragglar-hierarchical"));
 }
 
 TEST(CliTest, SimTableNamesTheBreakEvenDelay) {
@@ -567,7 +574,7 @@ TEST(CliTest, PipelineRunRejectsBadInputInOneLine) {
 TEST(CliTest, HelpPrintsUsageAndSucceeds) {
   CliResult result = RunCli("--help");
   EXPECT_EQ(result.exit_code, 0);
-  EXPECT_THAT(result.out, HasSubstr("stragglar sim --ranks N --bytes SIZE"));
+  EXPECT_THAT(result.out, HasSubstr("stragglar sim (--ranks N | --topology NxG) --bytes SIZE"));
 }
 
 // The short form of the command that produces docs/policy.md's table: every target met.

@@ -243,6 +243,28 @@ TEST(HostExecutorPipelinedTest, MatchesReferenceOnEveryRank) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Hierarchical StragglAR: rails of nodes, shards of (nodes - 1) chunks, packed phases.
+
+TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
+  for (const auto& [nodes, per_node] :
+       {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 4}, std::pair{3, 4}, std::pair{4, 3}}) {
+    const int n = nodes * per_node;
+    for (int straggler : {0, per_node + 1, n - 1}) {
+      absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(nodes, per_node, straggler);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+          for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1001}}) {
+            CheckExact(*plan, {.type = type, .op = op, .count = count, .in_place = count == 5},
+                       SplitMix64(n * 31 + straggler));
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 1 MiB + 3 elements (a 1 MiB buffer plus a remainder that no chunk count divides evenly) on a
 // representative subset.
 

@@ -140,6 +140,35 @@ TEST(NetworkSimulatorTest, BadMachinesAreRejected) {
   EXPECT_TRUE(SimulatePlan(ring, 1e6, broken, std::vector<double>(4, 0.0)).ok());
 }
 
+TEST(HierarchicalModelTest, TwoNodesOfTwoTakeThreeHops) {
+  // Straggler 3 (node 1): after it arrives, it trades halves with rank 2 over NVLink, the two
+  // rails trade their halves between nodes, and each node swaps its halves over NVLink again.
+  absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(2, 2, 3);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const double bytes = 64e6;
+  absl::StatusOr<SimulationResult> result =
+      SimulatePlan(*plan, bytes, Machine(2, 2), OneLateRank(4, 3, 1.0));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_NEAR(result->after_last_arrival_s,
+              2 * kNvLink.TransferSeconds(bytes / 2) + kNic.TransferSeconds(bytes / 2), 1e-15);
+}
+
+TEST(HierarchicalModelTest, RailsKeepFlatStragglarOffTheNics) {
+  // After a late arrival, flat StragglAR pays about S over a NIC; the hierarchical plan S/G per
+  // rail plus NVLink. At 4 nodes of 4 and 8 of 8 it is at least twice as fast.
+  for (const auto& [nodes, per_node] : {std::pair{4, 4}, std::pair{8, 8}}) {
+    const int n = nodes * per_node;
+    const std::vector<double> arrival = OneLateRank(n, n - 1, 1.0);
+    absl::StatusOr<Plan> hierarchical = SynthesizeHierarchicalStragglar(nodes, per_node, n - 1);
+    ASSERT_TRUE(hierarchical.ok());
+    const Plan flat = Synthesize(Algorithm::kStragglar, n, n - 1);
+    const NetworkModel network = Machine(nodes, per_node);
+    const double ours = SimulatePlan(*hierarchical, 1e9, network, arrival)->after_last_arrival_s;
+    const double theirs = SimulatePlan(flat, 1e9, network, arrival)->after_last_arrival_s;
+    EXPECT_LT(2 * ours, theirs) << nodes << "x" << per_node;
+  }
+}
+
 TEST(NcclModelTest, OneNodeRingIsTheFlatRing) {
   for (int n = 2; n <= 64; ++n) {
     for (double bytes : {0.0, 1e6, 1e9}) {

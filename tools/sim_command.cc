@@ -16,132 +16,161 @@
 namespace stragglar {
 namespace {
 
+// Hierarchical StragglAR (kernels/stragglar_hierarchical.cc): a StragglAR plan, by its own name.
+struct Hierarchical {
+  friend bool operator==(Hierarchical, Hierarchical) { return true; }
+};
+constexpr absl::string_view kHierarchicalName = "stragglar-hierarchical";
+
 // A plan simulated transfer by transfer, or one of NCCL's algorithms in closed form.
-using Candidate = std::variant<Algorithm, NcclModel>;
+using Candidate = std::variant<Algorithm, Hierarchical, NcclModel>;
 
 std::string CandidateName(const Candidate& candidate) {
   if (const Algorithm* algorithm = std::get_if<Algorithm>(&candidate)) {
     return std::string(AlgorithmName(*algorithm));
   }
+  if (std::holds_alternative<Hierarchical>(candidate)) return std::string(kHierarchicalName);
   return std::string(NcclModelName(std::get<NcclModel>(candidate)));
+}
+
+absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
+  if (name == kHierarchicalName) return Hierarchical{};
+  if (absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name); algorithm.ok()) {
+    return *algorithm;
+  }
+  if (absl::StatusOr<NcclModel> model = ParseNcclModel(name); model.ok()) return *model;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown algorithm \"", name,
+                   "\" (expected ring, halving-doubling, stragglar, stragglar-hierarchical, "
+                   "nccl-ring or nccl-tree)"));
 }
 
 absl::StatusOr<std::vector<Candidate>> ParseCandidates(absl::string_view names,
                                                        const Topology& topology) {
   if (names.empty()) {
-    names = topology.multi_node() ? "ring,halving-doubling,stragglar,nccl-ring,nccl-tree"
-                                  : "ring,halving-doubling,stragglar";
+    names = topology.multi_node()
+                ? "ring,halving-doubling,stragglar,stragglar-hierarchical,nccl-ring,nccl-tree"
+                : "ring,halving-doubling,stragglar";
   }
   std::vector<Candidate> candidates;
   for (absl::string_view name : absl::StrSplit(names, ',')) {
-    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
-    absl::StatusOr<NcclModel> model = ParseNcclModel(name);
-    if (!algorithm.ok() && !model.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown algorithm \"", name,
-                       "\" (expected ring, halving-doubling, stragglar, nccl-ring or nccl-tree)"));
-    }
-    const Candidate candidate = algorithm.ok() ? Candidate(*algorithm) : Candidate(*model);
+    absl::StatusOr<Candidate> candidate = ParseCandidate(name);
+    if (!candidate.ok()) return candidate.status();
     for (const Candidate& seen : candidates) {
-      if (seen == candidate) {
+      if (seen == *candidate) {
         return absl::InvalidArgumentError(absl::StrCat("algorithm \"", name, "\" listed twice"));
       }
     }
-    candidates.push_back(candidate);
+    candidates.push_back(*candidate);
   }
   return candidates;
 }
 
 struct SimRow {
   Candidate candidate;
-  std::string family;  // "baseline" or "stragglar"
-  int rounds = 0;      // a plan's rounds, a closed form's steps
-  std::optional<int> post_arrival_rounds;
+  int rounds = 0;            // a plan's rounds, a closed form's steps
+  std::optional<Plan> plan;  // nullopt: a closed form
   double completion_s = 0;
   double after_last_arrival_s = 0;
-  std::optional<double> break_even_delay_s;  // against StragglAR's plan, for baselines
+  // StragglAR's family: the break-even delay against each baseline (kNever: never wins), in the
+  // order of the rows.
+  std::vector<std::pair<std::string, double>> break_even_delay_s;
+
+  bool is_stragglar() const { return plan.has_value() && plan->straggler.has_value(); }
+  std::string family() const { return is_stragglar() ? "stragglar" : "baseline"; }
 };
 
-struct SimOutcome {
-  std::vector<SimRow> rows;
-  bool has_stragglar = false;
-};
+absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, const SimArgs& args) {
+  absl::StatusOr<SimulationResult> result =
+      SimulatePlan(plan, static_cast<double>(args.bytes), args.network,
+                   OneLateRank(args.network.topology.num_ranks(), args.straggler, args.delay_s));
+  if (!result.ok()) return result.status();
+  return SimRow{.candidate = candidate,
+                .rounds = plan.num_rounds(),
+                .plan = std::move(plan),
+                .completion_s = result->completion_s,
+                .after_last_arrival_s = result->after_last_arrival_s};
+}
 
-absl::StatusOr<SimOutcome> Simulate(const SimArgs& args, const std::vector<Candidate>& candidates) {
-  const int n = args.network.topology.num_ranks();
+absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimArgs& args) {
+  if (const NcclModel* model = std::get_if<NcclModel>(&candidate)) {
+    const NcclModelCost cost =
+        NcclAllReduceCost(*model, args.network, static_cast<double>(args.bytes));
+    return SimRow{.candidate = candidate,
+                  .rounds = cost.steps,
+                  .completion_s = args.delay_s + cost.seconds(),
+                  .after_last_arrival_s = cost.seconds()};
+  }
+  const Topology& topology = args.network.topology;
+  if (std::holds_alternative<Hierarchical>(candidate)) {
+    absl::StatusOr<Plan> plan =
+        SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler);
+    if (!plan.ok()) return plan.status();
+    return SimulatePlanRow(candidate, *std::move(plan), args);
+  }
+  const Algorithm algorithm = std::get<Algorithm>(candidate);
+  absl::StatusOr<Plan> plan = SynthesizePlan(
+      algorithm, topology.num_ranks(),
+      algorithm == Algorithm::kStragglar ? std::optional<int>(args.straggler) : std::nullopt);
+  if (!plan.ok()) return plan.status();
+  return SimulatePlanRow(candidate, *std::move(plan), args);
+}
+
+absl::StatusOr<std::vector<SimRow>> Simulate(const SimArgs& args,
+                                             const std::vector<Candidate>& candidates) {
   const double bytes = static_cast<double>(args.bytes);
-  const std::vector<double> arrival = OneLateRank(n, args.straggler, args.delay_s);
-  std::optional<Plan> stragglar_plan;
-  SimOutcome outcome;
+  std::vector<SimRow> rows;
   for (const Candidate& candidate : candidates) {
-    SimRow row{.candidate = candidate};
-    if (const NcclModel* model = std::get_if<NcclModel>(&candidate)) {
-      const NcclModelCost cost = NcclAllReduceCost(*model, args.network, bytes);
-      row.family = "baseline";
-      row.rounds = cost.steps;
-      row.after_last_arrival_s = cost.seconds();
-      row.completion_s = args.delay_s + cost.seconds();
-    } else {
-      const Algorithm algorithm = std::get<Algorithm>(candidate);
-      const bool is_stragglar = algorithm == Algorithm::kStragglar;
-      absl::StatusOr<Plan> plan = SynthesizePlan(
-          algorithm, n, is_stragglar ? std::optional<int>(args.straggler) : std::nullopt);
-      if (!plan.ok()) return plan.status();
-      if (is_stragglar) stragglar_plan = *plan;
-      absl::StatusOr<SimulationResult> result = SimulatePlan(*plan, bytes, args.network, arrival);
-      if (!result.ok()) return result.status();
-      row.family = std::string(AlgorithmFamily(algorithm));
-      row.rounds = plan->num_rounds();
-      if (is_stragglar) row.post_arrival_rounds = plan->post_arrival_rounds();
-      row.completion_s = result->completion_s;
-      row.after_last_arrival_s = result->after_last_arrival_s;
-    }
-    outcome.rows.push_back(std::move(row));
+    absl::StatusOr<SimRow> row = SimulateCandidate(candidate, args);
+    if (!row.ok()) return row.status();
+    rows.push_back(*std::move(row));
   }
-  outcome.has_stragglar = stragglar_plan.has_value();
-  if (!outcome.has_stragglar) return outcome;
-  for (SimRow& row : outcome.rows) {
-    if (row.family != "baseline") continue;
-    absl::StatusOr<double> delay_s;
-    if (const NcclModel* model = std::get_if<NcclModel>(&row.candidate)) {
-      delay_s =
-          BreakEvenDelay(*stragglar_plan, NcclAllReduceCost(*model, args.network, bytes).seconds(),
-                         bytes, args.network);
-    } else {
-      absl::StatusOr<Plan> baseline =
-          SynthesizePlan(std::get<Algorithm>(row.candidate), n, std::nullopt);
-      if (!baseline.ok()) return baseline.status();
-      delay_s = BreakEvenDelay(*stragglar_plan, *baseline, bytes, args.network);
+  for (SimRow& ours : rows) {
+    if (!ours.is_stragglar()) continue;
+    for (const SimRow& baseline : rows) {
+      if (baseline.is_stragglar()) continue;
+      absl::StatusOr<double> delay_s =
+          baseline.plan.has_value()
+              ? BreakEvenDelay(*ours.plan, *baseline.plan, bytes, args.network)
+              : BreakEvenDelay(*ours.plan, baseline.after_last_arrival_s, bytes, args.network);
+      if (!delay_s.ok()) return delay_s.status();
+      ours.break_even_delay_s.emplace_back(CandidateName(baseline.candidate), *delay_s);
     }
-    if (!delay_s.ok()) return delay_s.status();
-    row.break_even_delay_s = *delay_s;
   }
-  return outcome;
+  return rows;
+}
+
+nlohmann::json BreakEvenJson(const SimRow& row) {
+  nlohmann::json delays = nlohmann::json::object();
+  for (const auto& [baseline, delay_s] : row.break_even_delay_s) {
+    delays[baseline] = delay_s == kNever ? nlohmann::json(nullptr) : nlohmann::json(delay_s);
+  }
+  return delays;
 }
 
 nlohmann::json LinkJson(const LinkModel& link) {
   return {{"alpha_s", link.alpha_s}, {"bandwidth_Bps", link.bandwidth_bytes_per_s}};
 }
 
-void PrintJson(const SimArgs& args, const SimOutcome& outcome, std::ostream& out) {
+void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostream& out) {
   nlohmann::json results = nlohmann::json::array();
-  nlohmann::json delays = nlohmann::json::object();
-  for (const SimRow& row : outcome.rows) {
-    nlohmann::json entry = {
-        {"algorithm", CandidateName(row.candidate)},
-        {"family", row.family},
-        {"model", std::holds_alternative<NcclModel>(row.candidate) ? "closed-form" : "simulated"},
-        {"rounds", row.rounds},
-        {"completion_s", row.completion_s},
-        {"after_last_arrival_s", row.after_last_arrival_s}};
-    if (row.post_arrival_rounds.has_value())
-      entry["post_arrival_rounds"] = *row.post_arrival_rounds;
-    results.push_back(std::move(entry));
-    if (row.break_even_delay_s.has_value()) {
-      delays[CandidateName(row.candidate)] = *row.break_even_delay_s == kNever
-                                                 ? nlohmann::json(nullptr)
-                                                 : nlohmann::json(*row.break_even_delay_s);
+  // The contract's top-level break-even is the flat plan's ("stragglar"), else the first of the
+  // family's.
+  const SimRow* break_even = nullptr;
+  for (const SimRow& row : rows) {
+    nlohmann::json entry = {{"algorithm", CandidateName(row.candidate)},
+                            {"family", row.family()},
+                            {"model", row.plan.has_value() ? "simulated" : "closed-form"},
+                            {"rounds", row.rounds},
+                            {"completion_s", row.completion_s},
+                            {"after_last_arrival_s", row.after_last_arrival_s}};
+    if (row.is_stragglar()) {
+      entry["post_arrival_rounds"] = row.plan->post_arrival_rounds();
+      entry["break_even_delay_s"] = BreakEvenJson(row);
+      const bool flat = row.candidate == Candidate(Algorithm::kStragglar);
+      if (break_even == nullptr || flat) break_even = &row;
     }
+    results.push_back(std::move(entry));
   }
   const Topology& topology = args.network.topology;
   nlohmann::json json = {{"ranks", topology.num_ranks()},
@@ -157,11 +186,11 @@ void PrintJson(const SimArgs& args, const SimOutcome& outcome, std::ostream& out
                         {"intra_node", LinkJson(args.network.intra_node)},
                         {"inter_node", LinkJson(args.network.inter_node)}};
   }
-  if (outcome.has_stragglar) json["break_even_delay_s"] = std::move(delays);
+  if (break_even != nullptr) json["break_even_delay_s"] = BreakEvenJson(*break_even);
   out << json.dump(2) << "\n";
 }
 
-void PrintTable(const SimArgs& args, const SimOutcome& outcome, std::ostream& out) {
+void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostream& out) {
   const Topology& topology = args.network.topology;
   const LinkModel& intra = args.network.intra_node;
   if (topology.multi_node()) {
@@ -180,27 +209,26 @@ void PrintTable(const SimArgs& args, const SimOutcome& outcome, std::ostream& ou
                            FormatBandwidth(intra.bandwidth_bytes_per_s), args.straggler,
                            FormatSeconds(args.delay_s));
   }
-  const SimRow& first = outcome.rows.front();
-  out << absl::StrFormat("%-17s %7s %12s %19s %12s\n", "algorithm", "rounds", "completion",
+  const SimRow& first = rows.front();
+  out << absl::StrFormat("%-22s %7s %12s %19s %12s\n", "algorithm", "rounds", "completion",
                          "after last arrival", absl::StrCat("vs ", CandidateName(first.candidate)));
-  for (const SimRow& row : outcome.rows) {
-    out << absl::StrFormat("%-17s %7d %12s %19s %11.3fx\n", CandidateName(row.candidate),
+  for (const SimRow& row : rows) {
+    out << absl::StrFormat("%-22s %7d %12s %19s %11.3fx\n", CandidateName(row.candidate),
                            row.rounds, FormatSeconds(row.completion_s),
                            FormatSeconds(row.after_last_arrival_s),
                            first.completion_s / row.completion_s);
   }
-  bool blank_printed = false;
-  for (const SimRow& row : outcome.rows) {
-    if (!row.break_even_delay_s.has_value()) continue;
-    if (!blank_printed) out << "\n";
-    blank_printed = true;
-    if (*row.break_even_delay_s == kNever) {
-      out << absl::StrFormat("break-even vs %s: stragglar never wins at this size\n",
-                             CandidateName(row.candidate));
-    } else {
-      out << absl::StrFormat(
-          "break-even vs %s: stragglar wins when the straggler is more than %s late\n",
-          CandidateName(row.candidate), FormatSeconds(*row.break_even_delay_s));
+  for (const SimRow& row : rows) {
+    if (!row.break_even_delay_s.empty()) out << "\n";
+    for (const auto& [baseline, delay_s] : row.break_even_delay_s) {
+      const std::string name = CandidateName(row.candidate);
+      if (delay_s == kNever) {
+        out << absl::StrFormat("break-even vs %s: %s never wins at this size\n", baseline, name);
+      } else {
+        out << absl::StrFormat(
+            "break-even vs %s: %s wins when the straggler is more than %s late\n", baseline, name,
+            FormatSeconds(delay_s));
+      }
     }
   }
   if (topology.multi_node()) {
@@ -215,12 +243,12 @@ absl::Status RunSimCommand(const SimArgs& args, std::ostream& out) {
   absl::StatusOr<std::vector<Candidate>> candidates =
       ParseCandidates(args.algorithms, args.network.topology);
   if (!candidates.ok()) return candidates.status();
-  absl::StatusOr<SimOutcome> outcome = Simulate(args, *candidates);
-  if (!outcome.ok()) return outcome.status();
+  absl::StatusOr<std::vector<SimRow>> rows = Simulate(args, *candidates);
+  if (!rows.ok()) return rows.status();
   if (args.json) {
-    PrintJson(args, *outcome, out);
+    PrintJson(args, *rows, out);
   } else {
-    PrintTable(args, *outcome, out);
+    PrintTable(args, *rows, out);
   }
   return absl::OkStatus();
 }

@@ -9,7 +9,8 @@ usage:
   stragglar plan --algorithm ring|halving-doubling|stragglar --ranks N [--straggler S] [--json]
   stragglar sim (--ranks N | --topology NxG) --bytes SIZE [--alpha 3us] [--bandwidth 450GiB/s]
                 [--inter-alpha 10us] [--inter-bandwidth 50GB/s] [--delay D] [--straggler S]
-                [--algorithms ring,halving-doubling,stragglar,nccl-ring,nccl-tree] [--json]
+                [--algorithms ring,halving-doubling,stragglar,stragglar-hierarchical,nccl-ring,nccl-tree]
+                [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
   stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
