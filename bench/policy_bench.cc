@@ -50,7 +50,7 @@ void BM_PolicyEpoch(benchmark::State& state) {
   state.SetLabel("one epoch of 16 calls");
 }
 BENCHMARK(BM_PolicyEpoch)
-    ->ArgsProduct({{4, 8, 64, 256, 1024}, {1 << 20, 16 << 20}, {0, 20000}})
+    ->ArgsProduct({{4, 8, 64, 256, 1024, 4096}, {1 << 20, 16 << 20}, {0, 20000}})
     ->Unit(benchmark::kMicrosecond);
 
 // One simulation of a whole plan on arrivals with one rank 20 ms late, round by round (runs 0:

@@ -93,7 +93,8 @@ void RunRails(const Layout& layout, const Plan& rail_plan, int begin, int end, i
                          transfer.op, std::move(chunks)});
       }
       std::vector<int> ranks;
-      for (const Transfer& transfer : group) ranks.insert(ranks.end(), {transfer.src, transfer.dst});
+      for (const Transfer& transfer : group)
+        ranks.insert(ranks.end(), {transfer.src, transfer.dst});
       const int round = packer.Place(std::move(group), not_before);
       for (int rank : ranks) last_round[rank] = std::max(last_round[rank], round);
     }
@@ -153,9 +154,9 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
       for (int local = 0; local < ranks_per_node; ++local) {
         const int src = layout.Rank(m, local);
         const int dst = layout.Rank(m, (local + k) % ranks_per_node);
-        packer.Place({{src, dst, TransferOp::kCopy, layout.Shard(local)}},
-                     std::max({pre_arrival_rounds, last_rail_round[src] + 1,
-                               last_rail_round[dst] + 1}));
+        packer.Place(
+            {{src, dst, TransferOp::kCopy, layout.Shard(local)}},
+            std::max({pre_arrival_rounds, last_rail_round[src] + 1, last_rail_round[dst] + 1}));
       }
     }
   }

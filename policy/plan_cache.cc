@@ -101,21 +101,20 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
   absl::StatusOr<SimulationResult> together =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
   if (!together.ok()) return together.status();
-  // The straggler so late that only paths from its start can matter: rank r finishes at
-  // late + (its longest path from the straggler), which equals its finish above exactly when
-  // such a path is a longest one.
-  const double late_s =
+  // Further from 0 than any path is long: only the other side's paths count.
+  const double far_s =
       2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
-  start[straggler] = late_s;
-  absl::StatusOr<SimulationResult> after_straggler =
+  start[straggler] = -far_s;
+  absl::StatusOr<SimulationResult> from_ready =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
-  if (!after_straggler.ok()) return after_straggler.status();
-  PostArrivalProfile profile{.dominated = true, .finish_s = together->finish_s};
-  for (int r = 0; r < plan.num_ranks; ++r) {
-    const double from_straggler_s = after_straggler->finish_s[r] - late_s;
-    profile.dominated =
-        profile.dominated && from_straggler_s >= together->finish_s[r] - 1e-12 * late_s;
-  }
+  if (!from_ready.ok()) return from_ready.status();
+  start[straggler] = far_s;
+  absl::StatusOr<SimulationResult> from_straggler =
+      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
+  if (!from_straggler.ok()) return from_straggler.status();
+  PostArrivalProfile profile{.from_ready_s = std::move(from_ready->finish_s),
+                             .from_straggler_s = std::move(from_straggler->finish_s)};
+  for (double& finish_s : profile.from_straggler_s) finish_s -= far_s;
   return &post_arrival_.emplace(key, std::move(profile)).first->second;
 }
 
@@ -131,19 +130,19 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
   if (!pre.ok()) return pre.status();
   const int straggler = *plan.straggler;
   const double arrives_s = pre->finish_s[straggler];  // it has no pre-arrival transfer
-  bool straggler_last = true;
+  const double ready_s = pre->finish_s[straggler == 0 ? 1 : 0];
   for (int r = 0; r < plan.num_ranks; ++r) {
-    straggler_last = straggler_last && pre->finish_s[r] <= arrives_s;
+    if (r != straggler && pre->finish_s[r] != ready_s) {
+      return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+    }
   }
   absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
   if (!profile.ok()) return profile.status();
-  if (!straggler_last || !(*profile)->dominated) {
-    return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
-  }
   ++closed_form_calls_;
   SimulationResult result{.finish_s = std::vector<double>(arrival_s.size())};
   for (size_t r = 0; r < arrival_s.size(); ++r) {
-    result.finish_s[r] = arrives_s + (*profile)->finish_s[r];
+    result.finish_s[r] = std::max(ready_s + (*profile)->from_ready_s[r],
+                                  arrives_s + (*profile)->from_straggler_s[r]);
   }
   const double last_finish_s = *std::max_element(result.finish_s.begin(), result.finish_s.end());
   result.completion_s = last_finish_s - *std::min_element(arrival_s.begin(), arrival_s.end());
@@ -156,9 +155,15 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
                                                          int end_round, double bytes,
                                                          const LinkModel& link,
                                                          absl::Span<const double> arrival_s) {
-  auto runs = ring_runs_.find(&plan);
-  if (runs == ring_runs_.end()) runs = ring_runs_.emplace(&plan, FindRingRuns(plan)).first;
-  return SimulateRounds(plan, runs->second, begin_round, end_round, bytes, link, arrival_s);
+  auto index = indexes_.find(&plan);
+  if (index == indexes_.end()) {
+    index =
+        indexes_.emplace(&plan, SimulationIndex{FindRingRuns(plan), CompactRoundsOf(plan)}).first;
+  }
+  const SimulationIndex& found = index->second;
+  return SimulateRounds(plan, found.ring_runs,
+                        found.compact.has_value() ? &*found.compact : nullptr, begin_round,
+                        end_round, bytes, NetworkModel::Flat(plan.num_ranks, link), arrival_s);
 }
 
 absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,

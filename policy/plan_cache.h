@@ -53,15 +53,17 @@ class PlanCache {
   absl::StatusOr<double> PreArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
 
   // SimulatePlan of `plan` (from this cache), or of its rounds [begin_round, end_round), with its
-  // ring runs (policy/ring_runs.h), found at its first simulation, priced in closed form: the same
-  // results, Ring's in one pass over the ranks.
+  // ring runs (policy/ring_runs.h), found at its first simulation, priced in closed form, and its
+  // other rounds read from their compact form (CompactRounds): the same results, Ring's in one
+  // pass over the ranks.
   //
-  // Simulate also prices StragglAR's post-arrival rounds in closed form when its straggler
-  // arrives after every ready rank has finished the pre-arrival rounds and the straggler's own
-  // paths dominate those rounds (PostArrivalProfile): each rank then finishes at the straggler's
-  // arrival plus a time that depends on the plan, the size and the link only, found once. Equal
-  // to the full simulation up to rounding (the max-plus argument is in docs/policy.md); otherwise
-  // it simulates every round as before.
+  // Simulate also prices StragglAR's post-arrival rounds in closed form when every ready rank
+  // leaves the pre-arrival rounds at the same time (its ring ReduceScatter ends alike on every
+  // ready rank, whoever arrived last): the rounds are a max-plus map, so each rank then finishes
+  // at the later of that time plus the ready ranks' longest paths to it and the straggler's
+  // arrival plus its own (PostArrivalProfile), both found once per plan, size and link. Equal to
+  // the full simulation up to rounding (the argument is in docs/policy.md); otherwise it
+  // simulates every round as before.
   absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s);
   absl::StatusOr<SimulationResult> SimulatePart(const Plan& plan, int begin_round, int end_round,
@@ -88,14 +90,19 @@ class PlanCache {
   std::map<std::tuple<Algorithm, int, int>, Plan> plans_;
   std::map<LinkKey, int> pieces_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
-  std::map<const Plan*, std::vector<RingRun>> ring_runs_;
+  // What the simulator reads of a plan, found at its first simulation.
+  struct SimulationIndex {
+    std::vector<RingRun> ring_runs;
+    std::optional<CompactRounds> compact;
+  };
+  std::map<const Plan*, SimulationIndex> indexes_;
 
-  // StragglAR's post-arrival rounds with every rank starting at 0: each rank's finish, and
-  // whether every one of them is reached by a longest path from the straggler's start (then with
-  // ready ranks starting no later than the straggler, rank r finishes at its start + finish[r]).
+  // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
+  // finish from the ready ranks' start (ready ranks at 0, the straggler too early to matter) and
+  // from the straggler's (the straggler so late that only its paths count, minus its start).
   struct PostArrivalProfile {
-    bool dominated = false;
-    std::vector<double> finish_s;
+    std::vector<double> from_ready_s;
+    std::vector<double> from_straggler_s;
   };
   absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
                                                       const LinkModel& link);

@@ -49,6 +49,72 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 int begin_round, int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s) {
+  return SimulateRounds(plan, runs, nullptr, begin_round, end_round, bytes, network, arrival_s);
+}
+
+std::optional<CompactRounds> CompactRoundsOf(const Plan& plan) {
+  constexpr int kMax = std::numeric_limits<uint16_t>::max();
+  if (plan.num_ranks > kMax + 1) return std::nullopt;
+  CompactRounds compact;
+  compact.round_begin.reserve(plan.rounds.size() + 1);
+  for (const Round& round : plan.rounds) {
+    compact.round_begin.push_back(static_cast<int64_t>(compact.moves.size()));
+    for (const Transfer& transfer : round.transfers) {
+      if (transfer.chunks.size() > static_cast<size_t>(kMax) || transfer.src < 0 ||
+          transfer.dst < 0 || transfer.src > kMax || transfer.dst > kMax) {
+        return std::nullopt;
+      }
+      compact.moves.push_back({static_cast<uint16_t>(transfer.src),
+                               static_cast<uint16_t>(transfer.dst),
+                               static_cast<uint16_t>(transfer.chunks.size())});
+    }
+  }
+  compact.round_begin.push_back(static_cast<int64_t>(compact.moves.size()));
+  return compact;
+}
+
+namespace {
+
+// One round of `moves` (each with src, dst and a chunk count), the simulator's rule: a transfer
+// starts when both of its ranks are ready and ends its cost later; a rank is ready again when all
+// of its transfers of the round have ended. Consecutive transfers of one chunk count and class
+// share their cost, computed once: the same expression, so the same bits.
+template <typename Moves, typename ChunksOf>
+void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk,
+                  const NetworkModel& network, bool multi_node, std::vector<double>& ready,
+                  std::vector<double>& next) {
+  const int transfers = static_cast<int>(moves.size());
+  size_t cached_chunks = 0;
+  const LinkModel* cached_link = nullptr;
+  double cost = 0;
+  for (const auto& move : moves) {
+    const double start = std::max(ready[move.src], ready[move.dst]);
+    const LinkModel& link = multi_node ? network.Between(move.src, move.dst) : network.intra_node;
+    const size_t chunks = chunks_of(move);
+    if (&link != cached_link || chunks != cached_chunks) {
+      cost = link.TransferSeconds(bytes_per_chunk * chunks, transfers);
+      cached_link = &link;
+      cached_chunks = chunks;
+    }
+    const double end = start + cost;
+    next[move.src] = std::max(next[move.src], end);
+    next[move.dst] = std::max(next[move.dst], end);
+  }
+  // Only ranks that took part moved on; copying back keeps `ready` and `next` equal between
+  // rounds.
+  for (const auto& move : moves) {
+    ready[move.src] = next[move.src];
+    ready[move.dst] = next[move.dst];
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                const CompactRounds* compact, int begin_round,
+                                                int end_round, double bytes,
+                                                const NetworkModel& network,
+                                                absl::Span<const double> arrival_s) {
   if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
     return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
                                                    " arrival times, got ", arrival_s.size()));
@@ -69,6 +135,11 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   }
   for (double arrival : arrival_s) {
     if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
+  }
+  if (compact != nullptr &&
+      (compact->round_begin.size() != plan.rounds.size() + 1 ||
+       compact->round_begin.back() != static_cast<int64_t>(compact->moves.size()))) {
+    return absl::InvalidArgumentError("the compact rounds are not this plan's");
   }
   const double bytes_per_chunk = bytes / plan.num_chunks;
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
@@ -91,23 +162,20 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
       r += rounds;
       continue;
     }
-    const Round& round = plan.rounds[r++];
-    const int transfers = static_cast<int>(round.transfers.size());
-    for (const Transfer& transfer : round.transfers) {
-      const double start = std::max(ready[transfer.src], ready[transfer.dst]);
-      const LinkModel& link =
-          multi_node ? network.Between(transfer.src, transfer.dst) : network.intra_node;
-      const double end =
-          start + link.TransferSeconds(bytes_per_chunk * transfer.chunks.size(), transfers);
-      next[transfer.src] = std::max(next[transfer.src], end);
-      next[transfer.dst] = std::max(next[transfer.dst], end);
+    if (compact != nullptr) {
+      const absl::Span<const CompactRounds::Move> moves(
+          compact->moves.data() + compact->round_begin[r],
+          compact->round_begin[r + 1] - compact->round_begin[r]);
+      AdvanceRound(
+          moves, [](const CompactRounds::Move& move) -> size_t { return move.chunks; },
+          bytes_per_chunk, network, multi_node, ready, next);
+    } else {
+      AdvanceRound(
+          plan.rounds[r].transfers,
+          [](const Transfer& transfer) -> size_t { return transfer.chunks.size(); },
+          bytes_per_chunk, network, multi_node, ready, next);
     }
-    // Only ranks that took part moved on; copying back keeps `ready` and `next` equal between
-    // rounds.
-    for (const Transfer& transfer : round.transfers) {
-      ready[transfer.src] = next[transfer.src];
-      ready[transfer.dst] = next[transfer.dst];
-    }
+    ++r;
   }
   SimulationResult result;
   result.finish_s = std::move(ready);

@@ -4,7 +4,9 @@
 // a flat machine). The same plan that executors run is what gets priced.
 #pragma once
 
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,6 +44,29 @@ absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
                                               absl::Span<const double> arrival_s);
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
                                                 int begin_round, int end_round, double bytes,
+                                                const NetworkModel& network,
+                                                absl::Span<const double> arrival_s);
+
+// A plan's transfers as the simulation reads them: rank pairs and chunk counts in 6 bytes instead
+// of a Transfer's 40. At 1024 ranks StragglAR's post-arrival rounds are a million transfers that
+// every simulation streams through, so memory, not arithmetic, bounds it. Built once per plan
+// (PlanCache does).
+struct CompactRounds {
+  struct Move {
+    uint16_t src = 0;
+    uint16_t dst = 0;
+    uint16_t chunks = 0;
+  };
+  std::vector<Move> moves;
+  std::vector<int64_t> round_begin;  // round r's moves: [round_begin[r], round_begin[r + 1])
+};
+// nullopt when a rank, or a transfer's chunk count, does not fit in 16 bits.
+std::optional<CompactRounds> CompactRoundsOf(const Plan& plan);
+// SimulateRounds reading the rounds that no ring run covers from `compact` (CompactRoundsOf(plan);
+// nullptr: from the plan): the same result, bit for bit.
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                const CompactRounds* compact, int begin_round,
+                                                int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s);
 

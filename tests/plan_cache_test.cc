@@ -1,6 +1,6 @@
 // PlanCache::Simulate's closed form for StragglAR's post-arrival rounds: equal to the full
 // simulation up to rounding wherever it applies, and the full simulation, bit for bit, wherever
-// it does not.
+// it does not. Also the compact rounds the cache simulates from: the same bits as the plan's.
 #include "policy/plan_cache.h"
 
 #include <cmath>
@@ -40,7 +40,7 @@ TEST(PlanCacheTest, StragglarsPostArrivalClosedFormIsTheSimulation) {
             const double bytes = trial % 2 ? 1 << 22 : 4099;
             std::vector<double> arrival(n);
             for (double& a : arrival) a = lag(random);
-            // Late by far more than the pre-arrival rounds (the closed form's case), or not.
+            // Late by far more than the pre-arrival rounds, or arriving with the others.
             arrival[straggler] = trial < 4 ? 0.5 + lag(random) : lag(random) / 4;
             SCOPED_TRACE(testing::Message() << "n=" << n << " pieces=" << pieces
                                             << " straggler=" << straggler << " trial " << trial);
@@ -56,26 +56,52 @@ TEST(PlanCacheTest, StragglarsPostArrivalClosedFormIsTheSimulation) {
           }
         }
       }
-      // The synthesized schedules are dominated by the straggler's paths: a late straggler is
-      // always priced in closed form (4 of the 6 trials of every plan and link).
-      EXPECT_EQ(cache.closed_form_calls(), 2 * 3 * 4) << "n=" << n;
+      // A ring ReduceScatter ends alike on every ready rank, so every trial of every plan and
+      // link is priced in closed form, whenever the straggler arrives.
+      EXPECT_EQ(cache.closed_form_calls(), 2 * 3 * 6) << "n=" << n;
     }
   }
 }
 
-TEST(PlanCacheTest, AReadyRankStillInThePreArrivalRoundsIsSimulated) {
-  // The straggler arrives before rank 0 has finished its pre-arrival rounds: rank 0's lateness
-  // can delay the post-arrival rounds, so nothing is assumed.
-  constexpr int kRanks = 6;
-  PlanCache cache(kRanks);
-  const Plan& plan = **cache.WithPieces(Algorithm::kStragglar, kRanks - 1, 1);
-  std::vector<double> arrival(kRanks, 0);
-  arrival[0] = 0.4;
-  arrival[kRanks - 1] = 0.3;
+TEST(PlanCacheTest, ReadyRanksLeavingThePreArrivalRoundsApartAreSimulated) {
+  // Hierarchical StragglAR's pre-arrival rounds (inside nodes, then along rails) leave its ready
+  // ranks at different times when they arrive apart: nothing is assumed, every round simulated.
+  absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(3, 2, 5);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  PlanCache cache(6);
+  const std::vector<double> arrival = {0.4, 0, 0.1, 0, 0, 0.3};
   const LinkModel link;
-  const SimulationResult got = *cache.Simulate(plan, 1 << 20, link, arrival);
+  const SimulationResult got = *cache.Simulate(*plan, 1 << 20, link, arrival);
   EXPECT_EQ(cache.closed_form_calls(), 0);
-  EXPECT_EQ(got.finish_s, SimulatePlan(plan, 1 << 20, link, arrival)->finish_s);
+  EXPECT_EQ(got.finish_s, SimulatePlan(*plan, 1 << 20, link, arrival)->finish_s);
+}
+
+TEST(PlanCacheTest, CompactRoundsSimulateBitForBit) {
+  // What the cache streams through instead of the plan's transfers gives the same bits, on one
+  // node and on a machine of nodes, for plans of one chunk per transfer and of many.
+  const std::vector<Plan> plans = {*SynthesizeStragglar(9, 4, 2), *SynthesizeHalvingDoubling(12),
+                                   *SynthesizeHierarchicalStragglar(3, 4, 7)};
+  for (const Plan& plan : plans) {
+    const std::optional<CompactRounds> compact = CompactRoundsOf(plan);
+    ASSERT_TRUE(compact.has_value());
+    std::vector<double> arrival(plan.num_ranks);
+    for (int r = 0; r < plan.num_ranks; ++r) arrival[r] = 1e-5 * ((r * 7) % 5);
+    for (const NetworkModel& network :
+         {NetworkModel::Flat(plan.num_ranks, LinkModel{}),
+          NetworkModel{.topology = {.nodes = 3, .ranks_per_node = plan.num_ranks / 3},
+          .intra_node = LinkModel{},
+          .inter_node = kTypicalInterNodeLink}}) {
+      const SimulationResult want = *SimulatePlan(plan, 12345678, network, arrival);
+      const SimulationResult got =
+          *SimulateRounds(plan, {}, &*compact, 0, plan.num_rounds(), 12345678, network, arrival);
+      EXPECT_EQ(got.finish_s, want.finish_s) << AlgorithmName(plan.algorithm);
+    }
+  }
+  // Another plan's compact rounds are refused.
+  const std::optional<CompactRounds> other = CompactRoundsOf(plans[1]);
+  EXPECT_FALSE(SimulateRounds(plans[0], {}, &*other, 0, plans[0].num_rounds(), 1,
+                              NetworkModel::Flat(9, LinkModel{}), std::vector<double>(9, 0.0))
+                   .ok());
 }
 
 }  // namespace
