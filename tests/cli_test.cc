@@ -93,6 +93,25 @@ TEST(CliTest, PlanTableShowsPhasesAndTheLowerBound) {
   EXPECT_THAT(result.out, HasSubstr("post"));
 }
 
+TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
+  CliResult table = RunCli("plan --algorithm stragglar --topology 2x2");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("4 ranks, 2 chunks, straggler 3, hierarchical on 2x2"));
+  EXPECT_THAT(table.out, HasSubstr("rounds: 4 (1 pre-arrival, 3 post-arrival)"));
+  // Between the nodes only the rails: 0<->2 and 1<->3, each with its own shard.
+  EXPECT_THAT(table.out, HasSubstr("0->2 +c0  2->0 +c0  1->3 +c1  3->1 +c1"));
+  CliResult json = RunCli("plan --algorithm stragglar --topology 3x2 --straggler 1 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["topology"]["nodes"], 3);
+  EXPECT_EQ(parsed["topology"]["ranks_per_node"], 2);
+  absl::StatusOr<Plan> plan = PlanFromJson(parsed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->straggler, 1);
+  EXPECT_TRUE(VerifyPlan(*plan).ok()) << VerifyPlan(*plan);
+  EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
+}
+
 TEST(CliTest, SimJsonFollowsTheContract) {
   CliResult result = RunCli(
       "sim --ranks 8 --bytes 1GiB --alpha 3us --bandwidth 450GiB/s --delay 20ms --straggler 5 "
@@ -234,6 +253,11 @@ TEST(CliTest, BadInputGetsOneClearLine) {
       {"sim --ranks 4 --bytes 1MiB --algorithms ring,tree", "unknown algorithm \"tree\""},
       {"sim --ranks 4 --bytes 1MiB --frobnicate", "Unknown command line flag 'frobnicate'"},
       {"sim --topology 4 --bytes 1MiB", "--topology: topology \"4\" is not NxG"},
+      {"plan --algorithm ring --topology 2x4", "--topology applies to --algorithm stragglar only"},
+      {"plan --algorithm stragglar --topology 2x4 --pieces 2", "the hierarchical plan is not"},
+      {"plan --algorithm stragglar --topology 2x4 --straggler 8",
+       "--straggler 8 is outside [0, 7]"},
+      {"plan --algorithm stragglar --topology 2x4 --ranks 4", "--ranks 4 disagrees"},
       {"sim --topology 1x1 --bytes 1MiB", "has one rank"},
       {"sim --topology 2x4 --ranks 6 --bytes 1MiB", "--ranks 6 disagrees with --topology 2x4"},
       {"sim --ranks 4 --bytes 1MiB --inter-alpha 5us", "need --topology NxG"},

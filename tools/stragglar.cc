@@ -58,8 +58,9 @@ ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message late
 ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
           "link bandwidth, e.g. 450GiB/s");
 ABSL_FLAG(std::string, topology, "",
-          "sim: NxG, N nodes of G ranks (ranks numbered node by node); links inside a node use "
-          "--alpha and --bandwidth, links between nodes --inter-alpha and --inter-bandwidth");
+          "sim, plan: NxG, N nodes of G ranks (ranks numbered node by node). sim: links inside a "
+          "node use --alpha and --bandwidth, links between nodes --inter-alpha and "
+          "--inter-bandwidth. plan: the hierarchical StragglAR plan for that machine");
 ABSL_FLAG(stragglar::Seconds, inter_alpha,
           stragglar::Seconds{stragglar::kTypicalInterNodeLink.alpha_s},
           "sim --topology: per-message latency between nodes, e.g. 10us");
@@ -154,11 +155,41 @@ absl::StatusOr<int> StragglerFlag(int num_ranks) {
 
 void PrintJson(const nlohmann::json& json) { std::cout << json.dump(2) << "\n"; }
 
+absl::StatusOr<std::optional<Topology>> TopologyFromFlags();
+
+// `stragglar plan --topology NxG`: hierarchical StragglAR on that machine.
+absl::Status RunHierarchicalPlan(Algorithm algorithm, const Topology& topology) {
+  if (algorithm != Algorithm::kStragglar) {
+    return Usage(
+        "--topology applies to --algorithm stragglar only (Ring and Halving-Doubling do "
+        "not depend on the machine)");
+  }
+  if (absl::GetFlag(FLAGS_pieces) != 1) {
+    return Usage("--pieces does not apply with --topology: the hierarchical plan is not pipelined");
+  }
+  absl::StatusOr<int> straggler = StragglerFlag(topology.num_ranks());
+  if (!straggler.ok()) return straggler.status();
+  absl::StatusOr<Plan> plan =
+      SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler);
+  if (!plan.ok()) return plan.status();
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json json = PlanToJson(*plan);
+    json["topology"] = {{"nodes", topology.nodes}, {"ranks_per_node", topology.ranks_per_node}};
+    PrintJson(json);
+  } else {
+    PrintPlanTable(*plan, std::cout, TopologyName(topology));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunPlan() {
   const std::string algorithm_name = absl::GetFlag(FLAGS_algorithm);
   if (algorithm_name.empty()) return Usage("--algorithm is required");
   absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(algorithm_name);
   if (!algorithm.ok()) return algorithm.status();
+  absl::StatusOr<std::optional<Topology>> topology = TopologyFromFlags();
+  if (!topology.ok()) return topology.status();
+  if (topology->has_value()) return RunHierarchicalPlan(*algorithm, **topology);
   absl::StatusOr<int> ranks = RequiredRanks();
   if (!ranks.ok()) return ranks.status();
   std::optional<int> straggler;
@@ -199,22 +230,10 @@ absl::StatusOr<LinkModel> LinkFromFlags(bool inter_node = false) {
           absl::GetFlag(inter_node ? FLAGS_inter_bandwidth : FLAGS_bandwidth).bytes_per_s};
 }
 
-// --topology NxG (and --ranks, which must then agree), with the links of each class; a flat
-// machine of --ranks without it.
-absl::StatusOr<NetworkModel> NetworkFromFlags() {
-  absl::StatusOr<LinkModel> intra = LinkFromFlags();
-  if (!intra.ok()) return intra.status();
+// --topology NxG, if given, checked against --ranks (which must then agree).
+absl::StatusOr<std::optional<Topology>> TopologyFromFlags() {
   const std::string text = absl::GetFlag(FLAGS_topology);
-  if (text.empty()) {
-    if (absl::GetFlag(FLAGS_inter_alpha).value != kTypicalInterNodeLink.alpha_s ||
-        absl::GetFlag(FLAGS_inter_bandwidth).bytes_per_s !=
-            kTypicalInterNodeLink.bandwidth_bytes_per_s) {
-      return Usage("--inter-alpha and --inter-bandwidth need --topology NxG");
-    }
-    absl::StatusOr<int> ranks = RequiredRanks();
-    if (!ranks.ok()) return ranks.status();
-    return NetworkModel::Flat(*ranks, *intra);
-  }
+  if (text.empty()) return std::nullopt;
   absl::StatusOr<Topology> topology = ParseTopology(text);
   if (!topology.ok()) return Usage(absl::StrCat("--topology: ", topology.status().message()));
   if (topology->num_ranks() < 2) {
@@ -225,9 +244,29 @@ absl::StatusOr<NetworkModel> NetworkFromFlags() {
     return Usage(absl::StrCat("--ranks ", *ranks, " disagrees with --topology ", text, " (",
                               topology->num_ranks(), " ranks); give one of them"));
   }
+  return *topology;
+}
+
+// --topology NxG (and --ranks, which must then agree), with the links of each class; a flat
+// machine of --ranks without it.
+absl::StatusOr<NetworkModel> NetworkFromFlags() {
+  absl::StatusOr<LinkModel> intra = LinkFromFlags();
+  if (!intra.ok()) return intra.status();
+  absl::StatusOr<std::optional<Topology>> topology = TopologyFromFlags();
+  if (!topology.ok()) return topology.status();
+  if (!topology->has_value()) {
+    if (absl::GetFlag(FLAGS_inter_alpha).value != kTypicalInterNodeLink.alpha_s ||
+        absl::GetFlag(FLAGS_inter_bandwidth).bytes_per_s !=
+            kTypicalInterNodeLink.bandwidth_bytes_per_s) {
+      return Usage("--inter-alpha and --inter-bandwidth need --topology NxG");
+    }
+    absl::StatusOr<int> ranks = RequiredRanks();
+    if (!ranks.ok()) return ranks.status();
+    return NetworkModel::Flat(*ranks, *intra);
+  }
   absl::StatusOr<LinkModel> inter = LinkFromFlags(/*inter_node=*/true);
   if (!inter.ok()) return inter.status();
-  return NetworkModel{.topology = *topology, .intra_node = *intra, .inter_node = *inter};
+  return NetworkModel{.topology = **topology, .intra_node = *intra, .inter_node = *inter};
 }
 
 absl::Status RunSim() {
@@ -534,7 +573,7 @@ absl::Status RunDoctorCommand() {
 
 const std::vector<Command>& Commands() {
   static const auto& commands = *new std::vector<Command>{
-      {"plan", {"algorithm", "ranks", "straggler", "pieces", "json"}, RunPlan},
+      {"plan", {"algorithm", "ranks", "topology", "straggler", "pieces", "json"}, RunPlan},
       {"sim",
        {"ranks", "topology", "bytes", "alpha", "bandwidth", "inter_alpha", "inter_bandwidth",
         "delay", "straggler", "algorithms", "json"},

@@ -113,10 +113,16 @@ std::string DescribeTransfer(const Transfer& transfer) {
 
 }  // namespace
 
-void PrintPlanTable(const Plan& plan, std::ostream& out) {
+void PrintPlanTable(const Plan& plan, std::ostream& out, absl::string_view topology) {
   out << absl::StrFormat("%s plan: %d ranks, %d chunks", AlgorithmName(plan.algorithm),
                          plan.num_ranks, plan.num_chunks);
-  if (plan.straggler.has_value()) {
+  if (!topology.empty()) {
+    // The flat schedule's bound on post-arrival rounds says nothing about rails of nodes.
+    out << absl::StrFormat(
+        ", straggler %d, hierarchical on %s\nrounds: %d (%d pre-arrival, %d post-arrival)\n",
+        *plan.straggler, topology, plan.num_rounds(), plan.pre_arrival_rounds,
+        plan.post_arrival_rounds());
+  } else if (plan.straggler.has_value()) {
     out << absl::StrFormat(
         ", straggler %d\nrounds: %d (%d pre-arrival, %d post-arrival; "
         "lower bound %d)\n",

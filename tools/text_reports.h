@@ -4,6 +4,7 @@
 #include <ostream>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "kernels/plan.h"
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
@@ -12,7 +13,8 @@
 namespace stragglar {
 
 // A plan round by round (`a->b +cK` adds chunk K of rank a into rank b, `a->b cK` copies it).
-void PrintPlanTable(const Plan& plan, std::ostream& out);
+// `topology` ("4x8"): a hierarchical StragglAR plan on that machine.
+void PrintPlanTable(const Plan& plan, std::ostream& out, absl::string_view topology = "");
 
 // ReplayTrace's report of the trace at `path`, priced with `link`.
 void PrintReplayReport(const nlohmann::json& report, const std::string& path, const LinkModel& link,

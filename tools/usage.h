@@ -6,7 +6,8 @@ namespace stragglar {
 inline constexpr char kUsage[] = R"(stragglar: AllReduce plans for a persistent straggler
 
 usage:
-  stragglar plan --algorithm ring|halving-doubling|stragglar --ranks N [--straggler S] [--json]
+  stragglar plan --algorithm ring|halving-doubling|stragglar (--ranks N | --topology NxG)
+                 [--straggler S] [--pieces K] [--json]
   stragglar sim (--ranks N | --topology NxG) --bytes SIZE [--alpha 3us] [--bandwidth 450GiB/s]
                 [--inter-alpha 10us] [--inter-bandwidth 50GB/s] [--delay D] [--straggler S]
                 [--algorithms ring,halving-doubling,stragglar,stragglar-hierarchical,nccl-ring,nccl-tree]
