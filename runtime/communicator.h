@@ -95,6 +95,11 @@ class Communicator {
   absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision, int64_t bytes) {
     return core_.PlanFor(decision, bytes);
   }
+  // RuntimeCore::Price.
+  absl::StatusOr<SimulationResult> Price(const CallDecision& decision, int64_t bytes,
+                                         absl::Span<const double> arrival_s) {
+    return core_.Price(decision, bytes, arrival_s);
+  }
   // What the policy would choose for `bytes` now, without exploration and without counting a call.
   absl::StatusOr<CallDecision> Preview(int64_t bytes) { return core_.Preview(bytes); }
 

@@ -129,9 +129,7 @@ absl::StatusOr<CallDecision> PolicyReplayer::Call(
 
 absl::StatusOr<SimulationResult> PolicyReplayer::Price(const CallDecision& decision, int64_t bytes,
                                                        absl::Span<const double> arrival_s) {
-  absl::StatusOr<const Plan*> plan = comm_->PlanFor(decision, bytes);
-  if (!plan.ok()) return plan.status();
-  return SimulatePlan(**plan, static_cast<double>(bytes), core().link(), arrival_s);
+  return comm_->Price(decision, bytes, arrival_s);
 }
 
 namespace {

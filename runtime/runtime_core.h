@@ -51,6 +51,15 @@ class RuntimeCore {
   absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision, int64_t bytes) {
     return policy_.PlanFor(decision, bytes);
   }
+  // The model's result for that plan on these arrivals, priced as the policy prices (the plan
+  // cache's simulation: ring runs and StragglAR's post-arrival rounds in closed form). Replaying a
+  // trace of thousands of ranks prices every call this way.
+  absl::StatusOr<SimulationResult> Price(const CallDecision& decision, int64_t bytes,
+                                         absl::Span<const double> arrival_s) {
+    absl::StatusOr<const Plan*> plan = PlanFor(decision, bytes);
+    if (!plan.ok()) return plan.status();
+    return policy_.plans().Simulate(**plan, static_cast<double>(bytes), link(), arrival_s);
+  }
 
   // This rank's timing of the call Decide() last returned.
   // `ran_decision` false: the timing is not of the decision's plan (a replayed trace in which
