@@ -146,11 +146,17 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   std::vector<double> next = ready;
   auto run = runs.begin();
   const bool multi_node = network.topology.multi_node();
+  // The class of the run in hand, found once per run: a run whose hops mix classes is simulated
+  // round by round, and must not cost a pass over its cycle every round.
+  const RingRun* classified = nullptr;
+  std::optional<LinkClass> run_class;
   for (int r = begin_round; r < end_round;) {
     while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
-    std::optional<LinkClass> run_class;
-    if (run != runs.end() && run->first_round <= r &&
-        (run_class = RunClass(*run, network.topology)).has_value()) {
+    if (run != runs.end() && &*run != classified) {
+      classified = &*run;
+      run_class = RunClass(*run, network.topology);
+    }
+    if (run != runs.end() && run->first_round <= r && run_class.has_value()) {
       // A run of ring rounds, or the part of it within [r, end_round), in closed form.
       const int rounds = std::min(run->first_round + run->rounds, end_round) - r;
       const double seconds =
