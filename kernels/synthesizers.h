@@ -37,6 +37,15 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int piece
 // straggler out of range.
 absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler);
 
+// Log-depth StragglAR (kernels/stragglar_log_depth.cc) for large flat rank counts: before the
+// straggler arrives the ready ranks run Halving-Doubling among themselves; after, the straggler's
+// buffer is broadcast in `blocks` pipelined blocks (a power of two up to kMaxLogDepthBlocks) over a
+// circulant pattern, each ready rank adding it once, in K - 1 + ceil(log2(n+1)) rounds at n = 2^q
+// and at most two more elsewhere. It has max(blocks, bit_floor(n - 1)) chunks. InvalidArgument for
+// fewer than 2 ranks, a straggler out of range or a bad block count.
+inline constexpr int kMaxLogDepthBlocks = 4096;
+absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks);
+
 // Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
                                     std::optional<int> straggler);

@@ -1,6 +1,9 @@
 #include "kernels/verifier.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,27 +11,33 @@
 namespace stragglar {
 namespace {
 
-// Contribution sets as bitsets over ranks, stored densely: value(rank, chunk) is `words_per_set`
-// consecutive words.
+// Contribution sets as bitsets over ranks for chunks [first_chunk, first_chunk + num_chunks),
+// stored densely: value(rank, chunk) is `words_per_set` consecutive words.
 class ContributionState {
  public:
-  ContributionState(int num_ranks, int num_chunks)
-      : num_chunks_(num_chunks),
+  ContributionState(int num_ranks, int first_chunk, int num_chunks)
+      : first_chunk_(first_chunk),
+        num_chunks_(num_chunks),
         words_per_set_((num_ranks + 63) / 64),
         bits_(static_cast<size_t>(num_ranks) * num_chunks * words_per_set_, 0) {
     for (int rank = 0; rank < num_ranks; ++rank) {
-      for (int chunk = 0; chunk < num_chunks; ++chunk) {
+      for (int chunk = first_chunk; chunk < first_chunk + num_chunks; ++chunk) {
         Set(rank, chunk)[rank / 64] |= uint64_t{1} << (rank % 64);
       }
     }
   }
 
   int words_per_set() const { return words_per_set_; }
+  bool Holds(int32_t chunk) const {
+    return chunk >= first_chunk_ && chunk < first_chunk_ + num_chunks_;
+  }
   uint64_t* Set(int rank, int chunk) {
-    return bits_.data() + (static_cast<size_t>(rank) * num_chunks_ + chunk) * words_per_set_;
+    return bits_.data() +
+           (static_cast<size_t>(rank) * num_chunks_ + chunk - first_chunk_) * words_per_set_;
   }
 
  private:
+  int first_chunk_;
   int num_chunks_;
   int words_per_set_;
   std::vector<uint64_t> bits_;
@@ -129,11 +138,19 @@ std::string Describe(const uint64_t* set, int num_ranks) {
   return out + "}";
 }
 
-}  // namespace
+// A contribution error and where it happened, so that of the errors found in separate chunk
+// batches the one an unbatched run would meet first is reported: double counting in execution
+// order (round, transfer, position in its chunk list), then missing contributions by rank, chunk.
+struct Finding {
+  std::array<int64_t, 4> order;
+  absl::Status status;
+};
 
-absl::Status VerifyPlan(const Plan& plan) {
-  if (absl::Status shape = CheckShape(plan); !shape.ok()) return shape;
-  ContributionState state(plan.num_ranks, plan.num_chunks);
+// Executes the plan on chunks [first_chunk, first_chunk + num_chunks) only. Returns the first
+// error; stops early at `stop_before` (the order of an error another batch already found).
+std::optional<Finding> VerifyChunks(const Plan& plan, int first_chunk, int num_chunks,
+                                    const std::array<int64_t, 4>& stop_before) {
+  ContributionState state(plan.num_ranks, first_chunk, num_chunks);
   const int words = state.words_per_set();
   // Values sent in a round are read before any of that round's transfers lands.
   std::vector<uint64_t> in_flight;
@@ -142,6 +159,7 @@ absl::Status VerifyPlan(const Plan& plan) {
     in_flight.clear();
     for (const Transfer& transfer : transfers) {
       for (int32_t chunk : transfer.chunks) {
+        if (!state.Holds(chunk)) continue;
         const uint64_t* source = state.Set(transfer.src, chunk);
         in_flight.insert(in_flight.end(), source, source + words);
       }
@@ -149,15 +167,20 @@ absl::Status VerifyPlan(const Plan& plan) {
     const uint64_t* incoming = in_flight.data();
     for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
       const Transfer& transfer = transfers[t];
-      for (int32_t chunk : transfer.chunks) {
+      for (int i = 0; i < static_cast<int>(transfer.chunks.size()); ++i) {
+        const int32_t chunk = transfer.chunks[i];
+        if (!state.Holds(chunk)) continue;
+        const std::array<int64_t, 4> order = {0, r, t, i};
+        if (order >= stop_before) return std::nullopt;
         uint64_t* target = state.Set(transfer.dst, chunk);
         if (transfer.op == TransferOp::kReduce) {
           for (int w = 0; w < words; ++w) {
             if ((target[w] & incoming[w]) != 0) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  Where(r, t, transfer), ": chunk ", chunk, " double counts contributions: rank ",
-                  transfer.dst, " holds ", Describe(target, plan.num_ranks), ", receives ",
-                  Describe(incoming, plan.num_ranks)));
+              return Finding{order, absl::InvalidArgumentError(absl::StrCat(
+                                        Where(r, t, transfer), ": chunk ", chunk,
+                                        " double counts contributions: rank ", transfer.dst,
+                                        " holds ", Describe(target, plan.num_ranks), ", receives ",
+                                        Describe(incoming, plan.num_ranks)))};
             }
             target[w] |= incoming[w];
           }
@@ -169,18 +192,42 @@ absl::Status VerifyPlan(const Plan& plan) {
     }
   }
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
-    for (int chunk = 0; chunk < plan.num_chunks; ++chunk) {
+    for (int chunk = first_chunk; chunk < first_chunk + num_chunks; ++chunk) {
       const uint64_t* set = state.Set(rank, chunk);
       for (int other = 0; other < plan.num_ranks; ++other) {
         if ((set[other / 64] >> (other % 64) & 1) == 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("incomplete: at the end rank ", rank, " chunk ", chunk, " holds ",
-                           Describe(set, plan.num_ranks), ", missing rank ", other));
+          const std::array<int64_t, 4> order = {1, rank, chunk, 0};
+          if (order >= stop_before) return std::nullopt;
+          return Finding{order,
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "incomplete: at the end rank ", rank, " chunk ", chunk, " holds ",
+                             Describe(set, plan.num_ranks), ", missing rank ", other))};
         }
       }
     }
   }
-  return absl::OkStatus();
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::Status VerifyPlan(const Plan& plan, const VerifyOptions& options) {
+  if (absl::Status shape = CheckShape(plan); !shape.ok()) return shape;
+  // Chunks never interact, so they are checked in batches that fit the memory budget: one batch
+  // (a single pass) for every plan up to ~1000 ranks, a few passes over the plan beyond.
+  const int64_t bytes_per_chunk =
+      int64_t{plan.num_ranks} * ((plan.num_ranks + 63) / 64) * int64_t{sizeof(uint64_t)};
+  const int batch = static_cast<int>(
+      std::clamp<int64_t>(options.max_state_bytes / bytes_per_chunk, 1, plan.num_chunks));
+  std::optional<Finding> first;
+  const std::array<int64_t, 4> no_error = {2, 0, 0, 0};
+  for (int begin = 0; begin < plan.num_chunks; begin += batch) {
+    std::optional<Finding> found =
+        VerifyChunks(plan, begin, std::min(batch, plan.num_chunks - begin),
+                     first.has_value() ? first->order : no_error);
+    if (found.has_value()) first = std::move(found);
+  }
+  return first.has_value() ? first->status : absl::OkStatus();
 }
 
 }  // namespace stragglar

@@ -2,6 +2,8 @@
 // contributions the current value contains, and executes the plan with the contract's semantics.
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "kernels/plan.h"
 
@@ -17,8 +19,13 @@ namespace stragglar {
 //  first
 //    transfer happens in round `pre_arrival_rounds` (the contract's definition of the phases).
 // Otherwise InvalidArgument naming the round, transfer, rank and chunk at fault.
-// Cost: O(ranks * chunks * ranks / 64) memory, O(transfers * chunks per transfer * ranks / 64)
-// time.
-absl::Status VerifyPlan(const Plan& plan);
+// Cost: O(transfers * chunks per transfer * ranks / 64) time per pass and
+// min(ranks * chunks * ranks / 8 bytes, max_state_bytes) memory: chunks are checked in batches that
+// fit the budget, one pass over the plan per batch (one pass up to ~1000 ranks by default). Of
+// several errors, the one met first in execution order is reported, whatever the batching.
+struct VerifyOptions {
+  int64_t max_state_bytes = int64_t{256} << 20;
+};
+absl::Status VerifyPlan(const Plan& plan, const VerifyOptions& options = {});
 
 }  // namespace stragglar

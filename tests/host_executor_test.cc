@@ -265,6 +265,28 @@ TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Log-depth StragglAR: Halving-Doubling among the ready ranks, then a pipelined broadcast whose
+// straggler re-sends raw blocks as reduces and final ones as copies.
+
+TEST(HostExecutorLogDepthTest, MatchesReferenceOnEveryRank) {
+  for (const auto& [n, blocks] :
+       {std::pair{2, 1}, std::pair{3, 4}, std::pair{5, 2}, std::pair{8, 8}, std::pair{11, 16}}) {
+    for (int straggler : {0, n - 1}) {
+      absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(n, straggler, blocks);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+          for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1001}}) {
+            CheckExact(*plan, {.type = type, .op = op, .count = count, .in_place = count == 5},
+                       SplitMix64(n * 37 + straggler));
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 1 MiB + 3 elements (a 1 MiB buffer plus a remainder that no chunk count divides evenly) on a
 // representative subset.
 

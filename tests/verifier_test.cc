@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
@@ -155,6 +156,62 @@ TEST(VerifierTest, DroppingAnyTransferIsCaught) {
                                   0, static_cast<int>(round.transfers.size()) - 1)(random));
         EXPECT_NE(VerifyMessage(broken), "ok") << AlgorithmName(algorithm) << " n=" << n;
       }
+    }
+  }
+}
+
+TEST(VerifierTest, BatchesOfChunksGiveTheSameVerdictAndMessage) {
+  // A budget of one byte checks one chunk per pass. Every verdict, and the message of the error met
+  // first in execution order, must not depend on it.
+  const VerifyOptions one_chunk_per_pass{.max_state_bytes = 1};
+  auto message = [](const Plan& plan, const VerifyOptions& options) {
+    absl::Status status = VerifyPlan(plan, options);
+    return status.ok() ? std::string("ok") : std::string(status.message());
+  };
+  std::mt19937 random(11);
+  for (Algorithm algorithm : kAllAlgorithms) {
+    for (int n : {5, 8, 13}) {
+      absl::StatusOr<Plan> plan = SynthesizePlan(
+          algorithm, n, algorithm == Algorithm::kStragglar ? std::optional<int>(2) : std::nullopt);
+      ASSERT_TRUE(plan.ok());
+      EXPECT_EQ(message(*plan, one_chunk_per_pass), "ok");
+      for (int trial = 0; trial < 20; ++trial) {
+        // Two planted bugs at once (a dropped transfer, a copy turned into a reduce or back), so
+        // that different batches find different errors.
+        Plan broken = *plan;
+        for (int bug = 0; bug < 2; ++bug) {
+          Round& round =
+              broken.rounds[std::uniform_int_distribution<int>(0, broken.num_rounds() - 1)(random)];
+          if (round.transfers.empty()) continue;
+          const int index = std::uniform_int_distribution<int>(
+              0, static_cast<int>(round.transfers.size()) - 1)(random);
+          if (bug == 0) {
+            round.transfers.erase(round.transfers.begin() + index);
+          } else {
+            TransferOp& op = round.transfers[index].op;
+            op = op == TransferOp::kCopy ? TransferOp::kReduce : TransferOp::kCopy;
+          }
+        }
+        EXPECT_EQ(message(broken, one_chunk_per_pass), message(broken, {}))
+            << AlgorithmName(algorithm) << " n=" << n << " trial " << trial;
+      }
+    }
+  }
+}
+
+TEST(VerifierTest, TheErrorMetFirstIsReportedWhicheverChunkHasIt) {
+  // Chunk `early` double counts in round 1, the other chunk in round 2: the round-1 error is
+  // reported whether the chunks are checked together or one per pass, in either chunk order.
+  for (int early : {0, 1}) {
+    Plan plan{.algorithm = Algorithm::kRing, .num_ranks = 2, .num_chunks = 2};
+    plan.rounds.push_back({{{0, 1, TransferOp::kReduce, {0, 1}}}});
+    plan.rounds.push_back({{{0, 1, TransferOp::kReduce, {early}}}});
+    plan.rounds.push_back({{{0, 1, TransferOp::kReduce, {1 - early}}}});
+    for (int64_t budget : {int64_t{1}, int64_t{1} << 20}) {
+      EXPECT_THAT(
+          VerifyPlan(plan, {.max_state_bytes = budget}).message(),
+          HasSubstr(absl::StrCat("round 1 transfer 0 (0->1): chunk ", early, " double counts")))
+          << budget;
     }
   }
 }

@@ -1,0 +1,178 @@
+// Log-depth StragglAR: for large flat rank counts, where the flat schedule's n - 2 + log2 n
+// post-arrival rounds cost more than they save.
+//
+// Before the straggler arrives the n - 1 ready ranks run a whole AllReduce among themselves
+// (Halving-Doubling, 2*ceil(log2(n-1)) rounds), so each holds the ready ranks' sum y in every
+// chunk. All that is left when the straggler s arrives is to get its x_s to everyone and the sum
+// x_s + y back to it: a broadcast of K blocks in which the straggler's first delivery of block b
+// to a ready rank is a reduce (y_b + x_b, final) and every later one a copy of a final block, the
+// straggler's own included. The broadcast is pipelined over a circulant pattern: in round t rank
+// position p sends to position p + skip(t) (mod n), the skips being ceil(n/2), ceil(n/4), ..., 1
+// in turn (position 0 is the straggler, then the ready ranks in order); a sender sends the highest
+// block its receiver lacks, the straggler a block nobody has yet while there is one (as a
+// reduce of its own data until the block's final value reaches it, as a copy after).
+//
+// docs/scale-model.md proves that no plan can finish in fewer than K - 1 + ceil(log2(n+1))
+// post-arrival rounds of single blocks; this one meets that bound exactly at every n = 2^q and is
+// within two rounds of it at every n up to 1000 checked (tests pin the counts).
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+// The skips of the circulant pattern, largest first: halving n, rounding up, down to 1.
+std::vector<int> CirculantSkips(int num_ranks) {
+  std::vector<int> skips;
+  for (int span = num_ranks; span > 1;) {
+    span = (span + 1) / 2;
+    skips.push_back(span);
+  }
+  return skips;
+}
+
+// Which final blocks each broadcast position holds, as bitsets of `blocks` bits.
+class BlockHoldings {
+ public:
+  BlockHoldings(int positions, int blocks)
+      : words_((blocks + 63) / 64), bits_(static_cast<size_t>(positions) * words_, 0) {}
+
+  bool Has(int position, int block) const {
+    return (Row(position)[block / 64] >> (block % 64) & 1) != 0;
+  }
+  void Add(int position, int block) {
+    bits_[static_cast<size_t>(position) * words_ + block / 64] |= uint64_t{1} << (block % 64);
+  }
+  // The highest block `from` holds (all of them when from_all) and `to` lacks; -1 when none.
+  int HighestMissing(int from, int to, bool from_all, int blocks) const {
+    const uint64_t* source = Row(from);
+    const uint64_t* target = Row(to);
+    for (int w = words_ - 1; w >= 0; --w) {
+      uint64_t candidates = ~target[w] & (from_all ? ~uint64_t{0} : source[w]);
+      if (w == words_ - 1 && blocks % 64 != 0) candidates &= (uint64_t{1} << (blocks % 64)) - 1;
+      if (candidates != 0) return w * 64 + 63 - std::countl_zero(candidates);
+    }
+    return -1;
+  }
+
+ private:
+  const uint64_t* Row(int position) const {
+    return bits_.data() + static_cast<size_t>(position) * words_;
+  }
+  int words_;
+  std::vector<uint64_t> bits_;
+};
+
+ChunkList ChunkRange(int begin, int end) {
+  ChunkList chunks;
+  for (int chunk = begin; chunk < end; ++chunk) chunks.push_back(chunk);
+  return chunks;
+}
+
+// Appends Halving-Doubling among `ready`, its chunk j widened to `scale` adjacent chunks.
+absl::Status AppendReadyAllReduce(const std::vector<int>& ready, int scale, Plan& plan) {
+  if (ready.size() < 2) return absl::OkStatus();
+  absl::StatusOr<Plan> local = SynthesizeHalvingDoubling(static_cast<int>(ready.size()));
+  if (!local.ok()) return local.status();
+  for (const Round& round : local->rounds) {
+    std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
+    for (const Transfer& transfer : round.transfers) {
+      ChunkList chunks;
+      for (int32_t chunk : transfer.chunks) {
+        for (int part = 0; part < scale; ++part) chunks.push_back(chunk * scale + part);
+      }
+      transfers.push_back({ready[transfer.src], ready[transfer.dst], transfer.op, chunks});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Appends the pipelined broadcast of the straggler's `blocks` blocks (see the top of the file).
+absl::Status AppendBroadcast(const std::vector<int>& position_rank, int blocks, Plan& plan) {
+  const int n = static_cast<int>(position_rank.size());
+  const std::vector<int> skips = CirculantSkips(n);
+  const int chunks_per_block = plan.num_chunks / blocks;
+  BlockHoldings finals(n, blocks);
+  int64_t missing = int64_t{n} * blocks;
+  int next_new_block = 0;
+  // No schedule needs more than this; reaching it would be a bug in the rule above.
+  const int round_limit = blocks + 4 * static_cast<int>(skips.size()) + 8;
+  for (int t = 0; missing > 0; ++t) {
+    if (t == round_limit) {
+      return absl::InternalError(absl::StrCat("log-depth broadcast of ", blocks, " blocks over ", n,
+                                              " ranks did not finish in ", t, " rounds"));
+    }
+    const int skip = skips[t % skips.size()];
+    std::vector<std::pair<int, int>> deliveries;  // (position, block)
+    std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
+    for (int from = 0; from < n; ++from) {
+      const int to = (from + skip) % n;
+      const bool is_straggler = from == 0;
+      int block = -1;
+      if (is_straggler && next_new_block < blocks && !finals.Has(to, next_new_block)) {
+        block = next_new_block++;
+      } else {
+        block = finals.HighestMissing(from, to, is_straggler, blocks);
+      }
+      if (block < 0) continue;
+      // The straggler's buffer holds its own x_b until the final block b reaches it, and the
+      // final afterwards.
+      const bool adds_straggler_data = is_straggler && !finals.Has(0, block);
+      transfers.push_back({position_rank[from], position_rank[to],
+                           adds_straggler_data ? TransferOp::kReduce : TransferOp::kCopy,
+                           ChunkRange(block * chunks_per_block, (block + 1) * chunks_per_block)});
+      deliveries.emplace_back(to, block);
+    }
+    for (const auto& [position, block] : deliveries) finals.Add(position, block);
+    missing -= static_cast<int64_t>(deliveries.size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks) {
+  if (num_ranks < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log-depth stragglar needs at least 2 ranks, got ", num_ranks));
+  }
+  if (straggler < 0 || straggler >= num_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("straggler ", straggler, " outside [0, ", num_ranks, ")"));
+  }
+  if (blocks < 1 || blocks > kMaxLogDepthBlocks || !std::has_single_bit(unsigned(blocks))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log-depth stragglar's blocks must be a power of "
+                     "two in [1, ",
+                     kMaxLogDepthBlocks, "], got ", blocks));
+  }
+  std::vector<int> ready;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    if (rank != straggler) ready.push_back(rank);
+  }
+  // Halving-Doubling over the ready ranks splits the buffer in bit_floor(n - 1) chunks; the
+  // broadcast in `blocks`. Both are powers of two, so the larger count serves both.
+  const int ready_chunks = static_cast<int>(std::bit_floor(ready.size()));
+  Plan plan{.algorithm = Algorithm::kStragglar,
+            .num_ranks = num_ranks,
+            .num_chunks = std::max(ready_chunks, blocks),
+            .straggler = straggler};
+  if (absl::Status status = AppendReadyAllReduce(ready, plan.num_chunks / ready_chunks, plan);
+      !status.ok()) {
+    return status;
+  }
+  plan.pre_arrival_rounds = plan.num_rounds();
+  std::vector<int> position_rank = {straggler};
+  position_rank.insert(position_rank.end(), ready.begin(), ready.end());
+  if (absl::Status status = AppendBroadcast(position_rank, blocks, plan); !status.ok()) {
+    return status;
+  }
+  return plan;
+}
+
+}  // namespace stragglar
