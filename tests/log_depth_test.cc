@@ -79,7 +79,9 @@ TEST(LogDepthStragglarTest, EveryRankReceivesEachBlockOnceAfterArrival) {
       for (const Transfer& transfer : plan.rounds[r].transfers) {
         ASSERT_EQ(static_cast<int>(transfer.chunks.size()), chunks_per_block);
         ASSERT_EQ(transfer.chunks[0] % chunks_per_block, 0);
-        if (transfer.op == TransferOp::kReduce) EXPECT_EQ(transfer.src, straggler);
+        if (transfer.op == TransferOp::kReduce) {
+          EXPECT_EQ(transfer.src, straggler);
+        }
         ++received[transfer.dst][transfer.chunks[0] / chunks_per_block];
       }
     }
