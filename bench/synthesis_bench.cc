@@ -55,6 +55,32 @@ void BM_SimulateStragglar(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateStragglar)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
 
+// Log-depth StragglAR at the scale it is for (issue: verified at n up to 4096 in seconds). Args:
+// ranks, blocks (the sizes `stragglar sim` picks at 64 MiB and 1 GiB).
+void BM_LogDepthSynthesis(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(SynthesizeLogDepthStragglar(n, n / 2, state.range(1)));
+  }
+}
+BENCHMARK(BM_LogDepthSynthesis)
+    ->Args({1024, 16})
+    ->Args({4096, 32})
+    ->Args({4096, 128})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_VerifyLogDepth(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const Plan plan = *SynthesizeLogDepthStragglar(n, n / 2, state.range(1));
+  for (auto _ : state) benchmark::DoNotOptimize(VerifyPlan(plan));
+}
+BENCHMARK(BM_VerifyLogDepth)
+    ->Args({1024, 16})
+    ->Args({4096, 32})
+    ->Args({4096, 128})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace stragglar
 

@@ -136,6 +136,11 @@ absl::Status AppendBroadcast(const std::vector<int>& position_rank, int blocks, 
 
 }  // namespace
 
+int LogDepthRoundLowerBound(int num_ranks, int blocks) {
+  return blocks - 1 +
+         std::bit_width(static_cast<unsigned>(num_ranks));  // bit_width(n) = ceil(log2(n+1))
+}
+
 absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks) {
   if (num_ranks < 2) {
     return absl::InvalidArgumentError(

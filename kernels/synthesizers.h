@@ -45,6 +45,9 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
 // fewer than 2 ranks, a straggler out of range or a bad block count.
 inline constexpr int kMaxLogDepthBlocks = 4096;
 absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks);
+// K - 1 + ceil(log2(n + 1)): no plan finishes in fewer post-arrival rounds when each transfer after
+// arrival carries at most one of K equal blocks (the proof is in docs/scale-model.md).
+int LogDepthRoundLowerBound(int num_ranks, int blocks);
 
 // Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,

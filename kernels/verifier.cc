@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -11,34 +12,27 @@
 namespace stragglar {
 namespace {
 
-// Contribution sets as bitsets over ranks for chunks [first_chunk, first_chunk + num_chunks),
-// stored densely: value(rank, chunk) is `words_per_set` consecutive words.
-class ContributionState {
+// The contribution sets of one chunk on every rank, as bitsets over ranks: value(rank) is
+// `words_per_set` consecutive words. At 4096 ranks that is 2 MiB, small enough to stay in cache
+// while the chunk's transfers run.
+class ChunkState {
  public:
-  ContributionState(int num_ranks, int first_chunk, int num_chunks)
-      : first_chunk_(first_chunk),
-        num_chunks_(num_chunks),
+  explicit ChunkState(int num_ranks)
+      : num_ranks_(num_ranks),
         words_per_set_((num_ranks + 63) / 64),
-        bits_(static_cast<size_t>(num_ranks) * num_chunks * words_per_set_, 0) {
-    for (int rank = 0; rank < num_ranks; ++rank) {
-      for (int chunk = first_chunk; chunk < first_chunk + num_chunks; ++chunk) {
-        Set(rank, chunk)[rank / 64] |= uint64_t{1} << (rank % 64);
-      }
+        bits_(static_cast<size_t>(num_ranks) * words_per_set_) {}
+
+  void Reset() {
+    std::fill(bits_.begin(), bits_.end(), 0);
+    for (int rank = 0; rank < num_ranks_; ++rank) {
+      Set(rank)[rank / 64] |= uint64_t{1} << (rank % 64);
     }
   }
-
   int words_per_set() const { return words_per_set_; }
-  bool Holds(int32_t chunk) const {
-    return chunk >= first_chunk_ && chunk < first_chunk_ + num_chunks_;
-  }
-  uint64_t* Set(int rank, int chunk) {
-    return bits_.data() +
-           (static_cast<size_t>(rank) * num_chunks_ + chunk - first_chunk_) * words_per_set_;
-  }
+  uint64_t* Set(int rank) { return bits_.data() + static_cast<size_t>(rank) * words_per_set_; }
 
  private:
-  int first_chunk_;
-  int num_chunks_;
+  int num_ranks_;
   int words_per_set_;
   std::vector<uint64_t> bits_;
 };
@@ -138,96 +132,145 @@ std::string Describe(const uint64_t* set, int num_ranks) {
   return out + "}";
 }
 
-// A contribution error and where it happened, so that of the errors found in separate chunk
-// batches the one an unbatched run would meet first is reported: double counting in execution
-// order (round, transfer, position in its chunk list), then missing contributions by rank, chunk.
+// A contribution error and where it happened, so that of the errors found in separate chunks the
+// one a run of the whole plan meets first is reported: double counting in execution order (round,
+// transfer, position in its chunk list), then missing contributions by rank, chunk.
+using ErrorOrder = std::array<int64_t, 4>;
+constexpr ErrorOrder kNoError = {2, 0, 0, 0};
 struct Finding {
-  std::array<int64_t, 4> order;
+  ErrorOrder order = kNoError;
   absl::Status status;
 };
 
-// Executes the plan on chunks [first_chunk, first_chunk + num_chunks) only. Returns the first
-// error; stops early at `stop_before` (the order of an error another batch already found).
-std::optional<Finding> VerifyChunks(const Plan& plan, int first_chunk, int num_chunks,
-                                    const std::array<int64_t, 4>& stop_before) {
-  ContributionState state(plan.num_ranks, first_chunk, num_chunks);
-  const int words = state.words_per_set();
-  // Values sent in a round are read before any of that round's transfers lands.
-  std::vector<uint64_t> in_flight;
-  for (int r = 0; r < plan.num_rounds(); ++r) {
-    const std::vector<Transfer>& transfers = plan.rounds[r].transfers;
-    in_flight.clear();
-    for (const Transfer& transfer : transfers) {
-      for (int32_t chunk : transfer.chunks) {
-        if (!state.Holds(chunk)) continue;
-        const uint64_t* source = state.Set(transfer.src, chunk);
-        in_flight.insert(in_flight.end(), source, source + words);
+// One chunk's part of a transfer, in execution order.
+struct ChunkEvent {
+  int32_t round;
+  int32_t transfer;
+  int32_t position;  // in the transfer's chunk list
+};
+
+// Chunks never interact, so the plan is checked chunk by chunk: the transfers of a batch of chunks
+// are gathered into per-chunk event lists in one pass over the plan, then each chunk runs alone.
+class ChunkVerifier {
+ public:
+  explicit ChunkVerifier(const Plan& plan) : plan_(plan), state_(plan.num_ranks) {}
+
+  // Runs `chunk`'s events; records its first error if it comes before `first`'s.
+  void Run(int32_t chunk, const std::vector<ChunkEvent>& events, Finding& first) {
+    state_.Reset();
+    const int words = state_.words_per_set();
+    for (size_t begin = 0; begin < events.size();) {
+      // A round's transfers read values as of its start: gather this round's sources first.
+      size_t end = begin;
+      in_flight_.clear();
+      for (; end < events.size() && events[end].round == events[begin].round; ++end) {
+        const uint64_t* source = state_.Set(TransferOf(events[end]).src);
+        in_flight_.insert(in_flight_.end(), source, source + words);
       }
-    }
-    const uint64_t* incoming = in_flight.data();
-    for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
-      const Transfer& transfer = transfers[t];
-      for (int i = 0; i < static_cast<int>(transfer.chunks.size()); ++i) {
-        const int32_t chunk = transfer.chunks[i];
-        if (!state.Holds(chunk)) continue;
-        const std::array<int64_t, 4> order = {0, r, t, i};
-        if (order >= stop_before) return std::nullopt;
-        uint64_t* target = state.Set(transfer.dst, chunk);
-        if (transfer.op == TransferOp::kReduce) {
-          for (int w = 0; w < words; ++w) {
-            if ((target[w] & incoming[w]) != 0) {
-              return Finding{order, absl::InvalidArgumentError(absl::StrCat(
-                                        Where(r, t, transfer), ": chunk ", chunk,
-                                        " double counts contributions: rank ", transfer.dst,
-                                        " holds ", Describe(target, plan.num_ranks), ", receives ",
-                                        Describe(incoming, plan.num_ranks)))};
-            }
-            target[w] |= incoming[w];
-          }
-        } else {
+      const uint64_t* incoming = in_flight_.data();
+      for (size_t e = begin; e < end; ++e, incoming += words) {
+        const ChunkEvent& event = events[e];
+        const ErrorOrder order = {0, event.round, event.transfer, event.position};
+        if (order >= first.order) return;
+        const Transfer& transfer = TransferOf(event);
+        uint64_t* target = state_.Set(transfer.dst);
+        if (transfer.op == TransferOp::kCopy) {
           std::copy(incoming, incoming + words, target);
+          continue;
         }
-        incoming += words;
-      }
-    }
-  }
-  for (int rank = 0; rank < plan.num_ranks; ++rank) {
-    for (int chunk = first_chunk; chunk < first_chunk + num_chunks; ++chunk) {
-      const uint64_t* set = state.Set(rank, chunk);
-      for (int other = 0; other < plan.num_ranks; ++other) {
-        if ((set[other / 64] >> (other % 64) & 1) == 0) {
-          const std::array<int64_t, 4> order = {1, rank, chunk, 0};
-          if (order >= stop_before) return std::nullopt;
-          return Finding{order,
-                         absl::InvalidArgumentError(absl::StrCat(
-                             "incomplete: at the end rank ", rank, " chunk ", chunk, " holds ",
-                             Describe(set, plan.num_ranks), ", missing rank ", other))};
+        for (int w = 0; w < words; ++w) {
+          if ((target[w] & incoming[w]) != 0) {
+            first = {order, absl::InvalidArgumentError(absl::StrCat(
+                                Where(event.round, event.transfer, transfer), ": chunk ", chunk,
+                                " double counts contributions: rank ", transfer.dst, " holds ",
+                                Describe(target, plan_.num_ranks), ", receives ",
+                                Describe(incoming, plan_.num_ranks)))};
+            return;
+          }
+          target[w] |= incoming[w];
         }
       }
+      begin = end;
+    }
+    for (int rank = 0; rank < plan_.num_ranks; ++rank) {
+      const uint64_t* set = state_.Set(rank);
+      const int missing = FirstMissing(set, words);
+      if (missing < 0) continue;
+      const ErrorOrder order = {1, rank, chunk, 0};
+      if (order < first.order) {
+        first = {order, absl::InvalidArgumentError(absl::StrCat(
+                            "incomplete: at the end rank ", rank, " chunk ", chunk, " holds ",
+                            Describe(set, plan_.num_ranks), ", missing rank ", missing))};
+      }
+      return;
     }
   }
-  return std::nullopt;
+
+ private:
+  // The lowest rank whose contribution `set` lacks, or -1: a word at a time, since at 4096 ranks
+  // this runs for every rank of every chunk.
+  int FirstMissing(const uint64_t* set, int words) const {
+    for (int w = 0; w < words; ++w) {
+      const int bits = std::min(64, plan_.num_ranks - 64 * w);
+      const uint64_t all = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+      if (set[w] != all) return 64 * w + std::countr_one(set[w]);
+    }
+    return -1;
+  }
+
+  const Transfer& TransferOf(const ChunkEvent& event) const {
+    return plan_.rounds[event.round].transfers[event.transfer];
+  }
+
+  const Plan& plan_;
+  ChunkState state_;
+  std::vector<uint64_t> in_flight_;
+};
+
+// Consecutive chunk ranges whose event lists together fit `max_events` (at least one chunk each).
+std::vector<std::pair<int, int>> ChunkBatches(const Plan& plan, int64_t max_events) {
+  std::vector<int64_t> events_per_chunk(plan.num_chunks, 0);
+  for (const Round& round : plan.rounds) {
+    for (const Transfer& transfer : round.transfers) {
+      for (int32_t chunk : transfer.chunks) ++events_per_chunk[chunk];
+    }
+  }
+  std::vector<std::pair<int, int>> batches;
+  int64_t in_batch = 0;
+  for (int chunk = 0; chunk < plan.num_chunks; ++chunk) {
+    if (batches.empty() || in_batch + events_per_chunk[chunk] > max_events) {
+      batches.emplace_back(chunk, chunk);
+      in_batch = 0;
+    }
+    ++batches.back().second;
+    in_batch += events_per_chunk[chunk];
+  }
+  return batches;
 }
 
 }  // namespace
 
 absl::Status VerifyPlan(const Plan& plan, const VerifyOptions& options) {
   if (absl::Status shape = CheckShape(plan); !shape.ok()) return shape;
-  // Chunks never interact, so they are checked in batches that fit the memory budget: one batch
-  // (a single pass) for every plan up to ~1000 ranks, a few passes over the plan beyond.
-  const int64_t bytes_per_chunk =
-      int64_t{plan.num_ranks} * ((plan.num_ranks + 63) / 64) * int64_t{sizeof(uint64_t)};
-  const int batch = static_cast<int>(
-      std::clamp<int64_t>(options.max_state_bytes / bytes_per_chunk, 1, plan.num_chunks));
-  std::optional<Finding> first;
-  const std::array<int64_t, 4> no_error = {2, 0, 0, 0};
-  for (int begin = 0; begin < plan.num_chunks; begin += batch) {
-    std::optional<Finding> found =
-        VerifyChunks(plan, begin, std::min(batch, plan.num_chunks - begin),
-                     first.has_value() ? first->order : no_error);
-    if (found.has_value()) first = std::move(found);
+  const int64_t max_events =
+      std::max<int64_t>(1, options.max_index_bytes / static_cast<int64_t>(sizeof(ChunkEvent)));
+  ChunkVerifier verifier(plan);
+  Finding first;
+  std::vector<std::vector<ChunkEvent>> events;
+  for (const auto& [begin, end] : ChunkBatches(plan, max_events)) {
+    events.assign(end - begin, {});
+    for (int r = 0; r < plan.num_rounds(); ++r) {
+      const std::vector<Transfer>& transfers = plan.rounds[r].transfers;
+      for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
+        const ChunkList& chunks = transfers[t].chunks;
+        for (int i = 0; i < static_cast<int>(chunks.size()); ++i) {
+          if (chunks[i] >= begin && chunks[i] < end) events[chunks[i] - begin].push_back({r, t, i});
+        }
+      }
+    }
+    for (int chunk = begin; chunk < end; ++chunk) verifier.Run(chunk, events[chunk - begin], first);
   }
-  return first.has_value() ? first->status : absl::OkStatus();
+  return first.order == kNoError ? absl::OkStatus() : first.status;
 }
 
 }  // namespace stragglar

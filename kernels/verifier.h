@@ -19,12 +19,13 @@ namespace stragglar {
 //  first
 //    transfer happens in round `pre_arrival_rounds` (the contract's definition of the phases).
 // Otherwise InvalidArgument naming the round, transfer, rank and chunk at fault.
-// Cost: O(transfers * chunks per transfer * ranks / 64) time per pass and
-// min(ranks * chunks * ranks / 8 bytes, max_state_bytes) memory: chunks are checked in batches that
-// fit the budget, one pass over the plan per batch (one pass up to ~1000 ranks by default). Of
-// several errors, the one met first in execution order is reported, whatever the batching.
+// Cost: O(transfers * chunks per transfer * ranks / 64) time and ranks^2 / 8 bytes of state (2 MiB
+// at 4096 ranks): the plan runs chunk by chunk, from an index of each chunk's transfers built for
+// as many chunks at a time as fit `max_index_bytes` (12 bytes per chunk per transfer; one pass over
+// the plan per batch). Of several errors, the one met first in execution order is reported,
+// whatever the batching.
 struct VerifyOptions {
-  int64_t max_state_bytes = int64_t{256} << 20;
+  int64_t max_index_bytes = int64_t{256} << 20;
 };
 absl::Status VerifyPlan(const Plan& plan, const VerifyOptions& options = {});
 

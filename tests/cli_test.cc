@@ -124,7 +124,7 @@ TEST(CliTest, SimJsonFollowsTheContract) {
   EXPECT_DOUBLE_EQ(json["bandwidth_Bps"].get<double>(), 450.0 * (1LL << 30));
   EXPECT_DOUBLE_EQ(json["delay_s"].get<double>(), 0.02);
   EXPECT_EQ(json["straggler"], 5);
-  ASSERT_EQ(json["results"].size(), 3u);
+  ASSERT_EQ(json["results"].size(), 4u);
   for (const nlohmann::json& row : json["results"]) {
     EXPECT_GT(row["rounds"].get<int>(), 0);
     // completion counts from the first arrival, after_last_arrival from the straggler's.
@@ -138,6 +138,32 @@ TEST(CliTest, SimJsonFollowsTheContract) {
   EXPECT_EQ(json["results"][1]["family"], "baseline");
   EXPECT_EQ(json["results"][2]["family"], "stragglar");
   EXPECT_TRUE(json["break_even_delay_s"].contains("ring"));
+  // Log-depth StragglAR, with the block count chosen for the size: at n = 8 it takes exactly its
+  // bound, K - 1 + ceil(log2 9) post-arrival rounds.
+  const nlohmann::json& log_depth = json["results"][3];
+  EXPECT_EQ(log_depth["algorithm"], "stragglar-log-depth");
+  EXPECT_EQ(log_depth["family"], "stragglar");
+  const int blocks = log_depth["blocks"].get<int>();
+  EXPECT_TRUE(blocks == 32 || blocks == 64) << blocks;  // either side of sqrt(3 S beta / alpha)
+  EXPECT_EQ(log_depth["post_arrival_rounds"], blocks + 3);
+  EXPECT_TRUE(log_depth["break_even_delay_s"].contains("halving-doubling"));
+}
+
+TEST(CliTest, PlanPrintsLogDepthStragglar) {
+  CliResult table = RunCli("plan --algorithm stragglar-log-depth --ranks 8 --pieces 4");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("8 ranks, 4 chunks, straggler 7, log-depth, 4 blocks"));
+  // Halving-Doubling among 7 ready ranks (6 rounds), then the broadcast at its bound 4 - 1 + 4.
+  EXPECT_THAT(table.out, HasSubstr("rounds: 13 (6 pre-arrival, 7 post-arrival; lower bound 7)"));
+  CliResult json = RunCli(
+      "plan --algorithm stragglar-log-depth --ranks 13 --straggler 2 "
+      "--pieces 8 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["family"], "log-depth");
+  EXPECT_EQ(parsed["blocks"], 8);
+  EXPECT_EQ(parsed["straggler"], 2);
+  EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
 }
 
 TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
@@ -163,7 +189,8 @@ TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
                 0.005, 1e-12);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"ring", "halving-doubling", "stragglar",
-                                             "stragglar-hierarchical", "nccl-ring", "nccl-tree"}));
+                                             "stragglar-hierarchical", "nccl-ring", "nccl-tree",
+                                             "stragglar-log-depth"}));
   // NCCL's ring: 2N = 8 network steps of 14, 7/4 of the bytes through a NIC shared by 2 rails.
   EXPECT_NEAR(json["results"][4]["after_last_arrival_s"].get<double>(),
               6 * 3e-6 + 8 * 10e-6 + 2.0 * 7 / 8 * (64 << 20) / 2 / 50e9, 1e-12);
@@ -258,6 +285,8 @@ TEST(CliTest, BadInputGetsOneClearLine) {
       {"plan --algorithm stragglar --topology 2x4 --straggler 8",
        "--straggler 8 is outside [0, 7]"},
       {"plan --algorithm stragglar --topology 2x4 --ranks 4", "--ranks 4 disagrees"},
+      {"plan --algorithm stragglar-log-depth --ranks 4 --pieces 3", "must be a power of two"},
+      {"plan --algorithm stragglar-log-depth --topology 2x2", "does not apply to stragglar-log"},
       {"sim --topology 1x1 --bytes 1MiB", "has one rank"},
       {"sim --topology 2x4 --ranks 6 --bytes 1MiB", "--ranks 6 disagrees with --topology 2x4"},
       {"sim --ranks 4 --bytes 1MiB --inter-alpha 5us", "need --topology NxG"},

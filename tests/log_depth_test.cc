@@ -20,9 +20,17 @@ Plan LogDepth(int num_ranks, int straggler, int blocks) {
   return plan.ok() ? *std::move(plan) : Plan{};
 }
 
-// The fewest post-arrival rounds of single blocks any plan can take (docs/scale-model.md).
+// The fewest post-arrival rounds of single blocks any plan can take (docs/scale-model.md),
+// written out independently of LogDepthRoundLowerBound.
 int RoundBound(int num_ranks, int blocks) {
-  return blocks - 1 + std::bit_width(static_cast<unsigned>(num_ranks));  // ceil(log2(n + 1))
+  return blocks - 1 + static_cast<int>(std::ceil(std::log2(num_ranks + 1.0)));
+}
+
+TEST(LogDepthStragglarTest, RoundLowerBoundIsCeilLog2OfNPlusOne) {
+  for (int n = 2; n <= 2049; ++n) {
+    for (int blocks : {1, 7, 64})
+      ASSERT_EQ(LogDepthRoundLowerBound(n, blocks), RoundBound(n, blocks));
+  }
 }
 
 int HalvingDoublingRounds(int num_ranks) {

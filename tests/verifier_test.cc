@@ -161,9 +161,9 @@ TEST(VerifierTest, DroppingAnyTransferIsCaught) {
 }
 
 TEST(VerifierTest, BatchesOfChunksGiveTheSameVerdictAndMessage) {
-  // A budget of one byte checks one chunk per pass. Every verdict, and the message of the error met
-  // first in execution order, must not depend on it.
-  const VerifyOptions one_chunk_per_pass{.max_state_bytes = 1};
+  // A budget of one byte indexes one chunk per pass. Every verdict, and the message of the error
+  // met first in execution order, must not depend on it.
+  const VerifyOptions one_chunk_per_pass{.max_index_bytes = 1};
   auto message = [](const Plan& plan, const VerifyOptions& options) {
     absl::Status status = VerifyPlan(plan, options);
     return status.ok() ? std::string("ok") : std::string(status.message());
@@ -209,7 +209,7 @@ TEST(VerifierTest, TheErrorMetFirstIsReportedWhicheverChunkHasIt) {
     plan.rounds.push_back({{{0, 1, TransferOp::kReduce, {1 - early}}}});
     for (int64_t budget : {int64_t{1}, int64_t{1} << 20}) {
       EXPECT_THAT(
-          VerifyPlan(plan, {.max_state_bytes = budget}).message(),
+          VerifyPlan(plan, {.max_index_bytes = budget}).message(),
           HasSubstr(absl::StrCat("round 1 transfer 0 (0->1): chunk ", early, " double counts")))
           << budget;
     }

@@ -1,5 +1,8 @@
 #include "tools/sim_command.h"
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -21,20 +24,27 @@ struct Hierarchical {
   friend bool operator==(Hierarchical, Hierarchical) { return true; }
 };
 constexpr absl::string_view kHierarchicalName = "stragglar-hierarchical";
+// Log-depth StragglAR (kernels/stragglar_log_depth.cc), its block count chosen for the size.
+struct LogDepth {
+  friend bool operator==(LogDepth, LogDepth) { return true; }
+};
+constexpr absl::string_view kLogDepthName = "stragglar-log-depth";
 
 // A plan simulated transfer by transfer, or one of NCCL's algorithms in closed form.
-using Candidate = std::variant<Algorithm, Hierarchical, NcclModel>;
+using Candidate = std::variant<Algorithm, Hierarchical, LogDepth, NcclModel>;
 
 std::string CandidateName(const Candidate& candidate) {
   if (const Algorithm* algorithm = std::get_if<Algorithm>(&candidate)) {
     return std::string(AlgorithmName(*algorithm));
   }
   if (std::holds_alternative<Hierarchical>(candidate)) return std::string(kHierarchicalName);
+  if (std::holds_alternative<LogDepth>(candidate)) return std::string(kLogDepthName);
   return std::string(NcclModelName(std::get<NcclModel>(candidate)));
 }
 
 absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
   if (name == kHierarchicalName) return Hierarchical{};
+  if (name == kLogDepthName) return LogDepth{};
   if (absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name); algorithm.ok()) {
     return *algorithm;
   }
@@ -42,15 +52,15 @@ absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown algorithm \"", name,
                    "\" (expected ring, halving-doubling, stragglar, stragglar-hierarchical, "
-                   "nccl-ring or nccl-tree)"));
+                   "stragglar-log-depth, nccl-ring or nccl-tree)"));
 }
 
 absl::StatusOr<std::vector<Candidate>> ParseCandidates(absl::string_view names,
                                                        const Topology& topology) {
   if (names.empty()) {
-    names = topology.multi_node()
-                ? "ring,halving-doubling,stragglar,stragglar-hierarchical,nccl-ring,nccl-tree"
-                : "ring,halving-doubling,stragglar";
+    names = topology.multi_node() ? "ring,halving-doubling,stragglar,stragglar-hierarchical,"
+                                    "nccl-ring,nccl-tree,stragglar-log-depth"
+                                  : "ring,halving-doubling,stragglar,stragglar-log-depth";
   }
   std::vector<Candidate> candidates;
   for (absl::string_view name : absl::StrSplit(names, ',')) {
@@ -69,6 +79,7 @@ absl::StatusOr<std::vector<Candidate>> ParseCandidates(absl::string_view names,
 struct SimRow {
   Candidate candidate;
   int rounds = 0;            // a plan's rounds, a closed form's steps
+  int blocks = 0;            // log-depth StragglAR's block count; 0 for the others
   std::optional<Plan> plan;  // nullopt: a closed form
   double completion_s = 0;
   double after_last_arrival_s = 0;
@@ -92,6 +103,38 @@ absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, co
                 .after_last_arrival_s = result->after_last_arrival_s};
 }
 
+// The block counts worth simulating for log-depth StragglAR: the powers of two on either side of
+// the optimum of its round model, (K + L)(alpha + S beta / K) with L = ceil(log2(n + 1)) - 1, which
+// is K* = sqrt(L S beta / alpha) (docs/scale-model.md).
+std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkModel& link) {
+  const double levels = std::bit_width(static_cast<unsigned>(num_ranks)) - 1;
+  const double transfer_s = bytes / link.bandwidth_bytes_per_s;
+  const double best = link.alpha_s > 0 ? std::sqrt(levels * transfer_s / link.alpha_s)
+                                       : static_cast<double>(kMaxLogDepthBlocks);
+  const auto clamped = [](double blocks) {
+    return static_cast<unsigned>(std::clamp(blocks, 1.0, double{kMaxLogDepthBlocks}));
+  };
+  const int below = static_cast<int>(std::bit_floor(clamped(best)));
+  const int above = static_cast<int>(std::bit_ceil(clamped(best)));
+  return below == above ? std::vector<int>{below} : std::vector<int>{below, above};
+}
+
+// Log-depth StragglAR with the best of LogDepthBlockChoices, by simulation.
+absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArgs& args) {
+  const int num_ranks = args.network.topology.num_ranks();
+  std::optional<SimRow> best;
+  for (int blocks :
+       LogDepthBlockChoices(num_ranks, static_cast<double>(args.bytes), args.network.intra_node)) {
+    absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(num_ranks, args.straggler, blocks);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<SimRow> row = SimulatePlanRow(candidate, *std::move(plan), args);
+    if (!row.ok()) return row.status();
+    row->blocks = blocks;
+    if (!best.has_value() || row->completion_s < best->completion_s) best = *std::move(row);
+  }
+  return *std::move(best);
+}
+
 absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimArgs& args) {
   if (const NcclModel* model = std::get_if<NcclModel>(&candidate)) {
     const NcclModelCost cost =
@@ -108,6 +151,7 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
     if (!plan.ok()) return plan.status();
     return SimulatePlanRow(candidate, *std::move(plan), args);
   }
+  if (std::holds_alternative<LogDepth>(candidate)) return SimulateLogDepth(candidate, args);
   const Algorithm algorithm = std::get<Algorithm>(candidate);
   absl::StatusOr<Plan> plan = SynthesizePlan(
       algorithm, topology.num_ranks(),
@@ -166,6 +210,7 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
                             {"after_last_arrival_s", row.after_last_arrival_s}};
     if (row.is_stragglar()) {
       entry["post_arrival_rounds"] = row.plan->post_arrival_rounds();
+      if (row.blocks > 0) entry["blocks"] = row.blocks;
       entry["break_even_delay_s"] = BreakEvenJson(row);
       const bool flat = row.candidate == Candidate(Algorithm::kStragglar);
       if (break_even == nullptr || flat) break_even = &row;
@@ -230,6 +275,13 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
             FormatSeconds(delay_s));
       }
     }
+  }
+  for (const SimRow& row : rows) {
+    if (row.blocks == 0) continue;
+    out << absl::StrFormat(
+        "\n%s broadcasts the straggler's buffer in %d blocks after arrival (the better of the "
+        "powers of two nearest its model's optimum).\n",
+        kLogDepthName, row.blocks);
   }
   if (topology.multi_node()) {
     out << "\nnccl-ring and nccl-tree are NCCL's algorithms in closed form (docs/scale-model.md); "

@@ -43,16 +43,19 @@
 #include "tools/cli_args.h"
 #include "tools/doctor.h"
 #include "tools/pipeline_command.h"
+#include "tools/plan_command.h"
 #include "tools/run_job.h"
 #include "tools/sim_command.h"
 #include "tools/text_reports.h"
 #include "tools/usage.h"
 
-ABSL_FLAG(std::string, algorithm, "", "plan: ring, halving-doubling or stragglar");
+ABSL_FLAG(std::string, algorithm, "",
+          "plan: ring, halving-doubling, stragglar or stragglar-log-depth");
 ABSL_FLAG(std::optional<int>, ranks, std::nullopt, "number of ranks (>= 2)");
 ABSL_FLAG(std::string, straggler, "", "the late rank (default: the last rank)");
 ABSL_FLAG(int, pieces, 1,
-          "plan: stragglar's pieces per chunk (pipelined; 1: the unpipelined schedule)");
+          "plan: stragglar's pieces per chunk (pipelined; 1: the unpipelined schedule); "
+          "stragglar-log-depth's blocks (a power of two)");
 ABSL_FLAG(std::optional<stragglar::ByteSize>, bytes, std::nullopt, "buffer size, e.g. 16MiB");
 ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message latency, e.g. 3us");
 ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
@@ -157,63 +160,27 @@ void PrintJson(const nlohmann::json& json) { std::cout << json.dump(2) << "\n"; 
 
 absl::StatusOr<std::optional<Topology>> TopologyFromFlags();
 
-// `stragglar plan --topology NxG`: hierarchical StragglAR on that machine.
-absl::Status RunHierarchicalPlan(Algorithm algorithm, const Topology& topology) {
-  if (algorithm != Algorithm::kStragglar) {
-    return Usage(
-        "--topology applies to --algorithm stragglar only (Ring and Halving-Doubling do "
-        "not depend on the machine)");
-  }
-  if (absl::GetFlag(FLAGS_pieces) != 1) {
-    return Usage("--pieces does not apply with --topology: the hierarchical plan is not pipelined");
-  }
-  absl::StatusOr<int> straggler = StragglerFlag(topology.num_ranks());
-  if (!straggler.ok()) return straggler.status();
-  absl::StatusOr<Plan> plan =
-      SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler);
-  if (!plan.ok()) return plan.status();
-  if (absl::GetFlag(FLAGS_json)) {
-    nlohmann::json json = PlanToJson(*plan);
-    json["topology"] = {{"nodes", topology.nodes}, {"ranks_per_node", topology.ranks_per_node}};
-    PrintJson(json);
-  } else {
-    PrintPlanTable(*plan, std::cout, TopologyName(topology));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status RunPlan() {
-  const std::string algorithm_name = absl::GetFlag(FLAGS_algorithm);
-  if (algorithm_name.empty()) return Usage("--algorithm is required");
-  absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(algorithm_name);
-  if (!algorithm.ok()) return algorithm.status();
+  PlanArgs args{.algorithm = absl::GetFlag(FLAGS_algorithm),
+                .pieces = absl::GetFlag(FLAGS_pieces),
+                .json = absl::GetFlag(FLAGS_json)};
+  if (args.algorithm.empty()) return Usage("--algorithm is required");
   absl::StatusOr<std::optional<Topology>> topology = TopologyFromFlags();
   if (!topology.ok()) return topology.status();
-  if (topology->has_value()) return RunHierarchicalPlan(*algorithm, **topology);
-  absl::StatusOr<int> ranks = RequiredRanks();
-  if (!ranks.ok()) return ranks.status();
-  std::optional<int> straggler;
-  if (*algorithm == Algorithm::kStragglar) {
-    absl::StatusOr<int> index = StragglerFlag(*ranks);
-    if (!index.ok()) return index.status();
-    straggler = *index;
-  } else if (!absl::GetFlag(FLAGS_straggler).empty()) {
-    return Usage("--straggler applies to --algorithm stragglar only");
-  }
-  const int pieces = absl::GetFlag(FLAGS_pieces);
-  if (pieces != 1 && *algorithm != Algorithm::kStragglar) {
-    return Usage("--pieces applies to --algorithm stragglar only");
-  }
-  absl::StatusOr<Plan> plan = straggler.has_value()
-                                  ? SynthesizeStragglar(*ranks, *straggler, pieces)
-                                  : SynthesizePlan(*algorithm, *ranks, straggler);
-  if (!plan.ok()) return plan.status();
-  if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(PlanToJson(*plan));
+  args.topology = *topology;
+  if (args.topology.has_value()) {
+    args.num_ranks = args.topology->num_ranks();
   } else {
-    PrintPlanTable(*plan, std::cout);
+    absl::StatusOr<int> ranks = RequiredRanks();
+    if (!ranks.ok()) return ranks.status();
+    args.num_ranks = *ranks;
   }
-  return absl::OkStatus();
+  if (!absl::GetFlag(FLAGS_straggler).empty()) {
+    absl::StatusOr<int> straggler = StragglerFlag(args.num_ranks);
+    if (!straggler.ok()) return straggler.status();
+    args.straggler = *straggler;
+  }
+  return RunPlanCommand(args, std::cout);
 }
 
 // --alpha and --bandwidth (the bandwidth parser already refuses non-positive values); with

@@ -113,21 +113,18 @@ std::string DescribeTransfer(const Transfer& transfer) {
 
 }  // namespace
 
-void PrintPlanTable(const Plan& plan, std::ostream& out, absl::string_view topology) {
+void PrintPlanTable(const Plan& plan, std::ostream& out, const PlanTableNote& note) {
   out << absl::StrFormat("%s plan: %d ranks, %d chunks", AlgorithmName(plan.algorithm),
                          plan.num_ranks, plan.num_chunks);
-  if (!topology.empty()) {
-    // The flat schedule's bound on post-arrival rounds says nothing about rails of nodes.
-    out << absl::StrFormat(
-        ", straggler %d, hierarchical on %s\nrounds: %d (%d pre-arrival, %d post-arrival)\n",
-        *plan.straggler, topology, plan.num_rounds(), plan.pre_arrival_rounds,
-        plan.post_arrival_rounds());
-  } else if (plan.straggler.has_value()) {
-    out << absl::StrFormat(
-        ", straggler %d\nrounds: %d (%d pre-arrival, %d post-arrival; "
-        "lower bound %d)\n",
-        *plan.straggler, plan.num_rounds(), plan.pre_arrival_rounds, plan.post_arrival_rounds(),
-        StragglarRoundLowerBound(plan.num_ranks));
+  if (plan.straggler.has_value()) {
+    out << absl::StrFormat(", straggler %d%s\nrounds: %d (%d pre-arrival, %d post-arrival",
+                           *plan.straggler, note.family.empty() ? "" : ", " + note.family,
+                           plan.num_rounds(), plan.pre_arrival_rounds, plan.post_arrival_rounds());
+    // The flat schedule's bound on post-arrival rounds says nothing about the other families.
+    const std::optional<int> bound =
+        note.family.empty() ? std::optional<int>(StragglarRoundLowerBound(plan.num_ranks))
+                            : note.post_arrival_bound;
+    out << (bound.has_value() ? absl::StrFormat("; lower bound %d)\n", *bound) : ")\n");
   } else {
     out << absl::StrFormat("\nrounds: %d\n", plan.num_rounds());
   }
