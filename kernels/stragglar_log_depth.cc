@@ -4,17 +4,19 @@
 // Before the straggler arrives the n - 1 ready ranks run a whole AllReduce among themselves
 // (Halving-Doubling, 2*ceil(log2(n-1)) rounds), so each holds the ready ranks' sum y in every
 // chunk. All that is left when the straggler s arrives is to get its x_s to everyone and the sum
-// x_s + y back to it: a broadcast of K blocks in which the straggler's first delivery of block b
-// to a ready rank is a reduce (y_b + x_b, final) and every later one a copy of a final block, the
-// straggler's own included. The broadcast is pipelined over a circulant pattern: in round t rank
-// position p sends to position p + skip(t) (mod n), the skips being ceil(n/2), ceil(n/4), ..., 1
-// in turn (position 0 is the straggler, then the ready ranks in order); a sender sends the highest
-// block its receiver lacks, the straggler a block nobody has yet while there is one (as a
-// reduce of its own data until the block's final value reaches it, as a copy after).
+// x_s + y back to it: a broadcast of K blocks, pipelined over a circulant pattern. In round t rank
+// position p sends to position p + skip(t) (mod n), the skips being ceil(n/2), ceil(n/4), ..., 1 in
+// turn (position 0 is the straggler, then the ready ranks in order).
+//  - While it has blocks left, the straggler brings one in per round: it adds x_b into its
+//    receiver's y_b, the block's first final value, while the rank that sends to it adds y_b into
+//    its x_b. So it holds every final value once its last block is out.
+//  - Everyone else, and the straggler afterwards, copies its receiver the highest final block the
+//    receiver lacks.
 //
-// docs/scale-model.md proves that no plan can finish in fewer than K - 1 + ceil(log2(n+1))
-// post-arrival rounds of single blocks; this one meets that bound exactly at every n = 2^q and is
-// within two rounds of it at every n up to 1000 checked (tests pin the counts).
+// docs/scale-model.md proves that no plan whose post-arrival transfers each carry one of K equal
+// blocks finishes in fewer than K - 1 + ceil(log2 n) rounds' time. This one meets that bound at
+// every n = 2^q, and is at most 5 rounds over it at the other n up to 1024 checked (tests pin
+// counts).
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -48,12 +50,12 @@ class BlockHoldings {
   void Add(int position, int block) {
     bits_[static_cast<size_t>(position) * words_ + block / 64] |= uint64_t{1} << (block % 64);
   }
-  // The highest block `from` holds (all of them when from_all) and `to` lacks; -1 when none.
-  int HighestMissing(int from, int to, bool from_all, int blocks) const {
+  // The highest block `from` holds and `to` lacks; -1 when none.
+  int HighestMissing(int from, int to, int blocks) const {
     const uint64_t* source = Row(from);
     const uint64_t* target = Row(to);
     for (int w = words_ - 1; w >= 0; --w) {
-      uint64_t candidates = ~target[w] & (from_all ? ~uint64_t{0} : source[w]);
+      uint64_t candidates = ~target[w] & source[w];
       if (w == words_ - 1 && blocks % 64 != 0) candidates &= (uint64_t{1} << (blocks % 64)) - 1;
       if (candidates != 0) return w * 64 + 63 - std::countl_zero(candidates);
     }
@@ -110,21 +112,31 @@ absl::Status AppendBroadcast(const std::vector<int>& position_rank, int blocks, 
     const int skip = skips[t % skips.size()];
     std::vector<std::pair<int, int>> deliveries;  // (position, block)
     std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
+    // The block the straggler brings in this round, if any: one nobody has yet.
+    int new_block = -1;
+    if (next_new_block < blocks && !finals.Has(skip % n, next_new_block)) {
+      new_block = next_new_block++;
+    }
     for (int from = 0; from < n; ++from) {
       const int to = (from + skip) % n;
-      const bool is_straggler = from == 0;
       int block = -1;
-      if (is_straggler && next_new_block < blocks && !finals.Has(to, next_new_block)) {
-        block = next_new_block++;
+      TransferOp op = TransferOp::kCopy;
+      if (from == 0 && new_block >= 0) {
+        // x_b into the receiver's y_b: the block's first final value.
+        block = new_block;
+        op = TransferOp::kReduce;
+      } else if (to == 0 && new_block >= 0 && !finals.Has(0, new_block)) {
+        // Meanwhile the rank that sends to the straggler adds y_b into its x_b (or copies the
+        // final value, if it has one), so the straggler is done when its last block is out and
+        // the bound is met at n = 2^q.
+        block = new_block;
+        op = finals.Has(from, block) ? TransferOp::kCopy : TransferOp::kReduce;
       } else {
-        block = finals.HighestMissing(from, to, is_straggler, blocks);
+        // The straggler, done bringing blocks in, holds every final value by then.
+        block = finals.HighestMissing(from, to, blocks);
       }
       if (block < 0) continue;
-      // The straggler's buffer holds its own x_b until the final block b reaches it, and the
-      // final afterwards.
-      const bool adds_straggler_data = is_straggler && !finals.Has(0, block);
-      transfers.push_back({position_rank[from], position_rank[to],
-                           adds_straggler_data ? TransferOp::kReduce : TransferOp::kCopy,
+      transfers.push_back({position_rank[from], position_rank[to], op,
                            ChunkRange(block * chunks_per_block, (block + 1) * chunks_per_block)});
       deliveries.emplace_back(to, block);
     }
@@ -137,8 +149,7 @@ absl::Status AppendBroadcast(const std::vector<int>& position_rank, int blocks, 
 }  // namespace
 
 int LogDepthRoundLowerBound(int num_ranks, int blocks) {
-  return blocks - 1 +
-         std::bit_width(static_cast<unsigned>(num_ranks));  // bit_width(n) = ceil(log2(n+1))
+  return blocks - 1 + std::bit_width(static_cast<unsigned>(num_ranks - 1));  // ceil(log2 n)
 }
 
 absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks) {

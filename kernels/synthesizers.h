@@ -40,13 +40,14 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
 // Log-depth StragglAR (kernels/stragglar_log_depth.cc) for large flat rank counts: before the
 // straggler arrives the ready ranks run Halving-Doubling among themselves; after, the straggler's
 // buffer is broadcast in `blocks` pipelined blocks (a power of two up to kMaxLogDepthBlocks) over a
-// circulant pattern, each ready rank adding it once, in K - 1 + ceil(log2(n+1)) rounds at n = 2^q
-// and at most two more elsewhere. It has max(blocks, bit_floor(n - 1)) chunks. InvalidArgument for
-// fewer than 2 ranks, a straggler out of range or a bad block count.
+// circulant pattern, each ready rank adding it once: LogDepthRoundLowerBound rounds at n = 2^q, a
+// few more elsewhere. It has max(blocks, bit_floor(n - 1)) chunks. InvalidArgument for fewer than
+// 2 ranks, a straggler out of range or a bad block count.
 inline constexpr int kMaxLogDepthBlocks = 4096;
 absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks);
-// K - 1 + ceil(log2(n + 1)): no plan finishes in fewer post-arrival rounds when each transfer after
-// arrival carries at most one of K equal blocks (the proof is in docs/scale-model.md).
+// K - 1 + ceil(log2 n): no plan finishes its post-arrival phase in less than this many rounds'
+// time when each transfer after arrival carries one of K equal blocks (docs/scale-model.md); with
+// K = n - 1 it is flat StragglAR's L(n).
 int LogDepthRoundLowerBound(int num_ranks, int blocks);
 
 // Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.

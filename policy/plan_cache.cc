@@ -31,24 +31,39 @@ absl::StatusOr<CalibrationRegime> RegimeFromPhase(
 
 absl::StatusOr<const Plan*> PlanCache::WithPieces(Algorithm algorithm, std::optional<int> straggler,
                                                   int pieces) {
-  const std::tuple<Algorithm, int, int> key = {algorithm, straggler.value_or(-1), pieces};
+  return WithShape(algorithm, straggler, {.pieces = pieces});
+}
+
+absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optional<int> straggler,
+                                                 const StragglarShape& shape) {
+  const std::tuple<Algorithm, int, int, int> key = {algorithm, straggler.value_or(-1), shape.pieces,
+                                                    shape.log_depth_blocks};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
-  absl::StatusOr<Plan> plan = algorithm == Algorithm::kStragglar && straggler.has_value()
-                                  ? SynthesizeStragglar(num_ranks_, *straggler, pieces)
-                                  : SynthesizePlan(algorithm, num_ranks_, straggler);
+  const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
+  absl::StatusOr<Plan> plan =
+      !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
+      : shape.log_depth_blocks > 0
+          ? SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks)
+          : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
   if (!plan.ok()) return plan.status();
   return &plans_.emplace(key, *std::move(plan)).first->second;
 }
 
 absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<int> straggler,
                                            double bytes, const LinkModel& link) {
-  int pieces = 1;
-  if (algorithm == Algorithm::kStragglar) {
-    absl::StatusOr<int> best = StragglarPieces(bytes, link);
-    if (!best.ok()) return best.status();
-    pieces = *best;
-  }
-  return WithPieces(algorithm, straggler, pieces);
+  if (algorithm != Algorithm::kStragglar) return WithShape(algorithm, straggler, {});
+  absl::StatusOr<StragglarShape> shape = StragglarShapeFor(bytes, link);
+  if (!shape.ok()) return shape.status();
+  return WithShape(algorithm, straggler, *shape);
+}
+
+absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double bytes,
+                                                     const LinkModel& link) {
+  absl::StatusOr<SimulationResult> simulated =
+      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link,
+                   std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
+  if (!simulated.ok()) return simulated.status();
+  return simulated->completion_s;
 }
 
 absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& link) {
@@ -65,17 +80,44 @@ absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& li
     if (!plan.ok()) return plan.status();
     // Only the rounds after the straggler arrives: the ReduceScatter moves the same bytes in the
     // same messages whatever the depth, and is meant to hide in the straggler's delay.
-    absl::StatusOr<SimulationResult> simulated =
-        SimulatePart(**plan, (*plan)->pre_arrival_rounds, (*plan)->num_rounds(), bytes, link,
-                     std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
-    if (!simulated.ok()) return simulated.status();
-    if (simulated->completion_s < best_s) {
-      best_s = simulated->completion_s;
+    absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
+    if (!seconds.ok()) return seconds.status();
+    if (*seconds < best_s) {
+      best_s = *seconds;
       best_pieces = pieces;
     }
   }
   pieces_.emplace(key, best_pieces);
   return best_pieces;
+}
+
+absl::StatusOr<PlanCache::StragglarShape> PlanCache::StragglarShapeFor(double bytes,
+                                                                       const LinkModel& link) {
+  absl::StatusOr<int> pieces = StragglarPieces(bytes, link);
+  if (!pieces.ok()) return pieces.status();
+  const StragglarShape flat{.pieces = *pieces};
+  if (forced_pieces_ > 0) return flat;
+  const LinkKey key = KeyOf(bytes, link);
+  if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
+  absl::StatusOr<const Plan*> flat_plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, flat);
+  if (!flat_plan.ok()) return flat_plan.status();
+  absl::StatusOr<double> flat_s = PostArrivalSeconds(**flat_plan, bytes, link);
+  if (!flat_s.ok()) return flat_s.status();
+  StragglarShape best = flat;
+  double best_s = *flat_s * (1 - kLogDepthMinGain);
+  for (int blocks : LogDepthBlockChoices(num_ranks_, bytes, link)) {
+    const StragglarShape log_depth{.log_depth_blocks = blocks};
+    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, log_depth);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
+    if (!seconds.ok()) return seconds.status();
+    if (*seconds < best_s) {
+      best_s = *seconds;
+      best = log_depth;
+    }
+  }
+  shapes_.emplace(key, best);
+  return best;
 }
 
 absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double bytes,

@@ -33,13 +33,31 @@ class PlanCache {
 
   int num_ranks() const { return num_ranks_; }
 
-  // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's is
-  // pipelined with StragglarPieces(bytes, link) pieces per chunk; the others ignore the size.
+  // The shape of StragglAR's plan for a size: the flat schedule pipelined in `pieces` per chunk,
+  // or log-depth StragglAR broadcasting in `log_depth_blocks` blocks (when > 0).
+  struct StragglarShape {
+    int pieces = 1;
+    int log_depth_blocks = 0;
+    friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
+  };
+
+  // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's has the shape
+  // StragglarShapeFor(bytes, link); the others ignore the size.
   absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
                                   const LinkModel& link);
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
   absl::StatusOr<const Plan*> WithPieces(Algorithm algorithm, std::optional<int> straggler,
                                          int pieces);
+  absl::StatusOr<const Plan*> WithShape(Algorithm algorithm, std::optional<int> straggler,
+                                        const StragglarShape& shape);
+
+  // The flat schedule with StragglarPieces(bytes, link), unless log-depth StragglAR (the better of
+  // LogDepthBlockChoices) is priced more than kLogDepthMinGain faster after the straggler's
+  // arrival: the family changes only for a gain above the model's error, so the small jobs whose
+  // flat plans the executors were measured on keep them. With forced pieces: the flat schedule.
+  // A function of its inputs alone, so every rank picks the same.
+  static constexpr double kLogDepthMinGain = 0.05;
+  absl::StatusOr<StragglarShape> StragglarShapeFor(double bytes, const LinkModel& link);
 
   // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
   // kMaxPipelinedPieces pieces in all), the one whose post-arrival rounds the model prices fastest
@@ -86,9 +104,14 @@ class PlanCache {
 
   int num_ranks_;
   int forced_pieces_;
-  // (algorithm, straggler or -1, pieces) -> plan; node-based, so addresses stay valid.
-  std::map<std::tuple<Algorithm, int, int>, Plan> plans_;
+  // The model's time for `plan`'s post-arrival rounds, every rank starting together.
+  absl::StatusOr<double> PostArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
+
+  // (algorithm, straggler or -1, pieces, log-depth blocks) -> plan; node-based, so addresses stay
+  // valid.
+  std::map<std::tuple<Algorithm, int, int, int>, Plan> plans_;
   std::map<LinkKey, int> pieces_;
+  std::map<LinkKey, StragglarShape> shapes_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
   // What the simulator reads of a plan, found at its first simulation.
   struct SimulationIndex {

@@ -8,6 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/synthesizers.h"
 
 namespace stragglar {
 
@@ -294,6 +295,19 @@ absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, double baselin
   return BisectBreakEven(
       stragglar_plan, bytes, network,
       [&](double delay) -> absl::StatusOr<double> { return delay + baseline_seconds; });
+}
+
+std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkModel& link) {
+  const double levels = std::bit_width(static_cast<unsigned>(num_ranks)) - 1;
+  const double transfer_s = bytes / link.bandwidth_bytes_per_s;
+  const double best = link.alpha_s > 0 ? std::sqrt(levels * transfer_s / link.alpha_s)
+                                       : static_cast<double>(kMaxLogDepthBlocks);
+  const auto clamped = [](double blocks) {
+    return static_cast<unsigned>(std::clamp(blocks, 1.0, double{kMaxLogDepthBlocks}));
+  };
+  const int below = static_cast<int>(std::bit_floor(clamped(best)));
+  const int above = static_cast<int>(std::bit_ceil(clamped(best)));
+  return below == above ? std::vector<int>{below} : std::vector<int>{below, above};
 }
 
 }  // namespace stragglar

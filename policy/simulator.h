@@ -80,6 +80,12 @@ double StragglarReduceScatterSeconds(int num_ranks, double bytes, const LinkMode
 double StragglarPostArrivalSeconds(int num_ranks, int post_arrival_rounds, double bytes,
                                    const LinkModel& link);
 
+// The block counts worth pricing for log-depth StragglAR (kernels/stragglar_log_depth.cc) on a
+// call of `bytes`: the powers of two on either side of the optimum of its round model,
+// (K + L)(alpha + S beta / K) with L = ceil(log2(n + 1)) - 1, which is K* = sqrt(L S beta / alpha)
+// (docs/scale-model.md); one or two counts in [1, kMaxLogDepthBlocks].
+std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkModel& link);
+
 inline constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // The smallest delay of `stragglar_plan`'s straggler above which the StragglAR plan completes

@@ -139,13 +139,13 @@ TEST(CliTest, SimJsonFollowsTheContract) {
   EXPECT_EQ(json["results"][2]["family"], "stragglar");
   EXPECT_TRUE(json["break_even_delay_s"].contains("ring"));
   // Log-depth StragglAR, with the block count chosen for the size: at n = 8 it takes exactly its
-  // bound, K - 1 + ceil(log2 9) post-arrival rounds.
+  // bound, K - 1 + log2 8 post-arrival rounds.
   const nlohmann::json& log_depth = json["results"][3];
   EXPECT_EQ(log_depth["algorithm"], "stragglar-log-depth");
   EXPECT_EQ(log_depth["family"], "stragglar");
   const int blocks = log_depth["blocks"].get<int>();
   EXPECT_TRUE(blocks == 32 || blocks == 64) << blocks;  // either side of sqrt(3 S beta / alpha)
-  EXPECT_EQ(log_depth["post_arrival_rounds"], blocks + 3);
+  EXPECT_EQ(log_depth["post_arrival_rounds"], blocks + 2);
   EXPECT_TRUE(log_depth["break_even_delay_s"].contains("halving-doubling"));
 }
 
@@ -153,8 +153,8 @@ TEST(CliTest, PlanPrintsLogDepthStragglar) {
   CliResult table = RunCli("plan --algorithm stragglar-log-depth --ranks 8 --pieces 4");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("8 ranks, 4 chunks, straggler 7, log-depth, 4 blocks"));
-  // Halving-Doubling among 7 ready ranks (6 rounds), then the broadcast at its bound 4 - 1 + 4.
-  EXPECT_THAT(table.out, HasSubstr("rounds: 13 (6 pre-arrival, 7 post-arrival; lower bound 7)"));
+  // Halving-Doubling among 7 ready ranks (6 rounds), then the broadcast at its bound 4 - 1 + 3.
+  EXPECT_THAT(table.out, HasSubstr("rounds: 12 (6 pre-arrival, 6 post-arrival; lower bound 6)"));
   CliResult json = RunCli(
       "plan --algorithm stragglar-log-depth --ranks 13 --straggler 2 "
       "--pieces 8 --json");

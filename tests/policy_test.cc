@@ -121,7 +121,16 @@ TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ((*plan)->num_chunks, 7 * 8);
   EXPECT_EQ((*plan)->straggler, 5);
-  EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->num_chunks, 7);
+  // At 64 KiB the flat schedule's 9 post-arrival rounds are mostly alpha: log-depth StragglAR's
+  // broadcast takes K - 1 + log2 8 of them, and wins by far more than the 5% bar.
+  const Plan& small = **plans.For(Algorithm::kStragglar, 5, 64 << 10, paper);
+  const PlanCache::StragglarShape small_shape = *plans.StragglarShapeFor(64 << 10, paper);
+  ASSERT_GT(small_shape.log_depth_blocks, 0);
+  EXPECT_EQ(small.post_arrival_rounds(), LogDepthRoundLowerBound(8, small_shape.log_depth_blocks));
+  EXPECT_EQ(small.straggler, 5);
+  // At 1 GiB log-depth is priced under 1% faster than the pipelined flat plan: not enough to
+  // change the family.
+  EXPECT_EQ(*plans.StragglarShapeFor(1 << 30, paper), PlanCache::StragglarShape{.pieces = 8});
   EXPECT_EQ((*plans.For(Algorithm::kRing, std::nullopt, 1 << 30, paper))->num_chunks, 8);
 
   // The choice is priced with the pipelined plan: 1.15 s/B after arrival (alpha included) where

@@ -1,8 +1,5 @@
 #include "tools/sim_command.h"
 
-#include <algorithm>
-#include <bit>
-#include <cmath>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -101,22 +98,6 @@ absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, co
                 .plan = std::move(plan),
                 .completion_s = result->completion_s,
                 .after_last_arrival_s = result->after_last_arrival_s};
-}
-
-// The block counts worth simulating for log-depth StragglAR: the powers of two on either side of
-// the optimum of its round model, (K + L)(alpha + S beta / K) with L = ceil(log2(n + 1)) - 1, which
-// is K* = sqrt(L S beta / alpha) (docs/scale-model.md).
-std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkModel& link) {
-  const double levels = std::bit_width(static_cast<unsigned>(num_ranks)) - 1;
-  const double transfer_s = bytes / link.bandwidth_bytes_per_s;
-  const double best = link.alpha_s > 0 ? std::sqrt(levels * transfer_s / link.alpha_s)
-                                       : static_cast<double>(kMaxLogDepthBlocks);
-  const auto clamped = [](double blocks) {
-    return static_cast<unsigned>(std::clamp(blocks, 1.0, double{kMaxLogDepthBlocks}));
-  };
-  const int below = static_cast<int>(std::bit_floor(clamped(best)));
-  const int above = static_cast<int>(std::bit_ceil(clamped(best)));
-  return below == above ? std::vector<int>{below} : std::vector<int>{below, above};
 }
 
 // Log-depth StragglAR with the best of LogDepthBlockChoices, by simulation.
