@@ -1,6 +1,7 @@
 #include "policy/plan_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -139,7 +140,18 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
   const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = post_arrival_.find(key); it != post_arrival_.end()) return &it->second;
   const int straggler = *plan.straggler;
-  std::vector<double> start(static_cast<size_t>(plan.num_ranks), 0.0);
+  // The ready ranks' pattern of leaving the pre-arrival rounds when they arrive together, from the
+  // first to leave.
+  const std::vector<double> zeros(static_cast<size_t>(plan.num_ranks), 0.0);
+  absl::StatusOr<SimulationResult> pre =
+      SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link, zeros);
+  if (!pre.ok()) return pre.status();
+  std::vector<double> pattern = std::move(pre->finish_s);
+  pattern[straggler] = std::numeric_limits<double>::infinity();
+  const double first_s = *std::min_element(pattern.begin(), pattern.end());
+  for (double& leave_s : pattern) leave_s -= first_s;
+  pattern[straggler] = 0;
+  std::vector<double> start = pattern;
   absl::StatusOr<SimulationResult> together =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
   if (!together.ok()) return together.status();
@@ -154,7 +166,8 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
   absl::StatusOr<SimulationResult> from_straggler =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
   if (!from_straggler.ok()) return from_straggler.status();
-  PostArrivalProfile profile{.from_ready_s = std::move(from_ready->finish_s),
+  PostArrivalProfile profile{.ready_leave_s = std::move(pattern),
+                             .from_ready_s = std::move(from_ready->finish_s),
                              .from_straggler_s = std::move(from_straggler->finish_s)};
   for (double& finish_s : profile.from_straggler_s) finish_s -= far_s;
   return &post_arrival_.emplace(key, std::move(profile)).first->second;
@@ -170,16 +183,20 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
   absl::StatusOr<SimulationResult> pre =
       SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link, arrival_s);
   if (!pre.ok()) return pre.status();
+  absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
+  if (!profile.ok()) return profile.status();
+  const std::vector<double>& pattern = (*profile)->ready_leave_s;
   const int straggler = *plan.straggler;
   const double arrives_s = pre->finish_s[straggler];  // it has no pre-arrival transfer
-  const double ready_s = pre->finish_s[straggler == 0 ? 1 : 0];
+  const int first_ready = straggler == 0 ? 1 : 0;
+  const double ready_s = pre->finish_s[first_ready] - pattern[first_ready];
+  // Rounding aside, the ready ranks must leave in the pattern they leave in when together.
+  const double tolerance_s = kPatternTolerance * std::abs(ready_s);
   for (int r = 0; r < plan.num_ranks; ++r) {
-    if (r != straggler && pre->finish_s[r] != ready_s) {
+    if (r != straggler && std::abs(pre->finish_s[r] - pattern[r] - ready_s) > tolerance_s) {
       return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
     }
   }
-  absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
-  if (!profile.ok()) return profile.status();
   ++closed_form_calls_;
   SimulationResult result{.finish_s = std::vector<double>(arrival_s.size())};
   for (size_t r = 0; r < arrival_s.size(); ++r) {

@@ -75,13 +75,16 @@ class PlanCache {
   // other rounds read from their compact form (CompactRounds): the same results, Ring's in one
   // pass over the ranks.
   //
-  // Simulate also prices StragglAR's post-arrival rounds in closed form when every ready rank
-  // leaves the pre-arrival rounds at the same time (its ring ReduceScatter ends alike on every
-  // ready rank, whoever arrived last): the rounds are a max-plus map, so each rank then finishes
-  // at the later of that time plus the ready ranks' longest paths to it and the straggler's
-  // arrival plus its own (PostArrivalProfile), both found once per plan, size and link. Equal to
-  // the full simulation up to rounding (the argument is in docs/policy.md); otherwise it
-  // simulates every round as before.
+  // Simulate also prices StragglAR's post-arrival rounds in closed form when the ready ranks
+  // leave the pre-arrival rounds in the pattern they leave in when they arrive together, shifted
+  // by one time R (within kPatternTolerance of R, relative): the flat plan's ring ReduceScatter
+  // ends alike on every ready rank whoever arrived last, and log-depth's Halving-Doubling ends in
+  // a fixed pattern when the last ready rank to arrive lies on every longest chain. The rounds
+  // are a max-plus map, so each rank then finishes at the later of R plus the ready ranks'
+  // longest paths to it and the straggler's arrival plus its own (PostArrivalProfile), both found
+  // once per plan, size and link. Equal to the full simulation up to that tolerance (the argument
+  // is in docs/policy.md); otherwise it simulates every round as before.
+  static constexpr double kPatternTolerance = 1e-12;
   absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s);
   absl::StatusOr<SimulationResult> SimulatePart(const Plan& plan, int begin_round, int end_round,
@@ -124,6 +127,9 @@ class PlanCache {
   // finish from the ready ranks' start (ready ranks at 0, the straggler too early to matter) and
   // from the straggler's (the straggler so late that only its paths count, minus its start).
   struct PostArrivalProfile {
+    // When each ready rank leaves the pre-arrival rounds if all arrive together, from the first.
+    std::vector<double> ready_leave_s;
+    // From the ready ranks leaving in that pattern, the first at 0.
     std::vector<double> from_ready_s;
     std::vector<double> from_straggler_s;
   };
