@@ -260,8 +260,8 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
   for (const SimRow& row : rows) {
     if (row.blocks == 0) continue;
     out << absl::StrFormat(
-        "\n%s broadcasts the straggler's buffer in %d blocks after arrival (the better of the "
-        "powers of two nearest its model's optimum).\n",
+        "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
+        "optimum)\n",
         kLogDepthName, row.blocks);
   }
   if (topology.multi_node()) {
