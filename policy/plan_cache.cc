@@ -37,12 +37,15 @@ absl::StatusOr<const Plan*> PlanCache::WithPieces(Algorithm algorithm, std::opti
 
 absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optional<int> straggler,
                                                  const StragglarShape& shape) {
-  const std::tuple<Algorithm, int, int, int> key = {algorithm, straggler.value_or(-1), shape.pieces,
-                                                    shape.log_depth_blocks};
+  const std::tuple<Algorithm, int, int, int, bool> key = {
+      algorithm, straggler.value_or(-1), shape.pieces, shape.log_depth_blocks, shape.hierarchical};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
+  const Topology& topology = machine_.topology;
   absl::StatusOr<Plan> plan =
       !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
+      : shape.hierarchical
+          ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler)
       : shape.log_depth_blocks > 0
           ? SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks)
           : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
@@ -105,16 +108,20 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::StragglarShapeFor(double by
   absl::StatusOr<double> flat_s = PostArrivalSeconds(**flat_plan, bytes, link);
   if (!flat_s.ok()) return flat_s.status();
   StragglarShape best = flat;
-  double best_s = *flat_s * (1 - kLogDepthMinGain);
+  double best_s = *flat_s * (1 - kFamilyMinGain);
+  std::vector<StragglarShape> others;
   for (int blocks : LogDepthBlockChoices(num_ranks_, bytes, link)) {
-    const StragglarShape log_depth{.log_depth_blocks = blocks};
-    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, log_depth);
+    others.push_back({.log_depth_blocks = blocks});
+  }
+  if (machine_.topology.multi_node()) others.push_back({.hierarchical = true});
+  for (const StragglarShape& other : others) {
+    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, other);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
     if (!seconds.ok()) return seconds.status();
     if (*seconds < best_s) {
       best_s = *seconds;
-      best = log_depth;
+      best = other;
     }
   }
   shapes_.emplace(key, best);
@@ -220,9 +227,14 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
         indexes_.emplace(&plan, SimulationIndex{FindRingRuns(plan), CompactRoundsOf(plan)}).first;
   }
   const SimulationIndex& found = index->second;
+  const NetworkModel network = machine_.topology.multi_node()
+                                   ? NetworkModel{.topology = machine_.topology,
+                                                  .intra_node = link,
+                                                  .inter_node = machine_.inter_node_link}
+                                   : NetworkModel::Flat(plan.num_ranks, link);
   return SimulateRounds(plan, found.ring_runs,
                         found.compact.has_value() ? &*found.compact : nullptr, begin_round,
-                        end_round, bytes, NetworkModel::Flat(plan.num_ranks, link), arrival_s);
+                        end_round, bytes, network, arrival_s);
 }
 
 absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,

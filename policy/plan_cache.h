@@ -17,15 +17,26 @@
 #include "absl/types/span.h"
 #include "kernels/plan.h"
 #include "policy/calibration.h"
+#include "policy/network_model.h"
 #include "policy/simulator.h"
+#include "policy/topology.h"
 
 namespace stragglar {
 
 class PlanCache {
  public:
+  // The machine the plans run on: a flat one by default. On several nodes every simulation prices
+  // transfers per link class, the callers' link inside a node and `inter_node_link` between.
+  struct Machine {
+    Topology topology;
+    LinkModel inter_node_link = kTypicalInterNodeLink;
+  };
+
   // `forced_pieces` > 0 fixes StragglarPieces (a benchmark knob, STRAGGLAR_PIECES).
   explicit PlanCache(int num_ranks, int forced_pieces = 0)
-      : num_ranks_(num_ranks), forced_pieces_(forced_pieces) {}
+      : PlanCache(num_ranks, forced_pieces, Machine{.topology = Topology::Flat(num_ranks)}) {}
+  PlanCache(int num_ranks, int forced_pieces, Machine machine)
+      : num_ranks_(num_ranks), forced_pieces_(forced_pieces), machine_(std::move(machine)) {}
   PlanCache(const PlanCache&) = delete;
   PlanCache& operator=(const PlanCache&) = delete;
   PlanCache(PlanCache&&) = default;
@@ -33,11 +44,15 @@ class PlanCache {
 
   int num_ranks() const { return num_ranks_; }
 
+  const Machine& machine() const { return machine_; }
+
   // The shape of StragglAR's plan for a size: the flat schedule pipelined in `pieces` per chunk,
-  // or log-depth StragglAR broadcasting in `log_depth_blocks` blocks (when > 0).
+  // log-depth StragglAR broadcasting in `log_depth_blocks` blocks (when > 0), or hierarchical
+  // StragglAR on the machine's nodes.
   struct StragglarShape {
     int pieces = 1;
     int log_depth_blocks = 0;
+    bool hierarchical = false;
     friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
   };
 
@@ -51,12 +66,13 @@ class PlanCache {
   absl::StatusOr<const Plan*> WithShape(Algorithm algorithm, std::optional<int> straggler,
                                         const StragglarShape& shape);
 
-  // The flat schedule with StragglarPieces(bytes, link), unless log-depth StragglAR (the better of
-  // LogDepthBlockChoices) is priced more than kLogDepthMinGain faster after the straggler's
-  // arrival: the family changes only for a gain above the model's error, so the small jobs whose
-  // flat plans the executors were measured on keep them. With forced pieces: the flat schedule.
-  // A function of its inputs alone, so every rank picks the same.
-  static constexpr double kLogDepthMinGain = 0.05;
+  // The flat schedule with StragglarPieces(bytes, link), unless another family (log-depth
+  // StragglAR with the better of LogDepthBlockChoices; on several nodes hierarchical StragglAR) is
+  // priced more than kFamilyMinGain faster after the straggler's arrival: the family changes only
+  // for a gain above the model's error, so the small jobs whose flat plans the executors were
+  // measured on keep them. With forced pieces: the flat schedule. A function of its inputs alone,
+  // so every rank picks the same.
+  static constexpr double kFamilyMinGain = 0.05;
   absl::StatusOr<StragglarShape> StragglarShapeFor(double bytes, const LinkModel& link);
 
   // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
@@ -107,12 +123,13 @@ class PlanCache {
 
   int num_ranks_;
   int forced_pieces_;
+  Machine machine_;
   // The model's time for `plan`'s post-arrival rounds, every rank starting together.
   absl::StatusOr<double> PostArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
 
-  // (algorithm, straggler or -1, pieces, log-depth blocks) -> plan; node-based, so addresses stay
-  // valid.
-  std::map<std::tuple<Algorithm, int, int, int>, Plan> plans_;
+  // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical) -> plan; node-based, so
+  // addresses stay valid.
+  std::map<std::tuple<Algorithm, int, int, int, bool>, Plan> plans_;
   std::map<LinkKey, int> pieces_;
   std::map<LinkKey, StragglarShape> shapes_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;

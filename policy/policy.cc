@@ -45,6 +45,14 @@ absl::StatusOr<Policy> Policy::Create(RuntimeConfig config, int num_ranks, LinkM
         absl::StrCat("epoch_calls must be at least 1, got ", config.epoch_calls));
   }
   if (config.candidates.empty()) return absl::InvalidArgumentError("no candidate algorithms");
+  if (config.topology.has_value() && config.topology->num_ranks() != num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("topology ", TopologyName(*config.topology),
+                                                   " has ", config.topology->num_ranks(),
+                                                   " ranks, the communicator ", num_ranks));
+  }
+  if (absl::Status link_ok = ValidateLink(config.inter_node_link); !link_ok.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("inter-node link: ", link_ok.message()));
+  }
   return Policy(std::move(config), num_ranks, link);
 }
 
@@ -53,7 +61,10 @@ Policy::Policy(RuntimeConfig config, int num_ranks, LinkModel link)
       num_ranks_(num_ranks),
       link_(link),
       detector_(num_ranks, config_.detector),
-      plans_(std::make_unique<PlanCache>(num_ranks, config_.stragglar_pieces)),
+      plans_(std::make_unique<PlanCache>(
+          num_ranks, config_.stragglar_pieces,
+          PlanCache::Machine{.topology = config_.topology.value_or(Topology::Flat(num_ranks)),
+                             .inter_node_link = config_.inter_node_link})),
       chooser_(*plans_, config_.candidates, config_.min_predicted_gain,
                config_.calibrated_min_predicted_gain),
       predicted_arrival_s_(num_ranks, 0.0) {}

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/plan.h"
 #include "policy/detector.h"
+#include "policy/network_model.h"
+#include "policy/topology.h"
 #include "profiler/arrival.h"
 
 namespace stragglar {
@@ -47,6 +50,12 @@ struct RuntimeConfig {
   // Pieces per chunk of StragglAR's plans: 0 lets the model choose per message size; a number
   // fixes it (STRAGGLAR_PIECES; capped as PlanCache does).
   int stragglar_pieces = 0;
+  // The machine, ranks numbered node by node (STRAGGLAR_TOPOLOGY, or what the backend learned at
+  // setup); nullopt or one node: flat. On several nodes the plans are priced per link class, with
+  // the measured link inside a node and `inter_node_link` between nodes, and StragglAR's shapes
+  // include the hierarchical plan.
+  std::optional<Topology> topology;
+  LinkModel inter_node_link = kTypicalInterNodeLink;
   DetectorConfig detector;
   LagSource lag_source = LagSource::kArrivalClock;
   // STRAGGLAR_STATE_FILE: where the communicator keeps what the policy learned across restarts

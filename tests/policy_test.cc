@@ -1,3 +1,5 @@
+#include "policy/policy.h"
+
 #include <cmath>
 #include <random>
 
@@ -11,6 +13,8 @@
 
 namespace stragglar {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::vector<double> Lags(int num_ranks, std::mt19937& random, double noise_s, int late_rank = -1,
                          double late_s = 0) {
@@ -147,6 +151,48 @@ TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
       SimulatePlan(*SynthesizeStragglar(8, 5), 1 << 30, paper, late);
   ASSERT_TRUE(unpipelined.ok());
   EXPECT_GT(unpipelined->after_last_arrival_s, 1.28 * s_over_b);
+}
+
+TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStragglar) {
+  const LinkModel nvlink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
+  PlanCache nodes(8, 0, {.topology = two_by_four, .inter_node_link = kTypicalInterNodeLink});
+  const NetworkModel network{
+      .topology = two_by_four, .intra_node = nvlink, .inter_node = kTypicalInterNodeLink};
+  // 64 MiB: the flat plans send most chunks through the NICs, the hierarchical one a quarter of
+  // the buffer per rail, so it is the StragglAR plan the chooser prices.
+  const PlanCache::StragglarShape shape = *nodes.StragglarShapeFor(64 << 20, nvlink);
+  EXPECT_EQ(shape, PlanCache::StragglarShape{.hierarchical = true});
+  const Plan& plan = **nodes.For(Algorithm::kStragglar, 6, 64 << 20, nvlink);
+  EXPECT_EQ(plan, *SynthesizeHierarchicalStragglar(2, 4, 6));
+  // Every simulation is per link class: the cache's result is the network simulation's (up to
+  // rounding: the ready ranks arrive together, so the post-arrival closed form applies).
+  std::vector<double> arrival(8, 0.0);
+  arrival[6] = 30e-3;
+  const SimulationResult got = *nodes.Simulate(plan, 64 << 20, nvlink, arrival);
+  const SimulationResult want = *SimulatePlan(plan, 64 << 20, network, arrival);
+  for (int r = 0; r < 8; ++r) EXPECT_NEAR(got.finish_s[r], want.finish_s[r], 1e-15) << r;
+  EXPECT_GT(
+      want.after_last_arrival_s,
+      1.5 *
+          SimulatePlan(plan, 64 << 20, nvlink, arrival)->after_last_arrival_s);  // NICs are slower
+  const Plan& ring = **nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
+  EXPECT_EQ(nodes.Simulate(ring, 64 << 20, nvlink, arrival)->finish_s,
+            SimulatePlan(ring, 64 << 20, network, arrival)->finish_s);
+  // The same ranks on one node never get the hierarchical plan.
+  PlanCache flat(8);
+  EXPECT_FALSE(flat.StragglarShapeFor(64 << 20, nvlink)->hierarchical);
+}
+
+TEST(PolicyTest, RejectsATopologyThatIsNotTheCommunicators) {
+  RuntimeConfig config;
+  config.topology = Topology{.nodes = 2, .ranks_per_node = 4};
+  const LinkModel link{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 1e9};
+  EXPECT_THAT(Policy::Create(config, 6, link).status().message(),
+              HasSubstr("topology 2x4 has 8 ranks, the communicator 6"));
+  EXPECT_TRUE(Policy::Create(config, 8, link).ok());
+  config.inter_node_link.bandwidth_bytes_per_s = 0;
+  EXPECT_THAT(Policy::Create(config, 8, link).status().message(), HasSubstr("inter-node link"));
 }
 
 TEST(ChooserTest, RanksSharingTwoCoresKeepTheUnpipelinedSchedule) {
