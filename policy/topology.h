@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace stragglar {
 
@@ -40,5 +41,12 @@ struct Topology {
 absl::StatusOr<Topology> ParseTopology(absl::string_view text);
 // "4x8".
 std::string TopologyName(const Topology& topology);
+
+// The topology of ranks whose node identities (any value equal on the ranks of one node: a host
+// hash, a node leader's rank) are `node_of_rank`, rank by rank. InvalidArgument when the ranks are
+// not numbered node by node ("rank 4 is on the node of rank 0 again, after other nodes") or nodes
+// hold different numbers of ranks ("node of rank 0 has 3 ranks, node of rank 3 has 2"): the model
+// of nodes assumes both. An empty span is InvalidArgument too.
+absl::StatusOr<Topology> TopologyFromNodeIds(absl::Span<const int64_t> node_of_rank);
 
 }  // namespace stragglar

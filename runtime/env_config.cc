@@ -222,6 +222,7 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_MODE",
                                                  "STRAGGLAR_MPI_SEGMENT",
                                                  "STRAGGLAR_PIECES",
+                                                 "STRAGGLAR_TOPOLOGY",
                                                  "STRAGGLAR_PRE_ARRIVAL",
                                                  "STRAGGLAR_PROFILER",
                                                  "STRAGGLAR_STATE_FILE",
@@ -349,6 +350,15 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     } else {
       env.Invalid("STRAGGLAR_PIECES", *value,
                   absl::StrCat("auto or an integer from 1 to ", kMaxForcedPieces), "auto");
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_TOPOLOGY")) {
+    if (absl::StatusOr<Topology> topology = ParseTopology(*value); topology.ok()) {
+      config.topology = *topology;
+    } else {
+      env.Invalid("STRAGGLAR_TOPOLOGY", *value, "NxG, N nodes of G ranks, e.g. 4x8",
+                  "what the library learns");
     }
   }
 

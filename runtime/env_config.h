@@ -14,6 +14,7 @@
 #include "policy/pipeline_schedule.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
+#include "policy/topology.h"
 #include "runtime/log.h"
 
 namespace stragglar {
@@ -72,6 +73,11 @@ struct PreloadConfig {
   // STRAGGLAR_ALGORITHM). auto (0, default): the model's choice per message size
   // (Chooser::StragglarPieces); a number is capped so that (n-1)*pieces <= kMaxPipelinedPieces.
   int pieces = 0;
+  // STRAGGLAR_TOPOLOGY=NxG: the machine, N nodes of G ranks numbered node by node (ParseTopology),
+  // instead of what the library learns when a communicator is set up (ranks sharing memory for
+  // MPI, host names for NCCL). For tests and for launchers that number ranks otherwise. Applies to
+  // communicators of N*G ranks; others are set up as if it were unset (said once).
+  std::optional<Topology> topology;
   // STRAGGLAR_MPI_SEGMENT, MPI library only: reduce transfers travel in messages of at most this
   // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
   // while still in cache. The MPI library uses rank 0's value on every rank.

@@ -1,6 +1,9 @@
 #include "runtime/preload_common.h"
 
+#include <unistd.h>
+
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -53,6 +56,48 @@ MetricsSetup StartMetricsFromEnv(int local_rank) {
   // A bad STRAGGLAR_METRICS_* value is printed whatever the log level, like every setting.
   LogAlwaysLines(config_log.str());
   return setup;
+}
+
+absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& config,
+                                                      CommBackend& backend, int size,
+                                                      int64_t node_id, absl::string_view comm) {
+  // Always gathered, so that ranks with different environments still make the same calls.
+  const double mine[] = {static_cast<double>(node_id)};
+  if (absl::Status status = backend.StartGather(mine); !status.ok()) return status;
+  absl::StatusOr<std::vector<double>> all = backend.FinishGather();
+  if (!all.ok()) return all.status();
+  if (all->size() != static_cast<size_t>(size)) {
+    return absl::InternalError(
+        absl::StrCat("node ids: gathered ", all->size(), " values from ", size, " ranks"));
+  }
+  if (config.topology.has_value()) {
+    if (config.topology->num_ranks() == size) {
+      Log(LogLevel::kInfo, absl::StrCat(comm, ": topology ", TopologyName(*config.topology),
+                                        " (STRAGGLAR_TOPOLOGY)"));
+      return config.topology;
+    }
+    LogOnce(LogLevel::kWarn, "topology-size",
+            absl::StrCat("STRAGGLAR_TOPOLOGY=", TopologyName(*config.topology), " has ",
+                         config.topology->num_ranks(), " ranks, ", comm, " has ", size,
+                         "; using the nodes the ranks report"));
+  }
+  const std::vector<int64_t> node_of_rank(all->begin(), all->end());
+  absl::StatusOr<Topology> learned = TopologyFromNodeIds(node_of_rank);
+  if (!learned.ok()) {
+    LogOnce(LogLevel::kWarn, "topology-learned",
+            absl::StrCat(comm, ": ", learned.status().message(), "; priced as one node"));
+    return std::nullopt;
+  }
+  if (!learned->multi_node()) return std::nullopt;
+  Log(LogLevel::kInfo,
+      absl::StrCat(comm, ": ", learned->nodes, " nodes of ", learned->ranks_per_node, " ranks"));
+  return *learned;
+}
+
+int64_t HostNodeId() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return static_cast<int64_t>(std::hash<std::string>{}(name) & ((uint64_t{1} << 52) - 1));
 }
 
 CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view backend,

@@ -34,6 +34,20 @@ MetricsSetup StartMetricsFromEnv(int local_rank);
 // A preload library's communicator options from its settings: the policy's (ToRuntimeConfig),
 // the library's own AllReduce as the default algorithm (priced as Ring), Ring and StragglAR as
 // the candidates, STRAGGLAR_ALGORITHM applied, failures logged under `library_call`.
+// The machine a communicator of `size` ranks runs on, for the policy's cost model. Gathers every
+// rank's `node_id` (equal on the ranks of one node) through `backend`, so every rank of the
+// communicator must call it, at setup. STRAGGLAR_TOPOLOGY wins when it has `size` ranks; else the
+// gathered ids' topology (TopologyFromNodeIds); else nullopt (one node), with one line saying why.
+// A topology of several nodes is logged at INFO.
+absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& config,
+                                                      CommBackend& backend, int size,
+                                                      int64_t node_id, absl::string_view comm);
+
+// A node identity from this host's name: 52 bits of its hash, exact in the doubles the gather
+// carries. The same on every rank of a host (one binary), different across hosts but for hash
+// collisions.
+int64_t HostNodeId();
+
 CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view backend,
                                absl::string_view library_call, std::string name,
                                LagSource lag_source);

@@ -42,6 +42,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.pieces, expected.pieces);
   EXPECT_EQ(actual.mpi_segment_bytes, expected.mpi_segment_bytes);
   EXPECT_EQ(actual.nccl_pre_arrival, expected.nccl_pre_arrival);
+  EXPECT_EQ(actual.topology, expected.topology);
 }
 
 std::string HostName() {
@@ -71,6 +72,7 @@ void SetAllValid() {
       {"STRAGGLAR_PIECES", "8"},
       {"STRAGGLAR_MPI_SEGMENT", "64KiB"},
       {"STRAGGLAR_PRE_ARRIVAL", "NCCL"},
+      {"STRAGGLAR_TOPOLOGY", "2X4"},
   };
 }
 
@@ -90,6 +92,7 @@ PreloadConfig AllValid() {
   config.pieces = 8;
   config.mpi_segment_bytes = 64 << 10;
   config.nccl_pre_arrival = true;
+  config.topology = Topology{.nodes = 2, .ranks_per_node = 4};
   return config;
 }
 
@@ -126,7 +129,7 @@ TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
        {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS", "STRAGGLAR_MIN_BYTES",
         "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
         "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER", "STRAGGLAR_PROFILER", "STRAGGLAR_PIECES",
-        "STRAGGLAR_MPI_SEGMENT", "STRAGGLAR_PRE_ARRIVAL"}) {
+        "STRAGGLAR_MPI_SEGMENT", "STRAGGLAR_PRE_ARRIVAL", "STRAGGLAR_TOPOLOGY"}) {
     FakeEnv()[name] = "";
   }
   std::vector<std::string> lines;
@@ -350,6 +353,14 @@ std::vector<InvalidCase> InvalidCases() {
       {"STRAGGLAR_MPI_SEGMENT", "2GiB", segment_line("2GiB"), segment},
       {"STRAGGLAR_MPI_SEGMENT", "-16", segment_line("-16"), segment},
       {"STRAGGLAR_MPI_SEGMENT", "big", segment_line("big"), segment},
+      {"STRAGGLAR_TOPOLOGY", "8",
+       "STRAGGLAR_TOPOLOGY=\"8\" is invalid (accepted: NxG, N nodes of G ranks, e.g. 4x8); using "
+       "what the library learns",
+       [](PreloadConfig& c) { c.topology.reset(); }},
+      {"STRAGGLAR_TOPOLOGY", "0x8",
+       "STRAGGLAR_TOPOLOGY=\"0x8\" is invalid (accepted: NxG, N nodes of G ranks, e.g. 4x8); using "
+       "what the library learns",
+       [](PreloadConfig& c) { c.topology.reset(); }},
       {"STRAGGLAR_PRE_ARRIVAL", "subcomm",
        "STRAGGLAR_PRE_ARRIVAL=\"subcomm\" is invalid (accepted: rounds, nccl); using rounds",
        [](PreloadConfig& c) { c.nccl_pre_arrival = false; }},

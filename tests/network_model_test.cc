@@ -58,6 +58,24 @@ TEST(TopologyTest, BadTextIsOneClearError) {
   EXPECT_THAT(ParseTopology("1024x128").status().message(), HasSubstr("at most 65536"));
 }
 
+TEST(TopologyTest, NodeIdsGiveTheTopologyOrOneClearError) {
+  // Host hashes, node leaders' ranks: any value equal on the ranks of one node.
+  EXPECT_EQ(*TopologyFromNodeIds(std::vector<int64_t>{7, 7, 7, 7}), Topology::Flat(4));
+  EXPECT_EQ(*TopologyFromNodeIds(std::vector<int64_t>{9, 9, 3, 3, 5, 5}),
+            (Topology{.nodes = 3, .ranks_per_node = 2}));
+  EXPECT_EQ(*TopologyFromNodeIds(std::vector<int64_t>{1, 2, 3}),
+            (Topology{.nodes = 3, .ranks_per_node = 1}));
+  EXPECT_THAT(TopologyFromNodeIds(std::vector<int64_t>{0, 0, 1, 1, 0, 0}).status().message(),
+              HasSubstr("rank 4 is on the node of rank 0 again"));
+  EXPECT_THAT(TopologyFromNodeIds(std::vector<int64_t>{0, 1, 0, 1}).status().message(),
+              HasSubstr("rank 2 is on the node of rank 0 again"));
+  EXPECT_THAT(TopologyFromNodeIds(std::vector<int64_t>{4, 4, 4, 8, 8}).status().message(),
+              HasSubstr("the node of rank 0 has 3, the node of rank 3 has 2"));
+  EXPECT_THAT(TopologyFromNodeIds(std::vector<int64_t>{4, 8, 8}).status().message(),
+              HasSubstr("the node of rank 0 has 1, the node of rank 1 has 2"));
+  EXPECT_FALSE(TopologyFromNodeIds({}).ok());
+}
+
 TEST(NetworkSimulatorTest, OneClassPricesLikeTheFlatModel) {
   // With both classes equal, the machine's shape changes nothing, bit for bit.
   for (const auto& [nodes, per_node] : {std::pair{2, 4}, std::pair{4, 2}, std::pair{8, 1}}) {

@@ -6,6 +6,62 @@
 namespace stragglar {
 namespace {
 
+// One rank's view of a gather whose other ranks' values are given: what LearnTopology reads.
+class GatheringBackend final : public CommBackend {
+ public:
+  GatheringBackend(int rank, std::vector<double> others) : rank_(rank), all_(std::move(others)) {}
+  double Now() override { return 0; }
+  absl::Status StartGather(absl::Span<const double> mine) override {
+    if (mine.size() != 1) return absl::InternalError("one value per rank expected");
+    all_[rank_] = mine[0];
+    ++gathers_;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<double>> FinishGather() override { return all_; }
+  absl::Status BroadcastFromRankZero(std::string&) override { return absl::OkStatus(); }
+  int gathers() const { return gathers_; }
+
+ private:
+  int rank_;
+  std::vector<double> all_;
+  int gathers_ = 0;
+};
+
+TEST(PreloadCommonTest, LearnTopologyFromTheRanksNodesOrTheEnvironment) {
+  const PreloadConfig unset;
+  // Rank 2 of 2 nodes of 2, its node id 30 (what a host hash or node leader would be).
+  GatheringBackend nodes(2, {10, 10, 0, 30});
+  EXPECT_EQ(*LearnTopology(unset, nodes, 4, 30, "comm0"),
+            (Topology{.nodes = 2, .ranks_per_node = 2}));
+  // One host: flat, nothing to say.
+  GatheringBackend one_host(1, {5, 0, 5, 5});
+  EXPECT_EQ(*LearnTopology(unset, one_host, 4, 5, "comm0"), std::nullopt);
+  // Ranks not numbered node by node: priced as one node (and said once).
+  GatheringBackend interleaved(0, {0, 7, 3, 7});
+  EXPECT_EQ(*LearnTopology(unset, interleaved, 4, 3, "comm0"), std::nullopt);
+  // STRAGGLAR_TOPOLOGY wins when it fits the communicator; the gather still happens, so ranks
+  // with different environments make the same calls.
+  PreloadConfig forced;
+  forced.topology = Topology{.nodes = 4, .ranks_per_node = 1};
+  GatheringBackend fits(0, {0, 5, 5, 5});
+  EXPECT_EQ(*LearnTopology(forced, fits, 4, 5, "comm0"), forced.topology);
+  EXPECT_EQ(fits.gathers(), 1);
+  GatheringBackend larger(0, {0, 5, 6, 6, 7, 7});
+  EXPECT_EQ(*LearnTopology(forced, larger, 6, 5, "comm1"),
+            (Topology{.nodes = 3, .ranks_per_node = 2}));
+  // A gather that returns the wrong count is an error, not a guess.
+  GatheringBackend short_gather(0, {0, 1});
+  EXPECT_FALSE(LearnTopology(unset, short_gather, 4, 1, "comm0").ok());
+}
+
+TEST(PreloadCommonTest, HostNodeIdIsStableAndExactInADouble) {
+  const int64_t id = HostNodeId();
+  EXPECT_EQ(HostNodeId(), id);
+  EXPECT_GE(id, 0);
+  EXPECT_LT(id, int64_t{1} << 52);
+  EXPECT_EQ(static_cast<int64_t>(static_cast<double>(id)), id);
+}
+
 // The INFO lines both preloads write: what a communicator measured and which plans it ran.
 TEST(PreloadCommonTest, DescribePlanSaysTheShapeOfWhatRuns) {
   EXPECT_EQ(DescribePlan(*SynthesizeStragglar(4, 3), 16 << 20),

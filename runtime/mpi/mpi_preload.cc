@@ -183,10 +183,12 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
   if (inter || size < 2 || PMPI_Comm_dup(comm, &own) != MPI_SUCCESS) {
     state.reset();
   } else {
+    // The ranks that share memory with this one: its node, named by its lowest rank.
     MPI_Comm node = MPI_COMM_NULL;
-    int node_size = 0;
+    int node_size = 0, node_leader = rank;
     PMPI_Comm_split_type(own, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     PMPI_Comm_size(node, &node_size);
+    PMPI_Allreduce(&rank, &node_leader, 1, MPI_INT, MPI_MIN, node);
     PMPI_Comm_free(&node);
     const bool one_host = node_size == size;
     CommOptions options =
@@ -199,6 +201,13 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
     state->options = AgreedExecutorOptions(g.config, own, rank);
+    absl::StatusOr<std::optional<Topology>> topology =
+        LearnTopology(g.config, *state->backend, size, node_leader, CommName(comm));
+    if (topology.ok()) {
+      options.runtime.topology = *topology;
+    } else {
+      Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
+    }
     absl::StatusOr<std::unique_ptr<Communicator>> created =
         Communicator::Create(rank, size, std::move(options), *state->backend);
     if (created.ok()) {

@@ -217,6 +217,13 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
             settings->ipc_timeout_s);
       }
       options.native_pre_arrival = settings->nccl_pre_arrival;
+      absl::StatusOr<std::optional<Topology>> topology =
+          LearnTopology(g.config, *state->backend, size, HostNodeId(), name);
+      if (topology.ok()) {
+        options.runtime.topology = *topology;
+      } else {
+        Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
+      }
       created = Communicator::Create(rank, size, std::move(options), *state->backend);
     } else {
       created = settings.status();
