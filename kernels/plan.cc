@@ -64,6 +64,18 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
   return kAlgorithmNames[static_cast<size_t>(algorithm)];
 }
 
+absl::string_view StragglarVariantName(StragglarVariant variant) {
+  switch (variant) {
+    case StragglarVariant::kLogDepth:
+      return "log-depth";
+    case StragglarVariant::kHierarchical:
+      return "hierarchical";
+    case StragglarVariant::kFlat:
+      break;
+  }
+  return "flat";
+}
+
 absl::string_view AlgorithmFamily(Algorithm algorithm) {
   return algorithm == Algorithm::kStragglar ? "stragglar" : "baseline";
 }
@@ -127,6 +139,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                          {"pre_arrival_rounds", plan.pre_arrival_rounds},
                          {"rounds", std::move(rounds)}};
   if (plan.straggler.has_value()) json["straggler"] = *plan.straggler;
+  if (plan.variant != StragglarVariant::kFlat) json["variant"] = StragglarVariantName(plan.variant);
   return json;
 }
 
@@ -156,6 +169,20 @@ absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
     absl::StatusOr<int> pre = IntMember(json, "pre_arrival_rounds", "plan");
     if (!pre.ok()) return pre.status();
     plan.pre_arrival_rounds = *pre;
+  }
+  if (auto variant = json.find("variant"); variant != json.end()) {
+    bool known = false;
+    for (StragglarVariant candidate :
+         {StragglarVariant::kFlat, StragglarVariant::kLogDepth, StragglarVariant::kHierarchical}) {
+      if (variant->is_string() && variant->get<std::string>() == StragglarVariantName(candidate)) {
+        plan.variant = candidate;
+        known = true;
+      }
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(
+          "plan: \"variant\" must be \"flat\", \"log-depth\" or \"hierarchical\"");
+    }
   }
   auto rounds = json.find("rounds");
   if (rounds == json.end() || !rounds->is_array()) {

@@ -36,6 +36,14 @@ absl::string_view AlgorithmFamily(Algorithm algorithm);
 // Comma-separated names, e.g. "ring,stragglar"; rejects empty items and duplicates.
 absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names);
 
+// Which of StragglAR's plan families a StragglAR plan belongs to: the flat schedule (the paper's,
+// pipelined or not), log-depth (kernels/stragglar_log_depth.cc) or hierarchical
+// (kernels/stragglar_hierarchical.cc). Descriptive only: the verifier, the simulator and the
+// executors treat every plan alike.
+enum class StragglarVariant : uint8_t { kFlat, kLogDepth, kHierarchical };
+// "flat", "log-depth", "hierarchical".
+absl::string_view StragglarVariantName(StragglarVariant variant);
+
 enum class TransferOp : uint8_t { kReduce, kCopy };
 
 // Most transfers carry one chunk; halving-doubling carries many, so keep small lists inline.
@@ -65,6 +73,7 @@ struct Plan {
   // StragglAR: rounds [0, pre_arrival_rounds) run before the straggler arrives and must not involve
   // it. The straggler's first transfer is in round pre_arrival_rounds (checked by the verifier).
   int pre_arrival_rounds = 0;
+  StragglarVariant variant = StragglarVariant::kFlat;
   std::vector<Round> rounds;
 
   int num_rounds() const { return static_cast<int>(rounds.size()); }
@@ -88,7 +97,8 @@ Plan SwapRanks(const Plan& plan, int a, int b);
 
 // JSON in the contract's shape: {"algorithm", "ranks", "straggler", "chunks", "rounds":
 // [{"transfers":
-// [{"src", "dst", "chunks", "op"}]}]} plus "pre_arrival_rounds".
+// [{"src", "dst", "chunks", "op"}]}]} plus "pre_arrival_rounds", and "variant" for StragglAR plans
+// other than the flat schedule.
 nlohmann::json PlanToJson(const Plan& plan);
 // Parses the same shape; structural errors name the offending field. Does not verify correctness:
 // run VerifyPlan for that.

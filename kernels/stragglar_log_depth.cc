@@ -177,7 +177,8 @@ absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, i
   Plan plan{.algorithm = Algorithm::kStragglar,
             .num_ranks = num_ranks,
             .num_chunks = std::max(ready_chunks, blocks),
-            .straggler = straggler};
+            .straggler = straggler,
+            .variant = StragglarVariant::kLogDepth};
   if (absl::Status status = AppendReadyAllReduce(ready, plan.num_chunks / ready_chunks, plan);
       !status.ok()) {
     return status;

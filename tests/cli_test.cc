@@ -105,6 +105,7 @@ TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
   const nlohmann::json parsed = nlohmann::json::parse(json.out);
   EXPECT_EQ(parsed["topology"]["nodes"], 3);
   EXPECT_EQ(parsed["topology"]["ranks_per_node"], 2);
+  EXPECT_EQ(parsed["variant"], "hierarchical");
   absl::StatusOr<Plan> plan = PlanFromJson(parsed);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->straggler, 1);
@@ -160,7 +161,7 @@ TEST(CliTest, PlanPrintsLogDepthStragglar) {
       "--pieces 8 --json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::json parsed = nlohmann::json::parse(json.out);
-  EXPECT_EQ(parsed["family"], "log-depth");
+  EXPECT_EQ(parsed["variant"], "log-depth");
   EXPECT_EQ(parsed["blocks"], 8);
   EXPECT_EQ(parsed["straggler"], 2);
   EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);

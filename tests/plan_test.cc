@@ -98,6 +98,16 @@ TEST(PlanJsonTest, RoundTripsEveryAlgorithm) {
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, *plan) << AlgorithmName(algorithm);
   }
+  // StragglAR's other families keep their variant.
+  for (const Plan& plan :
+       {*SynthesizeLogDepthStragglar(6, 2, 4), *SynthesizeHierarchicalStragglar(3, 2, 1)}) {
+    const nlohmann::json json = PlanToJson(plan);
+    EXPECT_EQ(json["variant"].get<std::string>(), StragglarVariantName(plan.variant));
+    absl::StatusOr<Plan> parsed = PlanFromJson(json);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, plan) << StragglarVariantName(plan.variant);
+  }
+  EXPECT_FALSE(PlanToJson(*SynthesizeStragglar(6, 2)).contains("variant"));
 }
 
 TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
@@ -119,6 +129,9 @@ TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
   bad["rounds"][0]["transfers"][2]["chunks"] = "0";
   EXPECT_THAT(message(bad), HasSubstr("\"chunks\" must be an array"));
   EXPECT_THAT(message(nlohmann::json::array()), HasSubstr("not a JSON object"));
+  bad = good;
+  bad["variant"] = "diagonal";
+  EXPECT_THAT(message(bad), HasSubstr("\"variant\" must be"));
 }
 
 TEST(SwapRanksTest, SwapsEveryOccurrenceIncludingTheStraggler) {

@@ -71,6 +71,15 @@ TEST(PreloadCommonTest, DescribePlanSaysTheShapeOfWhatRuns) {
             "stragglar around rank 1 for 64 MiB: 24 chunks (8 pieces per rank), 2 rounds before "
             "the straggler arrives and 25 after");
   EXPECT_EQ(DescribePlan(*SynthesizeRing(4), 1 << 20), "ring for 1 MiB: 4 chunks, 6 rounds");
+  EXPECT_EQ(DescribePlan(*SynthesizeLogDepthStragglar(4, 3, 8), 1 << 20),
+            "stragglar around rank 3 for 1 MiB: 8 chunks (log-depth: the straggler's buffer in 8 "
+            "blocks), 4 rounds before the straggler arrives and 9 after");
+  EXPECT_EQ(DescribePlan(*SynthesizeLogDepthStragglar(9, 0, 2), 1 << 20),
+            "stragglar around rank 0 for 1 MiB: 8 chunks (log-depth: the straggler's buffer in 2 "
+            "blocks), 6 rounds before the straggler arrives and 5 after");
+  EXPECT_EQ(DescribePlan(*SynthesizeHierarchicalStragglar(2, 2, 3), 1 << 20),
+            "stragglar around rank 3 for 1 MiB: 2 chunks (hierarchical), 1 rounds before the "
+            "straggler arrives and 3 after");
 }
 
 TEST(PreloadCommonTest, DescribeLinkGivesLatencyAndBandwidth) {

@@ -44,7 +44,7 @@ absl::Status RunLogDepth(const PlanArgs& args, std::ostream& out) {
   absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(
       args.num_ranks, args.straggler.value_or(args.num_ranks - 1), args.pieces);
   if (!plan.ok()) return Usage(absl::StrCat("--pieces: ", plan.status().message()));
-  Print(*plan, {{"family", "log-depth"}, {"blocks", args.pieces}},
+  Print(*plan, {{"blocks", args.pieces}},
         {.family = absl::StrFormat("log-depth, %d blocks", args.pieces),
          .post_arrival_bound = LogDepthRoundLowerBound(args.num_ranks, args.pieces)},
         args.json, out);
