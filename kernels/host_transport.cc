@@ -1,5 +1,7 @@
 #include "kernels/host_transport.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -36,8 +38,40 @@ HostTransport::HostTransport(int num_ranks) : num_ranks_(num_ranks < 0 ? 0 : num
     channels_.push_back(std::make_unique<Channel>());
 }
 
+absl::Status HostTransport::EmulateNodes(const NodeEmulation& emulation) {
+  if (emulation.ranks_per_node < 1 || emulation.ranks_per_node > num_ranks_ ||
+      !(emulation.alpha_s >= 0) || !std::isfinite(emulation.alpha_s) ||
+      !(emulation.bytes_per_s > 0) || !std::isfinite(emulation.bytes_per_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "emulated nodes need 1 to ", num_ranks_, " ranks per node, alpha >= 0 and bandwidth > 0"));
+  }
+  emulation_ = emulation;
+  std::lock_guard<std::mutex> lock(nic_mutex_);
+  nic_free_.assign(static_cast<size_t>(num_ranks_), std::chrono::steady_clock::time_point());
+  return absl::OkStatus();
+}
+
+std::chrono::steady_clock::time_point HostTransport::ReadableAt(int src, int dst,
+                                                                const Message& message) {
+  const int per_node = emulation_.ranks_per_node;
+  if (per_node == 0 || src / per_node == dst / per_node) return {};
+  size_t bytes = message.header.size();
+  for (absl::Span<const std::byte> piece : message.pieces) bytes += piece.size();
+  bytes += message.owned.size();
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(s));
+  };
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(nic_mutex_);
+  std::chrono::steady_clock::time_point& free = nic_free_[src];
+  free = std::max(free, now) + seconds(static_cast<double>(bytes) / emulation_.bytes_per_s);
+  return free + seconds(emulation_.alpha_s);
+}
+
 int64_t HostTransport::Queue(int src, int dst, Message message) {
   Channel& target = channel(src, dst);
+  message.readable_at = ReadableAt(src, dst, message);
   int64_t ticket;
   {
     std::lock_guard<std::mutex> lock(target.mutex);
@@ -91,8 +125,24 @@ absl::StatusOr<HostTransport::BorrowedMessage> HostTransport::Borrow(int src, in
       std::fprintf(stderr, "HostTransport: channel %d->%d borrowed twice\n", src, dst);
       std::abort();
     }
-    const bool ready = WaitFor(source.arrived, lock, timeout,
-                               [&source] { return source.aborted || !source.messages.empty(); });
+    const bool bounded = timeout < absl::Hours(24 * 365);
+    const auto deadline = bounded
+                              ? std::chrono::steady_clock::now() +
+                                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        absl::ToChronoNanoseconds(timeout))
+                              : std::chrono::steady_clock::time_point::max();
+    bool ready = WaitFor(source.arrived, lock, timeout,
+                         [&source] { return source.aborted || !source.messages.empty(); });
+    // An emulated NIC may still be delivering it.
+    while (ready && !source.aborted) {
+      const auto readable_at = source.messages.front().readable_at;
+      if (std::chrono::steady_clock::now() >= readable_at) break;
+      if (readable_at > deadline) {
+        ready = false;
+        break;
+      }
+      source.arrived.wait_until(lock, readable_at, [&source] { return source.aborted; });
+    }
     aborted = source.aborted;
     if (ready && !aborted) {
       source.borrowed = true;

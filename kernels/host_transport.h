@@ -2,6 +2,7 @@
 // moves chunks over and the host runtime exchanges epochs over.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,19 @@ class HostTransport {
 
   explicit HostTransport(int num_ranks);
   HostTransport(const HostTransport&) = delete;
+
+  // An emulated machine of nodes (`stragglar run --topology`): ranks [k*ranks_per_node,
+  // (k+1)*ranks_per_node) are node k, and a message between nodes becomes readable only when an
+  // emulated NIC would have delivered it: alpha after its last byte leaves the sender's NIC, which
+  // sends one message at a time at `bytes_per_s`. Messages inside a node move at memory speed.
+  struct NodeEmulation {
+    int ranks_per_node = 0;  // 0: no emulation
+    double alpha_s = 0;
+    double bytes_per_s = 0;
+  };
+  // Before any message. InvalidArgument for ranks_per_node outside [1, num_ranks] or a
+  // non-finite or negative alpha or non-positive bandwidth, changing nothing.
+  absl::Status EmulateNodes(const NodeEmulation& emulation);
   HostTransport& operator=(const HostTransport&) = delete;
 
   int num_ranks() const { return num_ranks_; }
@@ -69,6 +83,8 @@ class HostTransport {
 
  private:
   struct Message {
+    // When the receiver may read it (emulated NICs); the epoch of the clock: at once.
+    std::chrono::steady_clock::time_point readable_at;
     absl::InlinedVector<std::byte, 16> header;
     absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
     std::vector<std::byte> owned;  // Send's copy of the payload; `pieces` views it
@@ -91,8 +107,15 @@ class HostTransport {
   int64_t Queue(int src, int dst, Message message);
   absl::Status AbortedStatus(int src, int dst);
 
+  // When `message` from src to dst becomes readable: at once, or through the emulated NICs.
+  std::chrono::steady_clock::time_point ReadableAt(int src, int dst, const Message& message);
+
   const int num_ranks_;
   std::vector<std::unique_ptr<Channel>> channels_;
+  NodeEmulation emulation_;
+  std::mutex nic_mutex_;
+  // Per rank: when its emulated NIC has sent everything queued on it so far.
+  std::vector<std::chrono::steady_clock::time_point> nic_free_ ABSL_GUARDED_BY(nic_mutex_);
   std::mutex abort_mutex_;
   absl::Status abort_reason_ ABSL_GUARDED_BY(abort_mutex_);
 };

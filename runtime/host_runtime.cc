@@ -178,6 +178,19 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
     int num_ranks, const RuntimeConfig& config, const LinkModel& link,
     std::vector<std::shared_ptr<CollectiveObserver>> observers) {
   auto host = std::unique_ptr<HostCommunicator>(new HostCommunicator(std::max(num_ranks, 0)));
+  // On a machine of nodes the ranks are threads of one host, so the links between "nodes" are
+  // emulated: messages between them arrive as config.inter_node_link says, for the same plans the
+  // policy prices with it. (A topology of another size fails in Communicator::Create.)
+  if (config.topology.has_value() && config.topology->multi_node() &&
+      config.topology->num_ranks() == num_ranks) {
+    if (absl::Status status = host->transport_.EmulateNodes(
+            {.ranks_per_node = config.topology->ranks_per_node,
+             .alpha_s = config.inter_node_link.alpha_s,
+             .bytes_per_s = config.inter_node_link.bandwidth_bytes_per_s});
+        !status.ok()) {
+      return status;
+    }
+  }
   const CommOptions options{.runtime = config,
                             .name = "host",
                             .backend = "host-threads",

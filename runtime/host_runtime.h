@@ -24,7 +24,9 @@ absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks);
 
 class HostCommunicator {
  public:
-  // `observers` see every call and every epoch exchange of every rank (exporters).
+  // `observers` see every call and every epoch exchange of every rank (exporters). With a
+  // config.topology of several nodes, messages between its nodes are delayed as
+  // config.inter_node_link says (HostTransport::EmulateNodes): an emulated machine of nodes.
   static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(
       int num_ranks, const RuntimeConfig& config, const LinkModel& link,
       std::vector<std::shared_ptr<CollectiveObserver>> observers = {});

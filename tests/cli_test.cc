@@ -463,6 +463,31 @@ TEST(CliTest, RunWrapsNarrowIntegersLikeTheReference) {
   EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
 }
 
+TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
+  // 2 nodes of 2: every result needs contributions from the other node, through an emulated NIC
+  // that holds each message for at least 2 ms, so the Ring baseline takes at least that (64 KiB on
+  // this host takes far less). The model charges a whole round for each of Ring's 6 rounds, each
+  // with a message between the nodes (1->2 and 3->0): at least 12 ms. The executor overlaps a
+  // message's delivery with its sender's next round, so it is faster than that.
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "run-nodes";
+  std::filesystem::create_directories(dir);
+  CliResult result = RunCli(absl::StrCat(
+      "run --topology 2x2 --inter-alpha 2ms --inter-bandwidth 1GB/s --straggler 1 --delay 1ms "
+      "--bytes 64KiB --iterations 3 --epoch-calls 2 --summary-json ",
+      (dir / "summary.json").string()));
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_THAT(result.out, HasSubstr("emulated machine: 2 nodes of 2 ranks; between nodes alpha"));
+  EXPECT_THAT(result.out, HasSubstr("model: ring takes"));
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
+  EXPECT_EQ(summary["ranks"], 4);
+  EXPECT_EQ(summary["correct"], true);
+  EXPECT_EQ(summary["topology"]["nodes"], 2);
+  EXPECT_EQ(summary["topology"]["ranks_per_node"], 2);
+  EXPECT_DOUBLE_EQ(summary["topology"]["inter_node"]["alpha_s"].get<double>(), 2e-3);
+  EXPECT_GE(summary["baseline"]["p50_s"].get<double>(), 2e-3);
+  EXPECT_GE(summary["baseline"]["model_s"].get<double>(), 6 * 2e-3);
+}
+
 TEST(CliTest, RunRejectsBadOptions) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"run --ranks 1", "--ranks must be in [2, 64]"},
@@ -479,6 +504,9 @@ TEST(CliTest, RunRejectsBadOptions) {
       {"run --trace /nonexistent-dir/trace.csv", "cannot write the trace file"},
       {"run --trace-json /nonexistent-dir/trace.json", "cannot write the trace JSON file"},
       {"run --metrics-port 70000", "--metrics-port must be in [0, 65535], got 70000"},
+      {"run --topology 2x4 --ranks 4", "--ranks 4 disagrees with --topology 2x4"},
+      {"run --ranks 4 --inter-alpha 5us", "need --topology NxG"},
+      {"run --topology 2x2 --inter-bandwidth 0GB/s", "bandwidth"},
   };
   for (const auto& [args, message] : cases) {
     CliResult result = RunCli(args);

@@ -2,6 +2,7 @@
 // ranks, and aborts that wake every waiter without freeing memory a reader still holds.
 #include "kernels/host_transport.h"
 
+#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <thread>
@@ -150,6 +151,58 @@ TEST(HostTransportTest, AbortEndsLoansButWaitsForAReaderToFinish) {
   EXPECT_TRUE(transport.WaitReturned(0, 1, being_read, absl::Seconds(30)).ok());
   EXPECT_TRUE(returned);
   reader.join();
+}
+
+TEST(HostTransportTest, EmulatedNodesDelayOnlyMessagesBetweenNodes) {
+  // 2 nodes of 2 ranks; between them 200 ms per message plus 1 MB/s (100 kB: 100 ms). The delays
+  // are large so that only lower bounds need asserting, whatever the machine's load; the one upper
+  // bound (inside a node) has 150 ms of slack.
+  HostTransport transport(4);
+  ASSERT_TRUE(
+      transport.EmulateNodes({.ranks_per_node = 2, .alpha_s = 0.2, .bytes_per_s = 1e6}).ok());
+  const std::vector<std::byte> payload(100000, std::byte{7});
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  // Inside a node: at once.
+  Clock::time_point start = Clock::now();
+  transport.Send(0, 1, payload);
+  ASSERT_TRUE(transport.Receive(0, 1, absl::Seconds(5)).ok());
+  EXPECT_LT(seconds_since(start), 0.15);
+  // Between nodes: not before alpha + bytes / bandwidth, and the bytes intact.
+  start = Clock::now();
+  transport.Send(0, 2, payload);
+  absl::StatusOr<std::vector<std::byte>> received = transport.Receive(0, 2, absl::Seconds(5));
+  ASSERT_TRUE(received.ok());
+  EXPECT_GE(seconds_since(start), 0.3);
+  EXPECT_EQ(*received, payload);
+  // One NIC per rank: two messages from rank 1 to both ranks of node 1 leave one after the other,
+  // so the second is readable no earlier than 2 * 100 ms + 200 ms after they were sent.
+  start = Clock::now();
+  transport.Send(1, 2, payload);
+  transport.Send(1, 3, payload);
+  ASSERT_TRUE(transport.Receive(1, 3, absl::Seconds(5)).ok());
+  EXPECT_GE(seconds_since(start), 0.4);
+  ASSERT_TRUE(transport.Receive(1, 2, absl::Seconds(5)).ok());
+  // A timeout shorter than the delivery is a timeout.
+  transport.Send(2, 0, payload);
+  EXPECT_EQ(transport.Receive(2, 0, absl::Milliseconds(5)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(transport.Receive(2, 0, absl::Seconds(5)).ok());
+}
+
+TEST(HostTransportTest, BadNodeEmulationIsRefused) {
+  HostTransport transport(4);
+  EXPECT_FALSE(transport.EmulateNodes({.ranks_per_node = 0, .bytes_per_s = 1}).ok());
+  EXPECT_FALSE(transport.EmulateNodes({.ranks_per_node = 5, .bytes_per_s = 1}).ok());
+  EXPECT_FALSE(transport.EmulateNodes({.ranks_per_node = 2, .alpha_s = -1, .bytes_per_s = 1}).ok());
+  EXPECT_FALSE(transport.EmulateNodes({.ranks_per_node = 2, .bytes_per_s = 0}).ok());
+  // Nothing changed: messages between "nodes" are not delayed.
+  const auto start = std::chrono::steady_clock::now();
+  transport.Send(0, 3, std::vector<std::byte>(1000));
+  ASSERT_TRUE(transport.Receive(0, 3, absl::Seconds(5)).ok());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
 }
 
 }  // namespace

@@ -18,12 +18,32 @@
 #include "exporters/trace_recorder.h"
 #include "exporters/units.h"
 #include "kernels/exact_data.h"
+#include "kernels/synthesizers.h"
+#include "policy/simulator.h"
 #include "runtime/host_runtime.h"
 #include "tools/run_phases.h"
 #include "tools/run_report.h"
 
 namespace stragglar {
 namespace {
+
+// What the model says the baseline (the Ring plan, every rank arriving together) takes after the
+// last arrival on the run's machine: the measured host link inside a node, the emulated one
+// between nodes.
+absl::StatusOr<double> ModelledBaselineSeconds(const RunOptions& options, const LinkModel& link) {
+  absl::StatusOr<Plan> ring = SynthesizeRing(options.ranks);
+  if (!ring.ok()) return ring.status();
+  const NetworkModel network = options.topology.has_value()
+                                   ? NetworkModel{.topology = *options.topology,
+                                                  .intra_node = link,
+                                                  .inter_node = options.inter_node_link}
+                                   : NetworkModel::Flat(options.ranks, link);
+  absl::StatusOr<SimulationResult> result =
+      SimulatePlan(*ring, static_cast<double>(options.bytes), network,
+                   std::vector<double>(static_cast<size_t>(options.ranks), 0.0));
+  if (!result.ok()) return result.status();
+  return result->after_last_arrival_s;
+}
 
 absl::Status ValidateOptions(const RunOptions& options) {
   if (options.ranks < 2 || options.ranks > 64) {
@@ -42,6 +62,11 @@ absl::Status ValidateOptions(const RunOptions& options) {
   if (options.candidates.empty() || options.candidates.front() != Algorithm::kRing) {
     return absl::InvalidArgumentError(
         "--algorithms must start with ring (the baseline, and the policy's default)");
+  }
+  if (options.topology.has_value() && options.topology->num_ranks() != options.ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("--topology ", TopologyName(*options.topology),
+                                                   " has ", options.topology->num_ranks(),
+                                                   " ranks, --ranks ", options.ranks));
   }
   if (options.iterations < 1) {
     return absl::InvalidArgumentError(
@@ -186,6 +211,13 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       "measured link: alpha %s, bandwidth %s per transfer, shared by %.0f cores\n",
       FormatSeconds(link->alpha_s), FormatBandwidth(link->bandwidth_bytes_per_s),
       link->shared_lanes);
+  if (options.topology.has_value()) {
+    progress << absl::StrFormat(
+        "emulated machine: %d nodes of %d ranks; between nodes alpha %s, bandwidth %s per NIC\n",
+        options.topology->nodes, options.topology->ranks_per_node,
+        FormatSeconds(options.inter_node_link.alpha_s),
+        FormatBandwidth(options.inter_node_link.bandwidth_bytes_per_s));
+  }
   const PhaseData data = MakePhaseData(options);
   std::unique_ptr<MetricsServer> metrics_server;
   const std::shared_ptr<prometheus::Registry> registry =
@@ -203,8 +235,22 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
     return status;
   }
   const LagSummary lags = SummarizeLags(recorder->rows());
-  const nlohmann::json summary = RunSummaryJson(options, *link, baseline, adaptive, lags);
+  nlohmann::json summary = RunSummaryJson(options, *link, baseline, adaptive, lags);
+  absl::StatusOr<double> modelled_s = ModelledBaselineSeconds(options, *link);
+  if (!modelled_s.ok()) return modelled_s.status();
+  summary["baseline"]["model_s"] = *modelled_s;
+  if (options.topology.has_value()) {
+    summary["topology"] = {{"nodes", options.topology->nodes},
+                           {"ranks_per_node", options.topology->ranks_per_node},
+                           {"inter_node",
+                            {{"alpha_s", options.inter_node_link.alpha_s},
+                             {"bandwidth_Bps", options.inter_node_link.bandwidth_bytes_per_s}}}};
+  }
   PrintRunSummary(options, baseline, adaptive, lags, summary, progress);
+  progress << absl::StrFormat(
+      "model: ring takes %s after the last arrival on this machine; measured mean %s (%+.0f%%)\n",
+      FormatSeconds(*modelled_s), FormatSeconds(summary["baseline"]["mean_s"].get<double>()),
+      100 * (summary["baseline"]["mean_s"].get<double>() / *modelled_s - 1));
   if (metrics_server != nullptr && options.metrics_hold_s > 0) {
     progress << "metrics: serving the final values for " << FormatSeconds(options.metrics_hold_s)
              << std::endl;

@@ -14,6 +14,8 @@
 #include "kernels/plan.h"
 #include "kernels/reduce.h"
 #include "nlohmann/json.hpp"
+#include "policy/network_model.h"
+#include "policy/topology.h"
 
 namespace stragglar {
 
@@ -25,6 +27,11 @@ struct RunOptions {
   double compute_s = 0.004;          // every rank's compute time per step
   double compute_noise_s = 0.0002;   // its standard deviation
   int64_t bytes = 16 << 20;
+  // An emulated machine of nodes (`--topology NxG`): both phases run on it, messages between its
+  // nodes delayed as `inter_node_link` says, and the policy prices plans per link class. nullopt:
+  // one host, as it is.
+  std::optional<Topology> topology;
+  LinkModel inter_node_link = kTypicalInterNodeLink;
   // The adaptive runtime's candidates, Ring (the baseline and the default) first. Ring and
   // StragglAR by default, so the speedup is StragglAR's alone; adding Halving-Doubling lets the
   // policy also pick among the bulk-synchronous algorithms.

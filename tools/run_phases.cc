@@ -83,6 +83,8 @@ absl::Status PhaseRun::Start(const LinkModel& link, prometheus::Registry* metric
     RuntimeConfig config;
     config.mode = phase.mode;
     config.epoch_calls = options_.epoch_calls;
+    config.topology = options_.topology;
+    config.inter_node_link = options_.inter_node_link;
     std::vector<std::shared_ptr<CollectiveObserver>> observers;
     // Only the adaptive runtime learns across runs and is traced; the baseline always starts cold.
     if (phase.mode == RuntimeMode::kAdapt) {

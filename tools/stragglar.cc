@@ -61,15 +61,17 @@ ABSL_FLAG(stragglar::Seconds, alpha, stragglar::Seconds{3e-6}, "per-message late
 ABSL_FLAG(stragglar::Bandwidth, bandwidth, stragglar::Bandwidth{450.0 * (1LL << 30)},
           "link bandwidth, e.g. 450GiB/s");
 ABSL_FLAG(std::string, topology, "",
-          "sim, plan: NxG, N nodes of G ranks (ranks numbered node by node). sim: links inside a "
-          "node use --alpha and --bandwidth, links between nodes --inter-alpha and "
-          "--inter-bandwidth. plan: the hierarchical StragglAR plan for that machine");
+          "sim, plan, run: NxG, N nodes of G ranks (ranks numbered node by node). sim: links "
+          "inside a node use --alpha and --bandwidth, links between nodes --inter-alpha and "
+          "--inter-bandwidth. plan: the hierarchical StragglAR plan for that machine. run: an "
+          "emulated machine, messages between nodes delayed by --inter-alpha and "
+          "--inter-bandwidth");
 ABSL_FLAG(stragglar::Seconds, inter_alpha,
           stragglar::Seconds{stragglar::kTypicalInterNodeLink.alpha_s},
-          "sim --topology: per-message latency between nodes, e.g. 10us");
+          "sim, run --topology: per-message latency between nodes, e.g. 10us");
 ABSL_FLAG(stragglar::Bandwidth, inter_bandwidth,
           stragglar::Bandwidth{stragglar::kTypicalInterNodeLink.bandwidth_bytes_per_s},
-          "sim --topology: bandwidth of each GPU's NIC, e.g. 50GB/s");
+          "sim, run --topology: bandwidth of each rank's NIC, e.g. 50GB/s");
 ABSL_FLAG(std::optional<stragglar::Seconds>, delay, std::nullopt,
           "how late the straggler arrives, e.g. 20ms (sim: 0, run: 20ms)");
 ABSL_FLAG(std::string, algorithms, "",
@@ -214,6 +216,16 @@ absl::StatusOr<std::optional<Topology>> TopologyFromFlags() {
   return *topology;
 }
 
+// Without --topology the links between nodes mean nothing: giving them is a mistake.
+absl::Status InterNodeFlagsUnused() {
+  if (absl::GetFlag(FLAGS_inter_alpha).value != kTypicalInterNodeLink.alpha_s ||
+      absl::GetFlag(FLAGS_inter_bandwidth).bytes_per_s !=
+          kTypicalInterNodeLink.bandwidth_bytes_per_s) {
+    return Usage("--inter-alpha and --inter-bandwidth need --topology NxG");
+  }
+  return absl::OkStatus();
+}
+
 // --topology NxG (and --ranks, which must then agree), with the links of each class; a flat
 // machine of --ranks without it.
 absl::StatusOr<NetworkModel> NetworkFromFlags() {
@@ -222,11 +234,7 @@ absl::StatusOr<NetworkModel> NetworkFromFlags() {
   absl::StatusOr<std::optional<Topology>> topology = TopologyFromFlags();
   if (!topology.ok()) return topology.status();
   if (!topology->has_value()) {
-    if (absl::GetFlag(FLAGS_inter_alpha).value != kTypicalInterNodeLink.alpha_s ||
-        absl::GetFlag(FLAGS_inter_bandwidth).bytes_per_s !=
-            kTypicalInterNodeLink.bandwidth_bytes_per_s) {
-      return Usage("--inter-alpha and --inter-bandwidth need --topology NxG");
-    }
+    if (absl::Status unused = InterNodeFlagsUnused(); !unused.ok()) return unused;
     absl::StatusOr<int> ranks = RequiredRanks();
     if (!ranks.ok()) return ranks.status();
     return NetworkModel::Flat(*ranks, *intra);
@@ -363,7 +371,18 @@ absl::StatusOr<std::optional<MetricsEndpoint>> MetricsEndpointFromFlags() {
 
 absl::Status RunRun() {
   RunOptions options;
-  options.ranks = absl::GetFlag(FLAGS_ranks).value_or(options.ranks);
+  absl::StatusOr<std::optional<Topology>> topology = TopologyFromFlags();
+  if (!topology.ok()) return topology.status();
+  options.topology = *topology;
+  options.ranks = options.topology.has_value() ? options.topology->num_ranks()
+                                               : absl::GetFlag(FLAGS_ranks).value_or(options.ranks);
+  if (options.topology.has_value()) {
+    absl::StatusOr<LinkModel> inter = LinkFromFlags(/*inter_node=*/true);
+    if (!inter.ok()) return inter.status();
+    options.inter_node_link = *inter;
+  } else if (absl::Status unused = InterNodeFlagsUnused(); !unused.ok()) {
+    return unused;
+  }
   const std::string straggler = absl::GetFlag(FLAGS_straggler);
   if (straggler == "none") {
     options.straggler.reset();
@@ -548,9 +567,9 @@ const std::vector<Command>& Commands() {
       {"verify", {"plan"}, RunVerify},
       {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},
       {"run",
-       {"ranks", "straggler", "delay", "bytes", "iterations", "summary_json", "trace", "trace_json",
-        "dtype", "seed", "epoch_calls", "algorithms", "metrics_port", "metrics_addr",
-        "metrics_hold"},
+       {"ranks", "topology", "inter_alpha", "inter_bandwidth", "straggler", "delay", "bytes",
+        "iterations", "summary_json", "trace", "trace_json", "dtype", "seed", "epoch_calls",
+        "algorithms", "metrics_port", "metrics_addr", "metrics_hold"},
        RunRun},
       {"replay", {"trace", "json", "epoch_calls", "exchange", "alpha", "bandwidth"}, RunReplay},
       {"scenarios",
