@@ -186,6 +186,42 @@ void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
   }
 }
 
+// STRAGGLAR_PIECES, STRAGGLAR_TOPOLOGY and STRAGGLAR_MPI_SEGMENT: how plans are shaped and cut.
+void ReadPlanKnobs(const EnvReader& env, PreloadConfig& config) {
+  const PreloadConfig defaults;
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PIECES")) {
+    int pieces = 0;
+    if (absl::EqualsIgnoreCase(*value, "auto")) {
+      config.pieces = 0;
+    } else if (absl::SimpleAtoi(*value, &pieces) && pieces >= 1 && pieces <= kMaxForcedPieces) {
+      config.pieces = pieces;
+    } else {
+      env.Invalid("STRAGGLAR_PIECES", *value,
+                  absl::StrCat("auto or an integer from 1 to ", kMaxForcedPieces), "auto");
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_TOPOLOGY")) {
+    if (absl::StatusOr<Topology> topology = ParseTopology(*value); topology.ok()) {
+      config.topology = *topology;
+    } else {
+      env.Invalid("STRAGGLAR_TOPOLOGY", *value, "NxG, N nodes of G ranks, e.g. 4x8",
+                  "what the library learns");
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_MPI_SEGMENT")) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(*value);
+    if (bytes.ok() && *bytes % 16 == 0 && *bytes <= kMaxMpiSegmentBytes) {
+      config.mpi_segment_bytes = *bytes;
+    } else {
+      env.Invalid("STRAGGLAR_MPI_SEGMENT", *value,
+                  "0 or a multiple of 16 bytes up to 1GiB, e.g. 256KiB",
+                  FormatBytes(static_cast<double>(defaults.mpi_segment_bytes)));
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PipelineSpec> PipelineSpecFor(const PipelineStageTimes& times, int stages) {
@@ -341,37 +377,7 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
     config.nccl_pre_arrival = !*rounds;
   }
 
-  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PIECES")) {
-    int pieces = 0;
-    if (absl::EqualsIgnoreCase(*value, "auto")) {
-      config.pieces = 0;
-    } else if (absl::SimpleAtoi(*value, &pieces) && pieces >= 1 && pieces <= kMaxForcedPieces) {
-      config.pieces = pieces;
-    } else {
-      env.Invalid("STRAGGLAR_PIECES", *value,
-                  absl::StrCat("auto or an integer from 1 to ", kMaxForcedPieces), "auto");
-    }
-  }
-
-  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_TOPOLOGY")) {
-    if (absl::StatusOr<Topology> topology = ParseTopology(*value); topology.ok()) {
-      config.topology = *topology;
-    } else {
-      env.Invalid("STRAGGLAR_TOPOLOGY", *value, "NxG, N nodes of G ranks, e.g. 4x8",
-                  "what the library learns");
-    }
-  }
-
-  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_MPI_SEGMENT")) {
-    absl::StatusOr<int64_t> bytes = ParseByteSize(*value);
-    if (bytes.ok() && *bytes % 16 == 0 && *bytes <= kMaxMpiSegmentBytes) {
-      config.mpi_segment_bytes = *bytes;
-    } else {
-      env.Invalid("STRAGGLAR_MPI_SEGMENT", *value,
-                  "0 or a multiple of 16 bytes up to 1GiB, e.g. 256KiB",
-                  FormatBytes(static_cast<double>(defaults.mpi_segment_bytes)));
-    }
-  }
+  ReadPlanKnobs(env, config);
 
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_STRAGGLER")) {
     int rank = 0;
