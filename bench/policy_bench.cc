@@ -14,12 +14,17 @@ namespace stragglar {
 namespace {
 
 // Args: ranks, bytes, the last rank's delay in microseconds (0: nobody late).
+// Args: ranks, bytes, delay in us, and ranks per node (0: one node; else the policy prices a
+// machine of nodes, hierarchical StragglAR among its shapes).
 void BM_PolicyEpoch(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const int64_t bytes = state.range(1);
   const double delay_s = static_cast<double>(state.range(2)) * 1e-6;
   RuntimeConfig config;
   config.epoch_calls = 16;
+  if (const int per_node = static_cast<int>(state.range(3)); per_node > 0) {
+    config.topology = Topology{.nodes = n / per_node, .ranks_per_node = per_node};
+  }
   // A CPU host's link, as the MPI preload measures one: 5 us, 3 GB/s.
   const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
   RuntimeCore core = *RuntimeCore::Create(config, 0, n, link);
@@ -50,7 +55,8 @@ void BM_PolicyEpoch(benchmark::State& state) {
   state.SetLabel("one epoch of 16 calls");
 }
 BENCHMARK(BM_PolicyEpoch)
-    ->ArgsProduct({{4, 8, 64, 256, 1024, 4096}, {1 << 20, 16 << 20}, {0, 20000}})
+    ->ArgsProduct({{4, 8, 64, 256, 1024, 4096}, {1 << 20, 16 << 20}, {0, 20000}, {0}})
+    ->ArgsProduct({{64, 128, 256, 1024}, {16 << 20}, {0, 20000}, {8}})
     ->Unit(benchmark::kMicrosecond);
 
 // One simulation of a whole plan on arrivals with one rank 20 ms late, round by round (runs 0:
