@@ -47,44 +47,76 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
   std::optional<Choice> best;
   int best_samples = 0;  // the calibration's samples of best's algorithm in its regime
   std::vector<CandidatePrice> priced;
+  // One candidate priced: its choice, the calibration's samples of it, its time after the last
+  // arrival (calibrated).
+  struct Priced {
+    Choice choice;
+    int samples = 0;
+    double after_s = 0;
+  };
+  const auto price = [&](Algorithm algorithm, std::optional<int> plan_straggler,
+                         std::optional<StragglarShape> shape) -> absl::StatusOr<Priced> {
+    absl::StatusOr<const Plan*> plan = shape.has_value()
+                                           ? plans_->WithShape(algorithm, plan_straggler, *shape)
+                                           : plans_->For(algorithm, plan_straggler, bytes, link);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<SimulationResult> result =
+        plans_->Simulate(**plan, bytes, link, predicted_arrival_s);
+    if (!result.ok()) return result.status();
+    absl::StatusOr<CalibrationRegime> regime =
+        plans_->RegimeOf(**plan, bytes, link, predicted_arrival_s);
+    if (!regime.ok()) return regime.status();
+    const double factor =
+        calibration == nullptr ? 1 : calibration->Factor(algorithm, size, *regime);
+    const int samples = calibration == nullptr ? 0 : calibration->Samples(algorithm, size, *regime);
+    const double after_s = result->after_last_arrival_s * factor;
+    return Priced{
+        .choice = {.algorithm = algorithm,
+                   .straggler = plan_straggler,
+                   .shape = shape,
+                   .predicted_s = result->completion_s - result->after_last_arrival_s + after_s},
+        .samples = samples,
+        .after_s = after_s};
+  };
+  absl::StatusOr<std::vector<StragglarShape>> shapes = plans_->StragglarShapes(bytes, link);
+  if (!shapes.ok()) return shapes.status();
   for (Algorithm algorithm : candidates_) {
     const bool is_stragglar = algorithm == Algorithm::kStragglar;
     const std::vector<std::optional<int>> variants =
         is_stragglar ? std::vector<std::optional<int>>(stragglers.begin(), stragglers.end())
                      : std::vector<std::optional<int>>{std::nullopt};
     for (const std::optional<int>& plan_straggler : variants) {
-      absl::StatusOr<const Plan*> plan = plans_->For(algorithm, plan_straggler, bytes, link);
-      if (!plan.ok()) return plan.status();
-      absl::StatusOr<SimulationResult> result =
-          plans_->Simulate(**plan, bytes, link, predicted_arrival_s);
-      if (!result.ok()) return result.status();
-      absl::StatusOr<CalibrationRegime> regime =
-          plans_->RegimeOf(**plan, bytes, link, predicted_arrival_s);
-      if (!regime.ok()) return regime.status();
-      const double factor =
-          calibration == nullptr ? 1 : calibration->Factor(algorithm, size, *regime);
-      const int samples =
-          calibration == nullptr ? 0 : calibration->Samples(algorithm, size, *regime);
-      const double after_s = result->after_last_arrival_s * factor;
-      const Choice choice{
-          .algorithm = algorithm,
-          .straggler = plan_straggler,
-          .predicted_s = result->completion_s - result->after_last_arrival_s + after_s};
+      absl::StatusOr<Priced> priced_one =
+          price(algorithm, plan_straggler,
+                is_stragglar ? std::optional<StragglarShape>(shapes->front()) : std::nullopt);
+      if (!priced_one.ok()) return priced_one.status();
+      // StragglAR: another shape replaces the flat schedule only for a gain above the model's
+      // error.
+      const double bar_s = priced_one->choice.predicted_s - kShapeMinGain * priced_one->after_s;
+      for (size_t s = 1; is_stragglar && s < shapes->size(); ++s) {
+        absl::StatusOr<Priced> other = price(algorithm, plan_straggler, (*shapes)[s]);
+        if (!other.ok()) return other.status();
+        if (other->choice.predicted_s < std::min(bar_s, priced_one->choice.predicted_s)) {
+          priced_one = *std::move(other);
+        }
+      }
+      const Choice& choice = priced_one->choice;
       if (plan_straggler == variants.front()) {
         priced.push_back({.algorithm = algorithm,
                           .straggler = plan_straggler,
+                          .shape = choice.shape,
                           .predicted_s = choice.predicted_s,
-                          .samples = samples});
+                          .samples = priced_one->samples});
       }
       if (is_stragglar && !stragglar_choosable) continue;
       if (!default_choice.has_value()) {
         default_choice = choice;
-        default_after_last_arrival_s = after_s;
-        default_samples = samples;
+        default_after_last_arrival_s = priced_one->after_s;
+        default_samples = priced_one->samples;
       }
       if (!best.has_value() || choice.predicted_s < best->predicted_s) {
         best = choice;
-        best_samples = samples;
+        best_samples = priced_one->samples;
       }
     }
   }

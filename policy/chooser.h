@@ -7,8 +7,9 @@
 // calibration has measured both the default and the candidate on this message size, the model's
 // error is known to be small and the bar drops to `calibrated_min_gain`. Among the others, ties
 // keep the earlier. StragglAR is tried around the named straggler and around the rank predicted
-// to arrive last (with several late ranks, the one that pays most wins). Each candidate takes the
-// calibration factor of the regime the predicted arrivals put it in.
+// to arrive last (with several late ranks, the one that pays most wins), in each of the shapes the
+// plan cache offers for the size (kShapeMinGain). Each candidate takes the calibration factor of
+// the regime the predicted arrivals put it in.
 #pragma once
 
 #include <optional>
@@ -20,6 +21,7 @@
 #include "policy/calibration.h"
 #include "policy/plan_cache.h"
 #include "policy/simulator.h"
+#include "policy/stragglar_shape.h"
 
 namespace stragglar {
 
@@ -27,21 +29,28 @@ namespace stragglar {
 struct CandidatePrice {
   Algorithm algorithm = Algorithm::kRing;
   std::optional<int> straggler;  // StragglAR's: the named straggler, else the rank predicted last
-  double predicted_s = 0;        // completion from the first arrival (calibrated)
-  int samples = 0;               // the calibration's samples of it on this size, in its regime
+  std::optional<StragglarShape> shape;  // StragglAR's: the shape priced
+  double predicted_s = 0;               // completion from the first arrival (calibrated)
+  int samples = 0;  // the calibration's samples of it on this size, in its regime
 };
 
 struct Choice {
   Algorithm algorithm = Algorithm::kRing;
-  std::optional<int> straggler;     // set when algorithm == kStragglar
-  double predicted_s = 0;           // completion from the first arrival (calibrated)
-  double baseline_predicted_s = 0;  // the first candidate's prediction (what choosing saves)
+  std::optional<int> straggler;         // set when algorithm == kStragglar
+  std::optional<StragglarShape> shape;  // set when algorithm == kStragglar
+  double predicted_s = 0;               // completion from the first arrival (calibrated)
+  double baseline_predicted_s = 0;      // the first candidate's prediction (what choosing saves)
   // Every candidate that applies, in candidate order (StragglAR around its first straggler).
   std::vector<CandidatePrice> priced;
 };
 
 class Chooser {
  public:
+  // StragglAR's shapes (PlanCache::StragglarShapes) other than the flat schedule are chosen only
+  // when predicted faster than it by more than this fraction of its time after the last arrival:
+  // within the model's error, the flat plans the executors were measured on stay.
+  static constexpr double kShapeMinGain = 0.05;
+
   // `candidates` in tie-break order, the default first; StragglAR is considered only when a
   // straggler is given. Plans come from `plans`, which must outlive the chooser.
   Chooser(PlanCache& plans, std::vector<Algorithm> candidates, double min_gain = 0.05,

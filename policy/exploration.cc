@@ -25,6 +25,7 @@ CallDecision Explore(const CallDecision& chosen, absl::Span<const CandidatePrice
     fewest = candidate.samples;
     explored.algorithm = candidate.algorithm;
     explored.straggler = candidate.straggler;
+    explored.shape = candidate.shape;
     explored.explored = true;
     explored.predicted_s = 0;  // not modelled: the chooser priced the other plan
   }

@@ -56,9 +56,9 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
 absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<int> straggler,
                                            double bytes, const LinkModel& link) {
   if (algorithm != Algorithm::kStragglar) return WithShape(algorithm, straggler, {});
-  absl::StatusOr<StragglarShape> shape = StragglarShapeFor(bytes, link);
-  if (!shape.ok()) return shape.status();
-  return WithShape(algorithm, straggler, *shape);
+  absl::StatusOr<int> pieces = StragglarPieces(bytes, link);
+  if (!pieces.ok()) return pieces.status();
+  return WithShape(algorithm, straggler, {.pieces = *pieces});
 }
 
 absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double bytes,
@@ -95,37 +95,31 @@ absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& li
   return best_pieces;
 }
 
-absl::StatusOr<PlanCache::StragglarShape> PlanCache::StragglarShapeFor(double bytes,
-                                                                       const LinkModel& link) {
+absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShapes(
+    double bytes, const LinkModel& link) {
   absl::StatusOr<int> pieces = StragglarPieces(bytes, link);
   if (!pieces.ok()) return pieces.status();
-  const StragglarShape flat{.pieces = *pieces};
-  if (forced_pieces_ > 0) return flat;
+  std::vector<StragglarShape> shapes = {{.pieces = *pieces}};
+  if (forced_pieces_ > 0) return shapes;
   const LinkKey key = KeyOf(bytes, link);
   if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
-  absl::StatusOr<const Plan*> flat_plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, flat);
-  if (!flat_plan.ok()) return flat_plan.status();
-  absl::StatusOr<double> flat_s = PostArrivalSeconds(**flat_plan, bytes, link);
-  if (!flat_s.ok()) return flat_s.status();
-  StragglarShape best = flat;
-  double best_s = *flat_s * (1 - kFamilyMinGain);
-  std::vector<StragglarShape> others;
+  // Log-depth: the block count whose post-arrival rounds the model prices fastest.
+  StragglarShape log_depth;
+  double log_depth_s = std::numeric_limits<double>::infinity();
   for (int blocks : LogDepthBlockChoices(num_ranks_, bytes, link)) {
-    others.push_back({.log_depth_blocks = blocks});
-  }
-  if (machine_.topology.multi_node()) others.push_back({.hierarchical = true});
-  for (const StragglarShape& other : others) {
-    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, other);
+    const StragglarShape shape{.log_depth_blocks = blocks};
+    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, shape);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
     if (!seconds.ok()) return seconds.status();
-    if (*seconds < best_s) {
-      best_s = *seconds;
-      best = other;
+    if (*seconds < log_depth_s) {
+      log_depth_s = *seconds;
+      log_depth = shape;
     }
   }
-  shapes_.emplace(key, best);
-  return best;
+  shapes.push_back(log_depth);
+  if (machine_.topology.multi_node()) shapes.push_back({.hierarchical = true});
+  return shapes_.emplace(key, std::move(shapes)).first->second;
 }
 
 absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double bytes,

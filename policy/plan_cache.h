@@ -19,6 +19,7 @@
 #include "policy/calibration.h"
 #include "policy/network_model.h"
 #include "policy/simulator.h"
+#include "policy/stragglar_shape.h"
 #include "policy/topology.h"
 
 namespace stragglar {
@@ -46,18 +47,11 @@ class PlanCache {
 
   const Machine& machine() const { return machine_; }
 
-  // The shape of StragglAR's plan for a size: the flat schedule pipelined in `pieces` per chunk,
-  // log-depth StragglAR broadcasting in `log_depth_blocks` blocks (when > 0), or hierarchical
-  // StragglAR on the machine's nodes.
-  struct StragglarShape {
-    int pieces = 1;
-    int log_depth_blocks = 0;
-    bool hierarchical = false;
-    friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
-  };
+  using StragglarShape = ::stragglar::StragglarShape;
 
-  // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's has the shape
-  // StragglarShapeFor(bytes, link); the others ignore the size.
+  // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's is the flat
+  // schedule pipelined with StragglarPieces(bytes, link) pieces per chunk (what a forced or fixed
+  // StragglAR runs; the chooser may pick another of StragglarShapes); the others ignore the size.
   absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
                                   const LinkModel& link);
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
@@ -66,14 +60,12 @@ class PlanCache {
   absl::StatusOr<const Plan*> WithShape(Algorithm algorithm, std::optional<int> straggler,
                                         const StragglarShape& shape);
 
-  // The flat schedule with StragglarPieces(bytes, link), unless another family (log-depth
-  // StragglAR with the better of LogDepthBlockChoices; on several nodes hierarchical StragglAR) is
-  // priced more than kFamilyMinGain faster after the straggler's arrival: the family changes only
-  // for a gain above the model's error, so the small jobs whose flat plans the executors were
-  // measured on keep them. With forced pieces: the flat schedule. A function of its inputs alone,
-  // so every rank picks the same.
-  static constexpr double kFamilyMinGain = 0.05;
-  absl::StatusOr<StragglarShape> StragglarShapeFor(double bytes, const LinkModel& link);
+  // The shapes of StragglAR's plan worth pricing for `bytes` on `link`, the flat schedule with
+  // StragglarPieces first; then log-depth StragglAR with the better (after the straggler's
+  // arrival) of LogDepthBlockChoices; then, on a machine of nodes, hierarchical StragglAR. With
+  // forced pieces: the flat schedule only. A function of its inputs alone, so every rank gets the
+  // same.
+  absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);
 
   // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
   // kMaxPipelinedPieces pieces in all), the one whose post-arrival rounds the model prices fastest
@@ -131,7 +123,7 @@ class PlanCache {
   // addresses stay valid.
   std::map<std::tuple<Algorithm, int, int, int, bool>, Plan> plans_;
   std::map<LinkKey, int> pieces_;
-  std::map<LinkKey, StragglarShape> shapes_;
+  std::map<LinkKey, std::vector<StragglarShape>> shapes_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
   // What the simulator reads of a plan, found at its first simulation.
   struct SimulationIndex {

@@ -94,6 +94,7 @@ absl::StatusOr<CallDecision> Policy::Preview(int64_t call, int64_t bytes) {
     if (!choice.ok()) return choice.status();
     decision.algorithm = choice->algorithm;
     decision.straggler = choice->straggler;
+    decision.shape = choice->shape;
     decision.predicted_s = choice->predicted_s;
     decision.default_predicted_s = choice->baseline_predicted_s;
     it = decisions_by_bytes_.emplace(bytes, decision).first;

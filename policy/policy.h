@@ -52,6 +52,9 @@ class Policy {
   // The plan to execute for `decision` on a call of `bytes` (owned by plans(); StragglAR's is
   // pipelined as the model prefers for that size).
   absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision, int64_t bytes) {
+    if (decision.algorithm == Algorithm::kStragglar && decision.shape.has_value()) {
+      return plans_->WithShape(decision.algorithm, decision.straggler, *decision.shape);
+    }
     return plans_->For(decision.algorithm, decision.straggler, static_cast<double>(bytes), link_);
   }
 

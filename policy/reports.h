@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/plan.h"
+#include "policy/stragglar_shape.h"
 #include "profiler/arrival.h"
 
 namespace stragglar {
@@ -15,7 +16,10 @@ namespace stragglar {
 struct CallDecision {
   int64_t call = 0;  // 0-based call index on this communicator
   Algorithm algorithm = Algorithm::kRing;
-  std::optional<int> straggler;    // StragglAR's straggler
+  std::optional<int> straggler;  // StragglAR's straggler
+  // StragglAR's shape as the chooser picked it; nullopt: the plan cache's default for the size
+  // (a forced or replayed StragglAR).
+  std::optional<StragglarShape> shape;
   double predicted_s = 0;          // model: completion of the chosen plan (0 when not modelled)
   double default_predicted_s = 0;  // model: completion of the default algorithm
   bool explored = false;           // an exploration call, not the policy's best guess

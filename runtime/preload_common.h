@@ -39,7 +39,7 @@ MetricsSetup StartMetricsFromEnv(int local_rank);
 // communicator must call it, at setup. STRAGGLAR_TOPOLOGY wins when it has `size` ranks; else the
 // gathered ids' topology (TopologyFromNodeIds); else nullopt (one node), with one line saying why.
 // A topology of several nodes is logged at INFO. Above kMaxRanksPricedPerLinkClass ranks it is
-// nullopt too (said once): pricing Ring per link class simulates it round by round, 1.4 ms an
+// nullopt too (said once): pricing Ring per link class simulates it round by round, 1.8 ms an
 // epoch at 128 ranks and 79 ms at 1024 (policy_bench), until ring runs that cross link classes get
 // a closed form.
 inline constexpr int kMaxRanksPricedPerLinkClass = 128;

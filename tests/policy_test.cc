@@ -125,16 +125,7 @@ TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ((*plan)->num_chunks, 7 * 8);
   EXPECT_EQ((*plan)->straggler, 5);
-  // At 64 KiB the flat schedule's 9 post-arrival rounds are mostly alpha: log-depth StragglAR's
-  // broadcast takes K - 1 + log2 8 of them, and wins by far more than the 5% bar.
-  const Plan& small = **plans.For(Algorithm::kStragglar, 5, 64 << 10, paper);
-  const PlanCache::StragglarShape small_shape = *plans.StragglarShapeFor(64 << 10, paper);
-  ASSERT_GT(small_shape.log_depth_blocks, 0);
-  EXPECT_EQ(small.post_arrival_rounds(), LogDepthRoundLowerBound(8, small_shape.log_depth_blocks));
-  EXPECT_EQ(small.straggler, 5);
-  // At 1 GiB log-depth is priced under 1% faster than the pipelined flat plan: not enough to
-  // change the family.
-  EXPECT_EQ(*plans.StragglarShapeFor(1 << 30, paper), PlanCache::StragglarShape{.pieces = 8});
+  EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->num_chunks, 7);
   EXPECT_EQ((*plans.For(Algorithm::kRing, std::nullopt, 1 << 30, paper))->num_chunks, 8);
 
   // The choice is priced with the pipelined plan: 1.15 s/B after arrival (alpha included) where
@@ -151,6 +142,35 @@ TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
       SimulatePlan(*SynthesizeStragglar(8, 5), 1 << 30, paper, late);
   ASSERT_TRUE(unpipelined.ok());
   EXPECT_GT(unpipelined->after_last_arrival_s, 1.28 * s_over_b);
+  // At 1 GiB log-depth StragglAR is priced under 1% faster after arrival than the pipelined flat
+  // plan: within kShapeMinGain, so the flat plan stays.
+  EXPECT_EQ(choice->shape, StragglarShape{.pieces = 8});
+}
+
+TEST(ChooserTest, PicksLogDepthStragglarWhereItIsClearlyFaster) {
+  const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  PlanCache plans(8);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kStragglar});
+  // The shapes offered at 64 KiB: the flat schedule first, then log-depth.
+  const std::vector<StragglarShape> shapes = *plans.StragglarShapes(64 << 10, paper);
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0], StragglarShape{.pieces = 1});
+  ASSERT_GT(shapes[1].log_depth_blocks, 0);
+  // 64 KiB, the straggler very late: the flat schedule's 9 post-arrival rounds are mostly alpha,
+  // log-depth's broadcast takes K - 1 + log2 8 of them. The decision says so, and the plan the
+  // runtime runs for it is that plan.
+  std::vector<double> late(8, 0.0);
+  late[5] = 50e-3;
+  absl::StatusOr<Choice> choice = chooser.Choose(64 << 10, late, 5, paper);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(choice->shape, shapes[1]);
+  const Plan& plan = **plans.WithShape(Algorithm::kStragglar, 5, *choice->shape);
+  EXPECT_EQ(plan.variant, StragglarVariant::kLogDepth);
+  EXPECT_EQ(plan.post_arrival_rounds(), LogDepthRoundLowerBound(8, shapes[1].log_depth_blocks));
+  // A fixed or forced StragglAR (PlanCache::For) is the flat plan.
+  EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->variant,
+            StragglarVariant::kFlat);
 }
 
 TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStragglar) {
@@ -160,10 +180,17 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   const NetworkModel network{
       .topology = two_by_four, .intra_node = nvlink, .inter_node = kTypicalInterNodeLink};
   // 64 MiB: the flat plans send most chunks through the NICs, the hierarchical one a quarter of
-  // the buffer per rail, so it is the StragglAR plan the chooser prices.
-  const PlanCache::StragglarShape shape = *nodes.StragglarShapeFor(64 << 20, nvlink);
-  EXPECT_EQ(shape, PlanCache::StragglarShape{.hierarchical = true});
-  const Plan& plan = **nodes.For(Algorithm::kStragglar, 6, 64 << 20, nvlink);
+  // the buffer per rail, so with the straggler late it is the StragglAR plan the chooser picks.
+  const std::vector<StragglarShape> shapes = *nodes.StragglarShapes(64 << 20, nvlink);
+  ASSERT_EQ(shapes.size(), 3u);
+  EXPECT_EQ(shapes[2], StragglarShape{.hierarchical = true});
+  Chooser chooser(nodes, {Algorithm::kRing, Algorithm::kStragglar});
+  std::vector<double> late(8, 0.0);
+  late[6] = 0.2;
+  const Choice choice = *chooser.Choose(64 << 20, late, 6, nvlink);
+  EXPECT_EQ(choice.algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(choice.shape, shapes[2]);
+  const Plan& plan = **nodes.WithShape(Algorithm::kStragglar, 6, *choice.shape);
   EXPECT_EQ(plan, *SynthesizeHierarchicalStragglar(2, 4, 6));
   // Every simulation is per link class: the cache's result is the network simulation's (up to
   // rounding: the ready ranks arrive together, so the post-arrival closed form applies).
@@ -179,9 +206,11 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   const Plan& ring = **nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
   EXPECT_EQ(nodes.Simulate(ring, 64 << 20, nvlink, arrival)->finish_s,
             SimulatePlan(ring, 64 << 20, network, arrival)->finish_s);
-  // The same ranks on one node never get the hierarchical plan.
+  // The same ranks on one node are never offered the hierarchical plan.
   PlanCache flat(8);
-  EXPECT_FALSE(flat.StragglarShapeFor(64 << 20, nvlink)->hierarchical);
+  for (const StragglarShape& shape : *flat.StragglarShapes(64 << 20, nvlink)) {
+    EXPECT_FALSE(shape.hierarchical);
+  }
 }
 
 TEST(PolicyTest, RejectsATopologyThatIsNotTheCommunicators) {
