@@ -70,29 +70,40 @@ absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double by
   return simulated->completion_s;
 }
 
+absl::StatusOr<PlanCache::StragglarShape> PlanCache::FastestAfterArrival(
+    absl::Span<const StragglarShape> shapes, double bytes, const LinkModel& link) {
+  StragglarShape best = shapes.front();
+  double best_s = std::numeric_limits<double>::infinity();
+  for (const StragglarShape& shape : shapes) {
+    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, shape);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
+    if (!seconds.ok()) return seconds.status();
+    if (*seconds < best_s) {  // ties keep the earlier
+      best_s = *seconds;
+      best = shape;
+    }
+  }
+  return best;
+}
+
 absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& link) {
   if (forced_pieces_ > 0) {
     return std::max(1, std::min(forced_pieces_, kMaxPipelinedPieces / std::max(1, num_ranks_ - 1)));
   }
   const LinkKey key = KeyOf(bytes, link);
   if (auto it = pieces_.find(key); it != pieces_.end()) return it->second;
-  int best_pieces = 1;
-  double best_s = std::numeric_limits<double>::infinity();
+  // Only the rounds after the straggler arrives: the ReduceScatter moves the same bytes in the
+  // same messages whatever the depth, and is meant to hide in the straggler's delay.
+  std::vector<StragglarShape> flat;
   for (int pieces : {1, 2, 4, 8, 16}) {
     if (pieces > 1 && (num_ranks_ - 1) * pieces > kMaxPipelinedPieces) break;
-    absl::StatusOr<const Plan*> plan = WithPieces(Algorithm::kStragglar, num_ranks_ - 1, pieces);
-    if (!plan.ok()) return plan.status();
-    // Only the rounds after the straggler arrives: the ReduceScatter moves the same bytes in the
-    // same messages whatever the depth, and is meant to hide in the straggler's delay.
-    absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
-    if (!seconds.ok()) return seconds.status();
-    if (*seconds < best_s) {
-      best_s = *seconds;
-      best_pieces = pieces;
-    }
+    flat.push_back({.pieces = pieces});
   }
-  pieces_.emplace(key, best_pieces);
-  return best_pieces;
+  absl::StatusOr<StragglarShape> best = FastestAfterArrival(flat, bytes, link);
+  if (!best.ok()) return best.status();
+  pieces_.emplace(key, best->pieces);
+  return best->pieces;
 }
 
 absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShapes(
@@ -103,21 +114,13 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
   if (forced_pieces_ > 0) return shapes;
   const LinkKey key = KeyOf(bytes, link);
   if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
-  // Log-depth: the block count whose post-arrival rounds the model prices fastest.
-  StragglarShape log_depth;
-  double log_depth_s = std::numeric_limits<double>::infinity();
+  std::vector<StragglarShape> log_depth;
   for (int blocks : LogDepthBlockChoices(num_ranks_, bytes, link)) {
-    const StragglarShape shape{.log_depth_blocks = blocks};
-    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, shape);
-    if (!plan.ok()) return plan.status();
-    absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
-    if (!seconds.ok()) return seconds.status();
-    if (*seconds < log_depth_s) {
-      log_depth_s = *seconds;
-      log_depth = shape;
-    }
+    log_depth.push_back({.log_depth_blocks = blocks});
   }
-  shapes.push_back(log_depth);
+  absl::StatusOr<StragglarShape> best_log_depth = FastestAfterArrival(log_depth, bytes, link);
+  if (!best_log_depth.ok()) return best_log_depth.status();
+  shapes.push_back(*best_log_depth);
   if (machine_.topology.multi_node()) shapes.push_back({.hierarchical = true});
   return shapes_.emplace(key, std::move(shapes)).first->second;
 }

@@ -116,6 +116,10 @@ class PlanCache {
   int num_ranks_;
   int forced_pieces_;
   Machine machine_;
+  // Of StragglAR's plans in `shapes` (around the last rank), the one whose post-arrival rounds the
+  // model prices fastest; ties keep the earlier.
+  absl::StatusOr<StragglarShape> FastestAfterArrival(absl::Span<const StragglarShape> shapes,
+                                                     double bytes, const LinkModel& link);
   // The model's time for `plan`'s post-arrival rounds, every rank starting together.
   absl::StatusOr<double> PostArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
 
