@@ -112,11 +112,8 @@ absl::Status AppendBroadcast(const std::vector<int>& position_rank, int blocks, 
     const int skip = skips[t % skips.size()];
     std::vector<std::pair<int, int>> deliveries;  // (position, block)
     std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
-    // The block the straggler brings in this round, if any: one nobody has yet.
-    int new_block = -1;
-    if (next_new_block < blocks && !finals.Has(skip % n, next_new_block)) {
-      new_block = next_new_block++;
-    }
+    // The block the straggler brings in this round, if any (nobody has its final value yet).
+    const int new_block = next_new_block < blocks ? next_new_block++ : -1;
     for (int from = 0; from < n; ++from) {
       const int to = (from + skip) % n;
       int block = -1;
@@ -125,12 +122,12 @@ absl::Status AppendBroadcast(const std::vector<int>& position_rank, int blocks, 
         // x_b into the receiver's y_b: the block's first final value.
         block = new_block;
         op = TransferOp::kReduce;
-      } else if (to == 0 && new_block >= 0 && !finals.Has(0, new_block)) {
-        // Meanwhile the rank that sends to the straggler adds y_b into its x_b (or copies the
-        // final value, if it has one), so the straggler is done when its last block is out and
-        // the bound is met at n = 2^q.
+      } else if (to == 0 && new_block >= 0) {
+        // Meanwhile the rank that sends to the straggler adds y_b into its x_b, so the straggler
+        // is done when its last block is out and the bound is met at n = 2^q. (No ready rank
+        // holds b's final value before the end of this round.)
         block = new_block;
-        op = finals.Has(from, block) ? TransferOp::kCopy : TransferOp::kReduce;
+        op = TransferOp::kReduce;
       } else {
         // The straggler, done bringing blocks in, holds every final value by then.
         block = finals.HighestMissing(from, to, blocks);

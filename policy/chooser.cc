@@ -78,8 +78,14 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
         .samples = samples,
         .after_s = after_s};
   };
-  absl::StatusOr<std::vector<StragglarShape>> shapes = plans_->StragglarShapes(bytes, link);
-  if (!shapes.ok()) return shapes.status();
+  // StragglAR's shapes, asked for only when StragglAR is a candidate (each is a plan to build).
+  std::vector<StragglarShape> shapes;
+  if (std::find(candidates_.begin(), candidates_.end(), Algorithm::kStragglar) !=
+      candidates_.end()) {
+    absl::StatusOr<std::vector<StragglarShape>> offered = plans_->StragglarShapes(bytes, link);
+    if (!offered.ok()) return offered.status();
+    shapes = *std::move(offered);
+  }
   for (Algorithm algorithm : candidates_) {
     const bool is_stragglar = algorithm == Algorithm::kStragglar;
     const std::vector<std::optional<int>> variants =
@@ -88,13 +94,13 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
     for (const std::optional<int>& plan_straggler : variants) {
       absl::StatusOr<Priced> priced_one =
           price(algorithm, plan_straggler,
-                is_stragglar ? std::optional<StragglarShape>(shapes->front()) : std::nullopt);
+                is_stragglar ? std::optional<StragglarShape>(shapes.front()) : std::nullopt);
       if (!priced_one.ok()) return priced_one.status();
       // StragglAR: another shape replaces the flat schedule only for a gain above the model's
       // error.
       const double bar_s = priced_one->choice.predicted_s - kShapeMinGain * priced_one->after_s;
-      for (size_t s = 1; is_stragglar && s < shapes->size(); ++s) {
-        absl::StatusOr<Priced> other = price(algorithm, plan_straggler, (*shapes)[s]);
+      for (size_t s = 1; is_stragglar && s < shapes.size(); ++s) {
+        absl::StatusOr<Priced> other = price(algorithm, plan_straggler, shapes[s]);
         if (!other.ok()) return other.status();
         if (other->choice.predicted_s < std::min(bar_s, priced_one->choice.predicted_s)) {
           priced_one = *std::move(other);
