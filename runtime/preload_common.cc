@@ -90,7 +90,7 @@ absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& confi
   const std::vector<int64_t> node_of_rank(all->begin(), all->end());
   absl::StatusOr<Topology> learned = TopologyFromNodeIds(node_of_rank);
   if (!learned.ok()) {
-    LogOnce(LogLevel::kWarn, "topology-learned",
+    LogOnce(LogLevel::kInfo, "topology-learned",
             absl::StrCat(comm, ": ", learned.status().message(), "; priced as one node"));
     return std::nullopt;
   }
