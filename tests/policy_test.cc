@@ -208,9 +208,8 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
             SimulatePlan(ring, 64 << 20, network, arrival)->finish_s);
   // The same ranks on one node are never offered the hierarchical plan.
   PlanCache flat(8);
-  for (const StragglarShape& shape : *flat.StragglarShapes(64 << 20, nvlink)) {
-    EXPECT_FALSE(shape.hierarchical);
-  }
+  const std::vector<StragglarShape> one_node_shapes = *flat.StragglarShapes(64 << 20, nvlink);
+  for (const StragglarShape& shape : one_node_shapes) EXPECT_FALSE(shape.hierarchical);
 }
 
 TEST(PolicyTest, RejectsATopologyThatIsNotTheCommunicators) {
