@@ -6,15 +6,16 @@ namespace stragglar {
 inline constexpr char kUsage[] = R"(stragglar: AllReduce plans for a persistent straggler
 
 usage:
-  stragglar plan --algorithm ring|halving-doubling|stragglar (--ranks N | --topology NxG)
-                 [--straggler S] [--pieces K] [--json]
+  stragglar plan --algorithm ring|halving-doubling|stragglar|stragglar-log-depth
+                 (--ranks N | --topology NxG) [--straggler S] [--pieces K] [--json]
   stragglar sim (--ranks N | --topology NxG) --bytes SIZE [--alpha 3us] [--bandwidth 450GiB/s]
                 [--inter-alpha 10us] [--inter-bandwidth 50GB/s] [--delay D] [--straggler S]
-                [--algorithms ring,halving-doubling,stragglar,stragglar-hierarchical,nccl-ring,nccl-tree]
-                [--json]
+                [--algorithms ring,halving-doubling,stragglar,stragglar-log-depth,
+                              stragglar-hierarchical,nccl-ring,nccl-tree] [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
-  stragglar run [--ranks 8] [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
+  stragglar run [--ranks 8 | --topology NxG [--inter-alpha 10us] [--inter-bandwidth 50GB/s]]
+                [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
                 [--dtype float32] [--seed 1] [--epoch-calls 32] [--algorithms ring,stragglar]
                 [--summary-json FILE] [--trace FILE] [--trace-json FILE]
                 [--metrics-port P] [--metrics-addr A] [--metrics-hold 0s]
