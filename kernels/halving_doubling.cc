@@ -19,12 +19,6 @@
 namespace stragglar {
 namespace {
 
-ChunkList ChunkRange(int begin, int end) {
-  ChunkList chunks;
-  for (int chunk = begin; chunk < end; ++chunk) chunks.push_back(chunk);
-  return chunks;
-}
-
 struct ChunkSpan {
   int begin;
   int end;

@@ -64,6 +64,12 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
   return kAlgorithmNames[static_cast<size_t>(algorithm)];
 }
 
+ChunkList ChunkRange(int begin, int end) {
+  ChunkList chunks;
+  for (int chunk = begin; chunk < end; ++chunk) chunks.push_back(chunk);
+  return chunks;
+}
+
 absl::string_view StragglarVariantName(StragglarVariant variant) {
   switch (variant) {
     case StragglarVariant::kLogDepth:

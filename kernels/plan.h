@@ -91,6 +91,9 @@ struct ElementRange {
 };
 ElementRange ChunkElements(int64_t count, int num_chunks, int chunk);
 
+// Chunks begin, begin + 1, ..., end - 1: the list a transfer of a contiguous range carries.
+ChunkList ChunkRange(int begin, int end);
+
 // Returns `plan` with ranks `a` and `b` swapped everywhere (straggler included). Chunk numbering is
 // unchanged. This is how one synthesized StragglAR plan serves every straggler index.
 Plan SwapRanks(const Plan& plan, int a, int b);

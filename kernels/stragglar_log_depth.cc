@@ -70,12 +70,6 @@ class BlockHoldings {
   std::vector<uint64_t> bits_;
 };
 
-ChunkList ChunkRange(int begin, int end) {
-  ChunkList chunks;
-  for (int chunk = begin; chunk < end; ++chunk) chunks.push_back(chunk);
-  return chunks;
-}
-
 // Appends Halving-Doubling among `ready`, its chunk j widened to `scale` adjacent chunks.
 absl::Status AppendReadyAllReduce(const std::vector<int>& ready, int scale, Plan& plan) {
   if (ready.size() < 2) return absl::OkStatus();

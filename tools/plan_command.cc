@@ -9,8 +9,6 @@
 namespace stragglar {
 namespace {
 
-constexpr absl::string_view kLogDepthName = "stragglar-log-depth";
-
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 void Print(const Plan& plan, nlohmann::json extra, const PlanTableNote& note, bool json,
@@ -54,7 +52,7 @@ absl::Status RunLogDepth(const PlanArgs& args, std::ostream& out) {
 }  // namespace
 
 absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
-  if (args.algorithm == kLogDepthName) {
+  if (args.algorithm == kLogDepthStragglarName) {
     if (args.topology.has_value()) {
       return Usage("--topology does not apply to stragglar-log-depth, a plan for flat machines");
     }
@@ -62,7 +60,7 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
   }
   absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(args.algorithm);
   if (!algorithm.ok()) {
-    return Usage(absl::StrCat(algorithm.status().message(), " (or ", kLogDepthName, ")"));
+    return Usage(absl::StrCat(algorithm.status().message(), " (or ", kLogDepthStragglarName, ")"));
   }
   const bool stragglar = *algorithm == Algorithm::kStragglar;
   if (args.topology.has_value() && !stragglar) {

@@ -25,7 +25,6 @@ constexpr absl::string_view kHierarchicalName = "stragglar-hierarchical";
 struct LogDepth {
   friend bool operator==(LogDepth, LogDepth) { return true; }
 };
-constexpr absl::string_view kLogDepthName = "stragglar-log-depth";
 
 // A plan simulated transfer by transfer, or one of NCCL's algorithms in closed form.
 using Candidate = std::variant<Algorithm, Hierarchical, LogDepth, NcclModel>;
@@ -35,13 +34,13 @@ std::string CandidateName(const Candidate& candidate) {
     return std::string(AlgorithmName(*algorithm));
   }
   if (std::holds_alternative<Hierarchical>(candidate)) return std::string(kHierarchicalName);
-  if (std::holds_alternative<LogDepth>(candidate)) return std::string(kLogDepthName);
+  if (std::holds_alternative<LogDepth>(candidate)) return std::string(kLogDepthStragglarName);
   return std::string(NcclModelName(std::get<NcclModel>(candidate)));
 }
 
 absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
   if (name == kHierarchicalName) return Hierarchical{};
-  if (name == kLogDepthName) return LogDepth{};
+  if (name == kLogDepthStragglarName) return LogDepth{};
   if (absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name); algorithm.ok()) {
     return *algorithm;
   }
@@ -262,7 +261,7 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
     out << absl::StrFormat(
         "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
         "optimum)\n",
-        kLogDepthName, row.blocks);
+        kLogDepthStragglarName, row.blocks);
   }
   if (topology.multi_node()) {
     out << "\nnccl-ring and nccl-tree are NCCL's algorithms in closed form (docs/scale-model.md); "
