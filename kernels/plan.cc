@@ -70,13 +70,13 @@ ChunkList ChunkRange(int begin, int end) {
   return chunks;
 }
 
-absl::string_view StragglarVariantName(StragglarVariant variant) {
+absl::string_view PlanVariantName(PlanVariant variant) {
   switch (variant) {
-    case StragglarVariant::kLogDepth:
+    case PlanVariant::kLogDepth:
       return "log-depth";
-    case StragglarVariant::kHierarchical:
+    case PlanVariant::kHierarchical:
       return "hierarchical";
-    case StragglarVariant::kFlat:
+    case PlanVariant::kFlat:
       break;
   }
   return "flat";
@@ -145,7 +145,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                          {"pre_arrival_rounds", plan.pre_arrival_rounds},
                          {"rounds", std::move(rounds)}};
   if (plan.straggler.has_value()) json["straggler"] = *plan.straggler;
-  if (plan.variant != StragglarVariant::kFlat) json["variant"] = StragglarVariantName(plan.variant);
+  if (plan.variant != PlanVariant::kFlat) json["variant"] = PlanVariantName(plan.variant);
   return json;
 }
 
@@ -178,9 +178,9 @@ absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
   }
   if (auto variant = json.find("variant"); variant != json.end()) {
     bool known = false;
-    for (StragglarVariant candidate :
-         {StragglarVariant::kFlat, StragglarVariant::kLogDepth, StragglarVariant::kHierarchical}) {
-      if (variant->is_string() && variant->get<std::string>() == StragglarVariantName(candidate)) {
+    for (PlanVariant candidate :
+         {PlanVariant::kFlat, PlanVariant::kLogDepth, PlanVariant::kHierarchical}) {
+      if (variant->is_string() && variant->get<std::string>() == PlanVariantName(candidate)) {
         plan.variant = candidate;
         known = true;
       }

@@ -36,13 +36,14 @@ absl::string_view AlgorithmFamily(Algorithm algorithm);
 // Comma-separated names, e.g. "ring,stragglar"; rejects empty items and duplicates.
 absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names);
 
-// Which of StragglAR's plan families a StragglAR plan belongs to: the flat schedule (the paper's,
+// Which family within its algorithm a plan belongs to. StragglAR: the flat schedule (the paper's,
 // pipelined or not), log-depth (kernels/stragglar_log_depth.cc) or hierarchical
-// (kernels/stragglar_hierarchical.cc). Descriptive only: the verifier, the simulator and the
+// (kernels/stragglar_hierarchical.cc). Ring: the flat ring, or the hierarchical ring of a machine
+// of nodes (kernels/ring_hierarchical.cc). Descriptive only: the verifier, the simulator and the
 // executors treat every plan alike.
-enum class StragglarVariant : uint8_t { kFlat, kLogDepth, kHierarchical };
+enum class PlanVariant : uint8_t { kFlat, kLogDepth, kHierarchical };
 // "flat", "log-depth", "hierarchical".
-absl::string_view StragglarVariantName(StragglarVariant variant);
+absl::string_view PlanVariantName(PlanVariant variant);
 
 enum class TransferOp : uint8_t { kReduce, kCopy };
 
@@ -73,7 +74,7 @@ struct Plan {
   // StragglAR: rounds [0, pre_arrival_rounds) run before the straggler arrives and must not involve
   // it. The straggler's first transfer is in round pre_arrival_rounds (checked by the verifier).
   int pre_arrival_rounds = 0;
-  StragglarVariant variant = StragglarVariant::kFlat;
+  PlanVariant variant = PlanVariant::kFlat;
   std::vector<Round> rounds;
 
   int num_rounds() const { return static_cast<int>(rounds.size()); }

@@ -5,21 +5,44 @@
 #include "kernels/synthesizers.h"
 
 namespace stragglar {
+namespace {
 
-void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int pieces) {
+ChunkList Block(int first_chunk, int pieces, int block) {
+  ChunkList chunks(pieces);
+  std::iota(chunks.begin(), chunks.end(), first_chunk + block * pieces);
+  return chunks;
+}
+
+int Mod(int value, int size) { return (value % size + size) % size; }
+
+}  // namespace
+
+void AppendRingReduceScatterStep(absl::Span<const int> ring, int step, int first_chunk, int pieces,
+                                 std::vector<Transfer>& transfers) {
   const int size = static_cast<int>(ring.size());
   // In step s ring[i] forwards block i-s-1, so block c starts at ring[c+1], collects every other
   // contribution on its way around and completes at ring[c] after size-1 steps.
-  for (int step = 0; step + 1 < size; ++step) {
+  for (int i = 0; i < size; ++i) {
+    transfers.push_back({ring[i], ring[(i + 1) % size], TransferOp::kReduce,
+                         Block(first_chunk, pieces, Mod(i - step - 1, size))});
+  }
+}
+
+void AppendRingAllGatherStep(absl::Span<const int> ring, int step, int first_chunk, int pieces,
+                             std::vector<Transfer>& transfers) {
+  const int size = static_cast<int>(ring.size());
+  // ring[i] starts with complete block i and passes along what it received last.
+  for (int i = 0; i < size; ++i) {
+    transfers.push_back({ring[i], ring[(i + 1) % size], TransferOp::kCopy,
+                         Block(first_chunk, pieces, Mod(i - step, size))});
+  }
+}
+
+void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int pieces) {
+  for (int step = 0; step + 1 < static_cast<int>(ring.size()); ++step) {
     Round& round = plan.rounds.emplace_back();
-    round.transfers.reserve(size);
-    for (int i = 0; i < size; ++i) {
-      const int block = ((i - step - 1) % size + size) % size;
-      ChunkList chunks(pieces);
-      std::iota(chunks.begin(), chunks.end(), block * pieces);
-      round.transfers.push_back(
-          {ring[i], ring[(i + 1) % size], TransferOp::kReduce, std::move(chunks)});
-    }
+    round.transfers.reserve(ring.size());
+    AppendRingReduceScatterStep(ring, step, 0, pieces, round.transfers);
   }
 }
 
@@ -34,14 +57,10 @@ absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {
   std::vector<int> ring(num_ranks);
   std::iota(ring.begin(), ring.end(), 0);
   AppendRingReduceScatter(ring, plan);
-  // AllGather: rank i starts with complete chunk i and passes along what it received last.
   for (int step = 0; step + 1 < num_ranks; ++step) {
     Round& round = plan.rounds.emplace_back();
     round.transfers.reserve(num_ranks);
-    for (int i = 0; i < num_ranks; ++i) {
-      const int chunk = ((i - step) % num_ranks + num_ranks) % num_ranks;
-      round.transfers.push_back({i, (i + 1) % num_ranks, TransferOp::kCopy, ChunkList{chunk}});
-    }
+    AppendRingAllGatherStep(ring, step, 0, 1, round.transfers);
   }
   return plan;
 }

@@ -165,7 +165,7 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
               .num_chunks = num_chunks,
               .straggler = straggler,
               .pre_arrival_rounds = pre_arrival_rounds,
-              .variant = StragglarVariant::kHierarchical,
+              .variant = PlanVariant::kHierarchical,
               .rounds = packer.TakeRounds()};
 }
 

@@ -169,7 +169,7 @@ absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, i
             .num_ranks = num_ranks,
             .num_chunks = std::max(ready_chunks, blocks),
             .straggler = straggler,
-            .variant = StragglarVariant::kLogDepth};
+            .variant = PlanVariant::kLogDepth};
   if (absl::Status status = AppendReadyAllReduce(ready, plan.num_chunks / ready_chunks, plan);
       !status.ok()) {
     return status;

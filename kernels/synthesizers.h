@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "kernels/plan.h"
 
 namespace stragglar {
@@ -15,6 +16,14 @@ namespace stragglar {
 // Ring: a ReduceScatter then an AllGather around 0, 1, ..., n-1; 2(n-1) rounds of one chunk each,
 // with n chunks. num_ranks >= 2.
 absl::StatusOr<Plan> SynthesizeRing(int num_ranks);
+
+// The hierarchical ring (kernels/ring_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
+// ranks, numbered node by node: a ring ReduceScatter inside every node, a ring AllReduce along
+// every rail (local rank g of every node) on a ranks_per_node-th of the buffer, then a ring
+// AllGather inside every node: 2(ranks_per_node - 1) + 2(nodes - 1) rounds, nodes *
+// ranks_per_node chunks, variant kHierarchical. With one node, or one rank per node, it is
+// SynthesizeRing's flat plan. InvalidArgument for fewer than 2 ranks.
+absl::StatusOr<Plan> SynthesizeHierarchicalRing(int nodes, int ranks_per_node);
 
 // Halving-Doubling (recursive halving ReduceScatter, recursive doubling AllGather) over 2^p chunks,
 // p = floor(log2 n): 2p rounds for n = 2^p. Other n fold the n - 2^p extra ranks into partners with
@@ -61,5 +70,14 @@ absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
 // `pieces` adjacent chunks each, which leaves block i (chunks [i*pieces, (i+1)*pieces)) complete at
 // ring[i]: ring.size()-1 rounds appended to `plan`.
 void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int pieces = 1);
+
+// One step of a ring over `ring` (ring[i] sends to ring[i+1]) whose block i is chunks
+// [first_chunk + i*pieces, first_chunk + (i+1)*pieces), appended to `transfers`: step `step` (of
+// ring.size() - 1) of the ReduceScatter above, or of the AllGather that starts with block i
+// complete at ring[i] and leaves every block everywhere.
+void AppendRingReduceScatterStep(absl::Span<const int> ring, int step, int first_chunk, int pieces,
+                                 std::vector<Transfer>& transfers);
+void AppendRingAllGatherStep(absl::Span<const int> ring, int step, int first_chunk, int pieces,
+                             std::vector<Transfer>& transfers);
 
 }  // namespace stragglar

@@ -19,12 +19,12 @@ std::string DescribePlan(const Plan& plan, int64_t bytes) {
   if (plan.straggler.has_value()) absl::StrAppend(&text, " around rank ", *plan.straggler);
   absl::StrAppend(&text, " for ", FormatBytes(static_cast<double>(bytes)), ": ", plan.num_chunks,
                   " chunks");
-  if (plan.variant == StragglarVariant::kLogDepth && plan.post_arrival_rounds() > 0) {
+  if (plan.variant == PlanVariant::kLogDepth && plan.post_arrival_rounds() > 0) {
     // Every post-arrival transfer carries one block.
     const size_t block = plan.rounds[plan.pre_arrival_rounds].transfers.front().chunks.size();
     absl::StrAppend(&text, " (log-depth: the straggler's buffer in ", plan.num_chunks / block,
                     " blocks)");
-  } else if (plan.variant == StragglarVariant::kHierarchical) {
+  } else if (plan.variant == PlanVariant::kHierarchical) {
     absl::StrAppend(&text, " (hierarchical)");
   } else if (plan.straggler.has_value() && plan.num_ranks > 1 &&
              plan.num_chunks > plan.num_ranks - 1) {

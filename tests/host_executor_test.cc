@@ -243,7 +243,22 @@ TEST(HostExecutorPipelinedTest, MatchesReferenceOnEveryRank) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hierarchical StragglAR: rails of nodes, shards of (nodes - 1) chunks, packed phases.
+// Hierarchical StragglAR: rails of nodes, shards of (nodes - 1) chunks, packed phases. The
+// hierarchical ring: rings inside nodes around a ring AllReduce along every rail. Log-depth
+// StragglAR: Halving-Doubling among the ready ranks, then a pipelined broadcast whose straggler
+// re-sends raw blocks as reduces and final ones as copies.
+
+// Three types, three operations, an empty buffer, one smaller than the chunk count (in place) and
+// one that no chunk count divides evenly.
+void CheckEveryTypeAndOp(const Plan& plan, uint64_t seed) {
+  for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1001}}) {
+        CheckExact(plan, {.type = type, .op = op, .count = count, .in_place = count == 5}, seed);
+      }
+    }
+  }
+}
 
 TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
   for (const auto& [nodes, per_node] :
@@ -252,21 +267,19 @@ TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
     for (int straggler : {0, per_node + 1, n - 1}) {
       absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(nodes, per_node, straggler);
       ASSERT_TRUE(plan.ok()) << plan.status();
-      for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
-          for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1001}}) {
-            CheckExact(*plan, {.type = type, .op = op, .count = count, .in_place = count == 5},
-                       SplitMix64(n * 31 + straggler));
-          }
-        }
-      }
+      CheckEveryTypeAndOp(*plan, SplitMix64(n * 31 + straggler));
     }
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Log-depth StragglAR: Halving-Doubling among the ready ranks, then a pipelined broadcast whose
-// straggler re-sends raw blocks as reduces and final ones as copies.
+TEST(HostExecutorHierarchicalRingTest, MatchesReferenceOnEveryRank) {
+  for (const auto& [nodes, per_node] :
+       {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 4}, std::pair{3, 4}, std::pair{4, 3}}) {
+    absl::StatusOr<Plan> plan = SynthesizeHierarchicalRing(nodes, per_node);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    CheckEveryTypeAndOp(*plan, SplitMix64(nodes * 41 + per_node));
+  }
+}
 
 TEST(HostExecutorLogDepthTest, MatchesReferenceOnEveryRank) {
   for (const auto& [n, blocks] :
@@ -274,14 +287,7 @@ TEST(HostExecutorLogDepthTest, MatchesReferenceOnEveryRank) {
     for (int straggler : {0, n - 1}) {
       absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(n, straggler, blocks);
       ASSERT_TRUE(plan.ok()) << plan.status();
-      for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
-          for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1001}}) {
-            CheckExact(*plan, {.type = type, .op = op, .count = count, .in_place = count == 5},
-                       SplitMix64(n * 37 + straggler));
-          }
-        }
-      }
+      CheckEveryTypeAndOp(*plan, SplitMix64(n * 37 + straggler));
     }
   }
 }

@@ -102,10 +102,10 @@ TEST(PlanJsonTest, RoundTripsEveryAlgorithm) {
   for (const Plan& plan :
        {*SynthesizeLogDepthStragglar(6, 2, 4), *SynthesizeHierarchicalStragglar(3, 2, 1)}) {
     const nlohmann::json json = PlanToJson(plan);
-    EXPECT_EQ(json["variant"].get<std::string>(), StragglarVariantName(plan.variant));
+    EXPECT_EQ(json["variant"].get<std::string>(), PlanVariantName(plan.variant));
     absl::StatusOr<Plan> parsed = PlanFromJson(json);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
-    EXPECT_EQ(*parsed, plan) << StragglarVariantName(plan.variant);
+    EXPECT_EQ(*parsed, plan) << PlanVariantName(plan.variant);
   }
   EXPECT_FALSE(PlanToJson(*SynthesizeStragglar(6, 2)).contains("variant"));
 }

@@ -166,11 +166,11 @@ TEST(ChooserTest, PicksLogDepthStragglarWhereItIsClearlyFaster) {
   EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
   EXPECT_EQ(choice->shape, shapes[1]);
   const Plan& plan = **plans.WithShape(Algorithm::kStragglar, 5, *choice->shape);
-  EXPECT_EQ(plan.variant, StragglarVariant::kLogDepth);
+  EXPECT_EQ(plan.variant, PlanVariant::kLogDepth);
   EXPECT_EQ(plan.post_arrival_rounds(), LogDepthRoundLowerBound(8, shapes[1].log_depth_blocks));
   // A fixed or forced StragglAR (PlanCache::For) is the flat plan.
   EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->variant,
-            StragglarVariant::kFlat);
+            PlanVariant::kFlat);
 }
 
 TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStragglar) {
