@@ -43,7 +43,9 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
   absl::StatusOr<Plan> plan =
-      !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
+      algorithm == Algorithm::kRing && topology.multi_node()
+          ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
+      : !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
       : shape.hierarchical
           ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler)
       : shape.log_depth_blocks > 0

@@ -52,6 +52,7 @@ class PlanCache {
   // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's is the flat
   // schedule pipelined with StragglarPieces(bytes, link) pieces per chunk (what a forced or fixed
   // StragglAR runs; the chooser may pick another of StragglarShapes); the others ignore the size.
+  // Ring on a machine of nodes is the hierarchical ring, what a library runs there.
   absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
                                   const LinkModel& link);
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).

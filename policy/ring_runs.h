@@ -2,9 +2,11 @@
 // simulator. In a ring round every rank of a cycle sends to the next one in it, so its ready time
 // becomes the latest of its own and its two neighbours' plus one transfer time; after k such
 // rounds it is the latest ready time within k places of it on the cycle plus k transfer times.
-// That turns Ring's 2(n - 1) rounds of n transfers, and StragglAR's pre-arrival ReduceScatter,
-// into one pass over the ranks. The result is the simulator's own, bit for bit: adding the
-// transfer time commutes with taking the latest, because rounding is monotonic.
+// A round may hold several disjoint cycles (the hierarchical ring's node rings and rails, or
+// Halving-Doubling's pairs): each is priced on its own. That turns Ring's 2(n - 1) rounds of n
+// transfers, and StragglAR's pre-arrival ReduceScatter, into one pass over the ranks. The result
+// is the simulator's own, bit for bit: adding the transfer time commutes with taking the latest,
+// because rounding is monotonic.
 #pragma once
 
 #include <vector>
@@ -17,8 +19,12 @@ namespace stragglar {
 struct RingRun {
   int first_round = 0;
   int rounds = 0;
-  std::vector<int> cycle;  // the ranks in ring order; each sends to the next, the last to the first
-  int chunks = 0;          // per transfer
+  // Disjoint cycles, each the ranks in ring order: each sends to the next, the last to the first.
+  std::vector<std::vector<int>> cycles;
+  int chunks = 0;  // per transfer
+
+  // The transfers of each of its rounds.
+  int transfers() const;
 };
 
 // The runs of at least `min_rounds` consecutive ring rounds of `plan`, in round order. One pass
@@ -26,7 +32,7 @@ struct RingRun {
 std::vector<RingRun> FindRingRuns(const Plan& plan, int min_rounds = 2);
 
 // `ready` after `rounds` rounds of `run` (at most run.rounds), each transfer taking
-// `transfer_seconds`. Ranks outside the cycle keep their time.
+// `transfer_seconds`. Ranks outside its cycles keep their time.
 void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
                        std::vector<double>& ready);
 

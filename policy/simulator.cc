@@ -14,12 +14,14 @@ namespace stragglar {
 
 namespace {
 
-// The class shared by every hop of `run`'s cycle, if there is one.
+// The class shared by every hop of `run`'s cycles, if there is one.
 std::optional<LinkClass> RunClass(const RingRun& run, const Topology& topology) {
   if (!topology.multi_node()) return LinkClass::kIntraNode;
-  const LinkClass first = topology.Between(run.cycle.back(), run.cycle.front());
-  for (size_t i = 0; i + 1 < run.cycle.size(); ++i) {
-    if (topology.Between(run.cycle[i], run.cycle[i + 1]) != first) return std::nullopt;
+  const LinkClass first = topology.Between(run.cycles[0].back(), run.cycles[0].front());
+  for (const std::vector<int>& cycle : run.cycles) {
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      if (topology.Between(cycle[i], cycle[(i + 1) % cycle.size()]) != first) return std::nullopt;
+    }
   }
   return first;
 }
@@ -163,9 +165,11 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
       const double seconds =
           network.Of(*run_class)
               .TransferSeconds(bytes_per_chunk * static_cast<size_t>(run->chunks),
-                               static_cast<int>(run->cycle.size()));
+                               run->transfers());
       AdvanceRingRounds(*run, rounds, seconds, ready);
-      for (int rank : run->cycle) next[rank] = ready[rank];
+      for (const std::vector<int>& cycle : run->cycles) {
+        for (int rank : cycle) next[rank] = ready[rank];
+      }
       r += rounds;
       continue;
     }

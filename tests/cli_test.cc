@@ -111,6 +111,14 @@ TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
   EXPECT_EQ(plan->straggler, 1);
   EXPECT_TRUE(VerifyPlan(*plan).ok()) << VerifyPlan(*plan);
   EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
+  // The hierarchical ring: node rings around the rails, 2(G - 1) + 2(N - 1) rounds.
+  CliResult ring = RunCli("plan --algorithm ring --topology 3x2 --json");
+  ASSERT_EQ(ring.exit_code, 0) << ring.err;
+  const nlohmann::json ring_json = nlohmann::json::parse(ring.out);
+  EXPECT_EQ(ring_json["algorithm"], "ring");
+  EXPECT_EQ(ring_json["variant"], "hierarchical");
+  EXPECT_EQ(ring_json["rounds"].size(), 6u);
+  EXPECT_EQ(RunCli("verify --plan -", ring.out).exit_code, 0);
 }
 
 TEST(CliTest, SimJsonFollowsTheContract) {
@@ -191,13 +199,14 @@ TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"ring", "halving-doubling", "stragglar",
                                              "stragglar-hierarchical", "nccl-ring", "nccl-tree",
-                                             "stragglar-log-depth"}));
+                                             "stragglar-log-depth", "ring-hierarchical"}));
   // NCCL's ring: 2N = 8 network steps of 14, 7/4 of the bytes through a NIC shared by 2 rails.
   EXPECT_NEAR(json["results"][4]["after_last_arrival_s"].get<double>(),
               6 * 3e-6 + 8 * 10e-6 + 2.0 * 7 / 8 * (64 << 20) / 2 / 50e9, 1e-12);
   // Each plan of StragglAR's family has its break-even against every baseline; the contract's
   // top-level one is the flat plan's.
-  for (const char* baseline : {"ring", "halving-doubling", "nccl-ring", "nccl-tree"}) {
+  for (const char* baseline :
+       {"ring", "halving-doubling", "nccl-ring", "nccl-tree", "ring-hierarchical"}) {
     EXPECT_TRUE(json["break_even_delay_s"].contains(baseline)) << baseline;
     EXPECT_TRUE(json["results"][3]["break_even_delay_s"].contains(baseline)) << baseline;
   }
@@ -281,7 +290,8 @@ TEST(CliTest, BadInputGetsOneClearLine) {
       {"sim --ranks 4 --bytes 1MiB --algorithms ring,tree", "unknown algorithm \"tree\""},
       {"sim --ranks 4 --bytes 1MiB --frobnicate", "Unknown command line flag 'frobnicate'"},
       {"sim --topology 4 --bytes 1MiB", "--topology: topology \"4\" is not NxG"},
-      {"plan --algorithm ring --topology 2x4", "--topology applies to --algorithm stragglar only"},
+      {"plan --algorithm halving-doubling --topology 2x4",
+       "--topology applies to --algorithm stragglar and ring only"},
       {"plan --algorithm stragglar --topology 2x4 --pieces 2", "the hierarchical plan is not"},
       {"plan --algorithm stragglar --topology 2x4 --straggler 8",
        "--straggler 8 is outside [0, 7]"},
@@ -465,10 +475,10 @@ TEST(CliTest, RunWrapsNarrowIntegersLikeTheReference) {
 
 TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
   // 2 nodes of 2: every result needs contributions from the other node, through an emulated NIC
-  // that holds each message for at least 2 ms, so the Ring baseline takes at least that (64 KiB on
-  // this host takes far less). The model charges a whole round for each of Ring's 6 rounds, each
-  // with a message between the nodes (1->2 and 3->0): at least 12 ms. The executor overlaps a
-  // message's delivery with its sender's next round, so it is faster than that.
+  // that holds each message for at least 2 ms, so the Ring baseline (on nodes, the hierarchical
+  // ring) takes at least that (64 KiB on this host takes far less). The model charges a whole
+  // round for each of its 2 rounds along the rails (0<->2, 1<->3): at least 4 ms. The executor
+  // overlaps a message's delivery with its sender's next round, so it may be faster than that.
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "run-nodes";
   std::filesystem::create_directories(dir);
   CliResult result = RunCli(absl::StrCat(
@@ -477,7 +487,7 @@ TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
       (dir / "summary.json").string()));
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   EXPECT_THAT(result.out, HasSubstr("emulated machine: 2 nodes of 2 ranks; between nodes alpha"));
-  EXPECT_THAT(result.out, HasSubstr("model: ring takes"));
+  EXPECT_THAT(result.out, HasSubstr("model: the hierarchical ring takes"));
   const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
   EXPECT_EQ(summary["ranks"], 4);
   EXPECT_EQ(summary["correct"], true);
@@ -485,7 +495,8 @@ TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
   EXPECT_EQ(summary["topology"]["ranks_per_node"], 2);
   EXPECT_DOUBLE_EQ(summary["topology"]["inter_node"]["alpha_s"].get<double>(), 2e-3);
   EXPECT_GE(summary["baseline"]["p50_s"].get<double>(), 2e-3);
-  EXPECT_GE(summary["baseline"]["model_s"].get<double>(), 6 * 2e-3);
+  EXPECT_GE(summary["baseline"]["model_s"].get<double>(), 2 * 2e-3);
+  EXPECT_EQ(summary["baseline"]["variant"], "hierarchical");
 }
 
 TEST(CliTest, RunRejectsBadOptions) {

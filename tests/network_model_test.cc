@@ -127,8 +127,9 @@ TEST(NetworkSimulatorTest, RingRunsStayExactOnMachinesOfNodes) {
        {std::pair{4, 1}, std::pair{2, 4}, std::pair{3, 3}, std::pair{1, 6}}) {
     const int n = nodes * per_node;
     for (int straggler : {0, n / 2, n - 1}) {
-      for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kStragglar}) {
-        const Plan plan = Synthesize(algorithm, n, straggler);
+      for (const Plan& plan :
+           {Synthesize(Algorithm::kRing, n), Synthesize(Algorithm::kStragglar, n, straggler),
+            *SynthesizeHierarchicalRing(nodes, per_node)}) {
         const std::vector<RingRun> runs = FindRingRuns(plan);
         ASSERT_FALSE(runs.empty());
         const std::vector<double> arrival = OneLateRank(n, straggler, 2e-4);
@@ -138,7 +139,8 @@ TEST(NetworkSimulatorTest, RingRunsStayExactOnMachinesOfNodes) {
             SimulatePlan(plan, 16e6, Machine(nodes, per_node), arrival);
         ASSERT_TRUE(closed.ok() && rounds.ok());
         EXPECT_EQ(closed->finish_s, rounds->finish_s)
-            << nodes << "x" << per_node << " " << AlgorithmName(algorithm) << " " << straggler;
+            << nodes << "x" << per_node << " " << AlgorithmName(plan.algorithm) << " "
+            << PlanVariantName(plan.variant) << " " << straggler;
       }
     }
   }

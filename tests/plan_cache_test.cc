@@ -91,7 +91,9 @@ TEST(PlanCacheTest, LogDepthClosedFormIsTheSimulationWhereItApplies) {
           const SimulationResult want = *SimulatePlan(plan, 1 << 22, link, arrival);
           const bool closed_form = cache.closed_form_calls() > before;
           // Ready ranks arriving together always leave in the pattern.
-          if (butterfly || trial >= 3) EXPECT_TRUE(closed_form);
+          if (butterfly || trial >= 3) {
+            EXPECT_TRUE(closed_form);
+          }
           if (!butterfly && closed_form) ++closed_form_elsewhere;
           if (closed_form) {
             ExpectClose(got, want);

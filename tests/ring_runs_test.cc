@@ -24,10 +24,31 @@ TEST(RingRunsTest, RingIsOneRunOfEveryRound) {
     ASSERT_EQ(runs.size(), 1u) << n;
     EXPECT_EQ(runs[0].first_round, 0);
     EXPECT_EQ(runs[0].rounds, 2 * (n - 1));
-    EXPECT_EQ(runs[0].cycle.size(), static_cast<size_t>(n));
+    ASSERT_EQ(runs[0].cycles.size(), 1u);
+    EXPECT_EQ(runs[0].cycles[0].size(), static_cast<size_t>(n));
     EXPECT_EQ(runs[0].chunks, 1);
   }
-  EXPECT_THAT(FindRingRuns(*SynthesizeRing(5))[0].cycle, ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_THAT(FindRingRuns(*SynthesizeRing(5))[0].cycles, ElementsAre(ElementsAre(0, 1, 2, 3, 4)));
+}
+
+TEST(RingRunsTest, TheHierarchicalRingIsFourRunsOfDisjointRings) {
+  // 3 nodes of 4: node rings (ReduceScatter, 3 rounds of 3 chunks), rails (ReduceScatter and
+  // AllGather, one run of 4 rounds of 1 chunk), node rings again (AllGather).
+  const std::vector<RingRun> runs = FindRingRuns(*SynthesizeHierarchicalRing(3, 4));
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].first_round, 0);
+  EXPECT_EQ(runs[0].rounds, 3);
+  EXPECT_EQ(runs[0].chunks, 3);
+  EXPECT_THAT(runs[0].cycles, ElementsAre(ElementsAre(0, 1, 2, 3), ElementsAre(4, 5, 6, 7),
+                                          ElementsAre(8, 9, 10, 11)));
+  EXPECT_EQ(runs[1].first_round, 3);
+  EXPECT_EQ(runs[1].rounds, 4);
+  EXPECT_EQ(runs[1].chunks, 1);
+  EXPECT_THAT(runs[1].cycles, ElementsAre(ElementsAre(0, 4, 8), ElementsAre(1, 5, 9),
+                                          ElementsAre(2, 6, 10), ElementsAre(3, 7, 11)));
+  EXPECT_EQ(runs[1].transfers(), 12);
+  EXPECT_EQ(runs[2].first_round, 7);
+  EXPECT_EQ(runs[2].rounds, 3);
 }
 
 TEST(RingRunsTest, StragglarsReduceScatterIsARingOfTheReadyRanks) {
@@ -36,11 +57,17 @@ TEST(RingRunsTest, StragglarsReduceScatterIsARingOfTheReadyRanks) {
   ASSERT_FALSE(runs.empty());
   EXPECT_EQ(runs[0].first_round, 0);
   EXPECT_EQ(runs[0].rounds, plan.pre_arrival_rounds);
-  EXPECT_EQ(runs[0].cycle.size(), 5u);
-  EXPECT_THAT(runs[0].cycle, ::testing::Not(::testing::Contains(2)));
+  ASSERT_EQ(runs[0].cycles.size(), 1u);
+  EXPECT_EQ(runs[0].cycles[0].size(), 5u);
+  EXPECT_THAT(runs[0].cycles[0], ::testing::Not(::testing::Contains(2)));
   EXPECT_EQ(runs[0].chunks, 2);
-  // Halving-Doubling has no two equal ring rounds.
-  EXPECT_TRUE(FindRingRuns(*SynthesizeHalvingDoubling(8)).empty());
+  // Halving-Doubling's pairs repeat only in its middle: the last halving and the first doubling
+  // exchange one chunk with the same partner.
+  const std::vector<RingRun> pairs = FindRingRuns(*SynthesizeHalvingDoubling(8));
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_EQ(pairs[0].first_round, 2);
+  EXPECT_EQ(pairs[0].rounds, 2);
+  EXPECT_EQ(pairs[0].cycles.size(), 4u);
 }
 
 TEST(RingRunsTest, NotARing) {
@@ -51,14 +78,17 @@ TEST(RingRunsTest, NotARing) {
       r.transfers.push_back({src, dst, TransferOp::kCopy, ChunkList(chunks)});
     return r;
   };
-  plan.rounds = {round({{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 1),  // two cycles
-                 round({{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 1),
-                 round({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 1),  // a ring, but uneven chunks next
+  plan.rounds = {round({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 1),  // a ring, but uneven chunks next
                  round({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 2),
                  round({{0, 1}, {1, 2}, {2, 3}}, 1),  // a path, not a cycle
-                 round({{0, 1}, {1, 2}, {2, 3}}, 1)};
+                 round({{0, 1}, {1, 2}, {2, 3}}, 1),
+                 round({{0, 1}, {1, 0}, {2, 3}}, 1),  // a pair and a path
+                 round({{0, 1}, {1, 0}, {2, 3}}, 1),
+                 round({{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 1),  // two pairs, then other pairs
+                 round({{0, 2}, {2, 0}, {1, 3}, {3, 1}}, 1)};
   EXPECT_TRUE(FindRingRuns(plan).empty());
-  EXPECT_EQ(FindRingRuns(plan, /*min_rounds=*/1).size(), 2u);  // the two ring rounds, apart
+  // Apart: the two rings and the two rounds of pairs.
+  EXPECT_EQ(FindRingRuns(plan, /*min_rounds=*/1).size(), 4u);
 }
 
 // Every family at several sizes: the run-priced simulation equals the round-by-round one exactly.
@@ -70,6 +100,8 @@ TEST(RingRunsTest, SimulationWithRunsIsBitForBitTheSimulators) {
        {LinkModel{}, LinkModel{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9, .shared_lanes = 2}}) {
     for (int n = 2; n <= 12; ++n) {
       std::vector<Plan> plans = {*SynthesizeRing(n), *SynthesizeHalvingDoubling(n)};
+      if (n % 2 == 0) plans.push_back(*SynthesizeHierarchicalRing(n / 2, 2));
+      if (n % 3 == 0) plans.push_back(*SynthesizeHierarchicalRing(3, n / 3));
       if (n >= 3) {
         plans.push_back(*SynthesizeStragglar(n, n - 1));
         plans.push_back(*SynthesizeStragglar(n, n / 2, 3));

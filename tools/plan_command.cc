@@ -22,14 +22,17 @@ void Print(const Plan& plan, nlohmann::json extra, const PlanTableNote& note, bo
   }
 }
 
-// Hierarchical StragglAR on the --topology machine.
-absl::Status RunHierarchical(const PlanArgs& args, std::ostream& out) {
+// Hierarchical StragglAR, or the hierarchical ring, on the --topology machine.
+absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, std::ostream& out) {
   const Topology& topology = *args.topology;
   if (args.pieces != 1) {
     return Usage("--pieces does not apply with --topology: the hierarchical plan is not pipelined");
   }
-  absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(
-      topology.nodes, topology.ranks_per_node, args.straggler.value_or(args.num_ranks - 1));
+  absl::StatusOr<Plan> plan =
+      algorithm == Algorithm::kRing
+          ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
+          : SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node,
+                                            args.straggler.value_or(args.num_ranks - 1));
   if (!plan.ok()) return plan.status();
   Print(*plan,
         {{"topology", {{"nodes", topology.nodes}, {"ranks_per_node", topology.ranks_per_node}}}},
@@ -63,10 +66,10 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
     return Usage(absl::StrCat(algorithm.status().message(), " (or ", kLogDepthStragglarName, ")"));
   }
   const bool stragglar = *algorithm == Algorithm::kStragglar;
-  if (args.topology.has_value() && !stragglar) {
+  if (args.topology.has_value() && *algorithm == Algorithm::kHalvingDoubling) {
     return Usage(
-        "--topology applies to --algorithm stragglar only (Ring and Halving-Doubling do "
-        "not depend on the machine)");
+        "--topology applies to --algorithm stragglar and ring only (Halving-Doubling does not "
+        "depend on the machine)");
   }
   if (args.straggler.has_value() && !stragglar) {
     return Usage("--straggler applies to --algorithm stragglar only");
@@ -74,7 +77,7 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
   if (args.pieces != 1 && !stragglar) {
     return Usage("--pieces applies to --algorithm stragglar only");
   }
-  if (args.topology.has_value()) return RunHierarchical(args, out);
+  if (args.topology.has_value()) return RunHierarchical(args, *algorithm, out);
   absl::StatusOr<Plan> plan =
       stragglar ? SynthesizeStragglar(args.num_ranks, args.straggler.value_or(args.num_ranks - 1),
                                       args.pieces)

@@ -16,46 +16,49 @@
 namespace stragglar {
 namespace {
 
-// Hierarchical StragglAR (kernels/stragglar_hierarchical.cc): a StragglAR plan, by its own name.
-struct Hierarchical {
-  friend bool operator==(Hierarchical, Hierarchical) { return true; }
-};
-constexpr absl::string_view kHierarchicalName = "stragglar-hierarchical";
-// Log-depth StragglAR (kernels/stragglar_log_depth.cc), its block count chosen for the size.
-struct LogDepth {
-  friend bool operator==(LogDepth, LogDepth) { return true; }
+// A plan family, simulated transfer by transfer: an algorithm and its variant. The flat ones go by
+// the algorithm's name, the others by "<algorithm>-<variant>" (stragglar-hierarchical,
+// stragglar-log-depth, ring-hierarchical).
+struct PlanFamily {
+  Algorithm algorithm = Algorithm::kRing;
+  PlanVariant variant = PlanVariant::kFlat;
+  friend bool operator==(const PlanFamily&, const PlanFamily&) = default;
 };
 
-// A plan simulated transfer by transfer, or one of NCCL's algorithms in closed form.
-using Candidate = std::variant<Algorithm, Hierarchical, LogDepth, NcclModel>;
+constexpr PlanFamily kStragglarHierarchical{Algorithm::kStragglar, PlanVariant::kHierarchical};
+constexpr PlanFamily kStragglarLogDepth{Algorithm::kStragglar, PlanVariant::kLogDepth};
+constexpr PlanFamily kRingHierarchical{Algorithm::kRing, PlanVariant::kHierarchical};
+
+// A plan family, or one of NCCL's algorithms in closed form.
+using Candidate = std::variant<PlanFamily, NcclModel>;
 
 std::string CandidateName(const Candidate& candidate) {
-  if (const Algorithm* algorithm = std::get_if<Algorithm>(&candidate)) {
-    return std::string(AlgorithmName(*algorithm));
+  if (const PlanFamily* family = std::get_if<PlanFamily>(&candidate)) {
+    if (family->variant == PlanVariant::kFlat) return std::string(AlgorithmName(family->algorithm));
+    return absl::StrCat(AlgorithmName(family->algorithm), "-", PlanVariantName(family->variant));
   }
-  if (std::holds_alternative<Hierarchical>(candidate)) return std::string(kHierarchicalName);
-  if (std::holds_alternative<LogDepth>(candidate)) return std::string(kLogDepthStragglarName);
   return std::string(NcclModelName(std::get<NcclModel>(candidate)));
 }
 
 absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
-  if (name == kHierarchicalName) return Hierarchical{};
-  if (name == kLogDepthStragglarName) return LogDepth{};
+  for (PlanFamily family : {kStragglarHierarchical, kStragglarLogDepth, kRingHierarchical}) {
+    if (name == CandidateName(family)) return family;
+  }
   if (absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name); algorithm.ok()) {
-    return *algorithm;
+    return PlanFamily{.algorithm = *algorithm};
   }
   if (absl::StatusOr<NcclModel> model = ParseNcclModel(name); model.ok()) return *model;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown algorithm \"", name,
                    "\" (expected ring, halving-doubling, stragglar, stragglar-hierarchical, "
-                   "stragglar-log-depth, nccl-ring or nccl-tree)"));
+                   "stragglar-log-depth, ring-hierarchical, nccl-ring or nccl-tree)"));
 }
 
 absl::StatusOr<std::vector<Candidate>> ParseCandidates(absl::string_view names,
                                                        const Topology& topology) {
   if (names.empty()) {
     names = topology.multi_node() ? "ring,halving-doubling,stragglar,stragglar-hierarchical,"
-                                    "nccl-ring,nccl-tree,stragglar-log-depth"
+                                    "nccl-ring,nccl-tree,stragglar-log-depth,ring-hierarchical"
                                   : "ring,halving-doubling,stragglar,stragglar-log-depth";
   }
   std::vector<Candidate> candidates;
@@ -125,17 +128,17 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
                   .after_last_arrival_s = cost.seconds()};
   }
   const Topology& topology = args.network.topology;
-  if (std::holds_alternative<Hierarchical>(candidate)) {
-    absl::StatusOr<Plan> plan =
-        SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler);
-    if (!plan.ok()) return plan.status();
-    return SimulatePlanRow(candidate, *std::move(plan), args);
-  }
-  if (std::holds_alternative<LogDepth>(candidate)) return SimulateLogDepth(candidate, args);
-  const Algorithm algorithm = std::get<Algorithm>(candidate);
-  absl::StatusOr<Plan> plan = SynthesizePlan(
-      algorithm, topology.num_ranks(),
-      algorithm == Algorithm::kStragglar ? std::optional<int>(args.straggler) : std::nullopt);
+  const PlanFamily family = std::get<PlanFamily>(candidate);
+  if (family == kStragglarLogDepth) return SimulateLogDepth(candidate, args);
+  absl::StatusOr<Plan> plan =
+      family == kStragglarHierarchical
+          ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler)
+      : family == kRingHierarchical
+          ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
+          : SynthesizePlan(family.algorithm, topology.num_ranks(),
+                           family.algorithm == Algorithm::kStragglar
+                               ? std::optional<int>(args.straggler)
+                               : std::nullopt);
   if (!plan.ok()) return plan.status();
   return SimulatePlanRow(candidate, *std::move(plan), args);
 }
@@ -192,7 +195,7 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
       entry["post_arrival_rounds"] = row.plan->post_arrival_rounds();
       if (row.blocks > 0) entry["blocks"] = row.blocks;
       entry["break_even_delay_s"] = BreakEvenJson(row);
-      const bool flat = row.candidate == Candidate(Algorithm::kStragglar);
+      const bool flat = row.candidate == Candidate(PlanFamily{.algorithm = Algorithm::kStragglar});
       if (break_even == nullptr || flat) break_even = &row;
     }
     results.push_back(std::move(entry));

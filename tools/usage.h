@@ -11,7 +11,8 @@ usage:
   stragglar sim (--ranks N | --topology NxG) --bytes SIZE [--alpha 3us] [--bandwidth 450GiB/s]
                 [--inter-alpha 10us] [--inter-bandwidth 50GB/s] [--delay D] [--straggler S]
                 [--algorithms ring,halving-doubling,stragglar,stragglar-log-depth,
-                              stragglar-hierarchical,nccl-ring,nccl-tree] [--json]
+                              stragglar-hierarchical,ring-hierarchical,nccl-ring,nccl-tree]
+                [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
   stragglar run [--ranks 8 | --topology NxG [--inter-alpha 10us] [--inter-bandwidth 50GB/s]]
