@@ -39,10 +39,10 @@ MetricsSetup StartMetricsFromEnv(int local_rank);
 // communicator must call it, at setup. STRAGGLAR_TOPOLOGY wins when it has `size` ranks; else the
 // gathered ids' topology (TopologyFromNodeIds); else nullopt (one node), with one line saying why.
 // A topology of several nodes is logged at INFO. Above kMaxRanksPricedPerLinkClass ranks it is
-// nullopt too (said once): pricing Ring per link class simulates it round by round, 1.8 ms an
-// epoch at 128 ranks and 79 ms at 1024 (policy_bench), until ring runs that cross link classes get
-// a closed form.
-inline constexpr int kMaxRanksPricedPerLinkClass = 128;
+// nullopt too (said once): flat StragglAR's ReduceScatter crosses link classes, so pricing it per
+// class simulates it round by round, 1.3 ms an epoch at 256 ranks in nodes of 8 and 17 ms at 1024
+// (policy_bench), until ring runs that cross link classes get a closed form.
+inline constexpr int kMaxRanksPricedPerLinkClass = 256;
 absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& config,
                                                       CommBackend& backend, int size,
                                                       int64_t node_id, absl::string_view comm);
