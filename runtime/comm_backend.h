@@ -52,6 +52,13 @@ inline double MonotonicSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The ranks one rank sends to and receives from in a ring round of the link probe.
+struct RingPeers {
+  int next = 0;
+  int previous = 0;
+  friend bool operator==(const RingPeers&, const RingPeers&) = default;
+};
+
 class CommBackend {
  public:
   virtual ~CommBackend() = default;
@@ -81,10 +88,10 @@ class CommBackend {
   virtual void ReleaseTiming(uint64_t ticket) {}
 
   // The link probe's primitives (runtime/link_probe.h), for backends whose link the protocol
-  // measures: seconds per ring round (every rank sends `bytes` to the next and receives from the
-  // previous, `repeats` rounds, averaged) on this rank, and the element-wise maximum over the
-  // ranks (collective), so that every rank holds the same model.
-  virtual absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats) {
+  // measures: seconds per ring round (every rank sends `bytes` to its `peers.next` and receives
+  // from its `peers.previous`, `repeats` rounds, averaged) on this rank, and the element-wise
+  // maximum over the ranks (collective), so that every rank holds the same model.
+  virtual absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) {
     return absl::UnimplementedError("this backend does not probe its link");
   }
   virtual absl::Status MaxOverRanks(absl::Span<double> values) {

@@ -51,10 +51,19 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int
     if (num_ranks < 2 || rank < 0 || rank >= num_ranks) {
       return RuntimeCore::Create(options.runtime, rank, num_ranks, link).status();
     }
-    absl::StatusOr<LinkModel> probed = ProbeLink(backend, num_ranks, options.probe);
+    absl::StatusOr<ProbedLinks> probed =
+        ProbeLinks(backend, rank, num_ranks, options.runtime.topology, options.probe);
     if (!probed.ok()) return probed.status();
-    link = *probed;
-    if (rank == 0) Log(LogLevel::kInfo, absl::StrCat(options.name, ": ", DescribeLink(link)));
+    link = probed->intra_node;
+    if (probed->inter_node.has_value()) {
+      options.runtime.inter_node_link = *probed->inter_node;
+      if (rank == 0) {
+        Log(LogLevel::kInfo, absl::StrCat(options.name, ": inside nodes ", DescribeLink(link),
+                                          "; between nodes ", DescribeLink(*probed->inter_node)));
+      }
+    } else if (rank == 0) {
+      Log(LogLevel::kInfo, absl::StrCat(options.name, ": ", DescribeLink(link)));
+    }
   }
   absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(options.runtime, rank, num_ranks, link);
   if (!core.ok()) return core.status();

@@ -48,7 +48,9 @@ struct CommOptions {
   // The library call a failure names in its log line ("MPI_Allreduce", "ncclAllReduce"); empty:
   // failures are only returned (the host runtime, whose caller reports them).
   std::string library_call;
-  // The link model to price plans with; nullopt: probed through the backend at creation.
+  // The link model to price plans with; nullopt: probed through the backend at creation, and on a
+  // machine of several nodes (runtime.topology) the link between nodes too, which then replaces
+  // runtime.inter_node_link.
   std::optional<LinkModel> link;
   LinkProbeSpec probe;
   // The backend runs its library's own AllReduce for the default algorithm (MPI, NCCL; the model

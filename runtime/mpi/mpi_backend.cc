@@ -52,7 +52,7 @@ absl::Status MpiBackend::BroadcastFromRankZero(std::string& text) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats) {
+absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) {
   if (probe_out_.size() < static_cast<size_t>(bytes)) {
     probe_out_.resize(bytes);
     probe_in_.resize(bytes);
@@ -60,9 +60,9 @@ absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats) 
   if (int code = PMPI_Barrier(own_); code != MPI_SUCCESS) return Failed("MPI_Barrier", code);
   const double start = Now();
   for (int i = 0; i < repeats; ++i) {
-    if (int code = PMPI_Sendrecv(probe_out_.data(), static_cast<int>(bytes), MPI_BYTE,
-                                 (rank_ + 1) % size_, 0, probe_in_.data(), static_cast<int>(bytes),
-                                 MPI_BYTE, (rank_ + size_ - 1) % size_, 0, own_, MPI_STATUS_IGNORE);
+    if (int code = PMPI_Sendrecv(probe_out_.data(), static_cast<int>(bytes), MPI_BYTE, peers.next,
+                                 0, probe_in_.data(), static_cast<int>(bytes), MPI_BYTE,
+                                 peers.previous, 0, own_, MPI_STATUS_IGNORE);
         code != MPI_SUCCESS) {
       return Failed("MPI_Sendrecv (link probe)", code);
     }

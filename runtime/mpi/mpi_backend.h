@@ -32,7 +32,7 @@ class MpiBackend final : public CommBackend {
   absl::Status StartGather(absl::Span<const double> mine) override;
   absl::StatusOr<std::vector<double>> FinishGather() override;
   absl::Status BroadcastFromRankZero(std::string& text) override;
-  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats) override;
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override;
   absl::Status MaxOverRanks(absl::Span<double> values) override;
 
  private:

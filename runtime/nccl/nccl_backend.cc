@@ -298,9 +298,12 @@ absl::StatusOr<double> NcclBackend::DeviceRingRoundSeconds(int64_t bytes, int re
 }
 
 // Timed with CUDA events on the stream, after the user's work on it, once per communicator: NCCL
-// send/recv, or the device executor's rounds when it runs the plans.
-absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats) {
-  if (device_executor_ != nullptr) return DeviceRingRoundSeconds(bytes, repeats);
+// send/recv, or the device executor's rounds when it runs the plans. The device executor works
+// over peer memory, inside one node, so it times only the ring through every rank; a probe of one
+// link class (rings inside nodes, or along rails) goes through NCCL.
+absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) {
+  const RingPeers flat{.next = (rank_ + 1) % size_, .previous = (rank_ + size_ - 1) % size_};
+  if (device_executor_ != nullptr && peers == flat) return DeviceRingRoundSeconds(bytes, repeats);
   const NcclApi& api = Api();
   cudaError_t code = cudaSuccess;
   std::byte* buffers = scratch_.Get(2 * bytes, &code);
@@ -312,9 +315,9 @@ absl::StatusOr<double> NcclBackend::RingRoundSeconds(int64_t bytes, int repeats)
   for (int i = 0; i < repeats; ++i) {
     api.point_to_point.group_start();
     const ncclResult_t sent =
-        api.point_to_point.send(buffers, bytes, ncclUint8, (rank_ + 1) % size_, comm_, stream_);
-    const ncclResult_t received = api.point_to_point.recv(
-        buffers + bytes, bytes, ncclUint8, (rank_ + size_ - 1) % size_, comm_, stream_);
+        api.point_to_point.send(buffers, bytes, ncclUint8, peers.next, comm_, stream_);
+    const ncclResult_t received =
+        api.point_to_point.recv(buffers + bytes, bytes, ncclUint8, peers.previous, comm_, stream_);
     const ncclResult_t ended = api.point_to_point.group_end();
     for (ncclResult_t result : {sent, received, ended}) {
       if (result != ncclSuccess) return NcclFailed("ncclSend/ncclRecv (link probe)", result);

@@ -71,7 +71,7 @@ class NcclBackend final : public CommBackend {
   absl::StatusOr<std::optional<CallTiming>> PollTiming(uint64_t ticket) override;
   absl::StatusOr<CallTiming> WaitTiming(uint64_t ticket) override;
   void ReleaseTiming(uint64_t ticket) override;
-  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats) override;
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override;
   absl::Status MaxOverRanks(absl::Span<double> values) override;
 
  private:

@@ -1,0 +1,117 @@
+// The link probe (runtime/link_probe.h): on one machine one link, on the ring through every rank;
+// on a machine of nodes each class on its own rings, so the hops between nodes do not set the price
+// of the links inside them, and the communicator prices with both.
+#include "runtime/link_probe.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/communicator.h"
+
+namespace stragglar {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr LinkModel kInside{.alpha_s = 2e-6, .bandwidth_bytes_per_s = 400e9};
+constexpr LinkModel kBetween{.alpha_s = 12e-6, .bandwidth_bytes_per_s = 40e9};
+
+// One rank of a machine of `ranks_per_node`-rank nodes whose probe rounds take exactly what its
+// hop to `peers.next` costs: the fake is its only rank, so the maximum over ranks is its own.
+class MachineBackend final : public CommBackend {
+ public:
+  MachineBackend(int rank, int ranks_per_node) : rank_(rank), ranks_per_node_(ranks_per_node) {}
+  double Now() override { return 0; }
+  absl::Status StartGather(absl::Span<const double>) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<double>> FinishGather() override { return std::vector<double>{}; }
+  absl::Status BroadcastFromRankZero(std::string&) override { return absl::OkStatus(); }
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override {
+    rounds_.push_back(peers);
+    const bool same_node = rank_ / ranks_per_node_ == peers.next / ranks_per_node_;
+    return (same_node ? kInside : kBetween).TransferSeconds(static_cast<double>(bytes));
+  }
+  absl::Status MaxOverRanks(absl::Span<double>) override { return absl::OkStatus(); }
+  const std::vector<RingPeers>& rounds() const { return rounds_; }
+
+ private:
+  int rank_;
+  int ranks_per_node_;
+  std::vector<RingPeers> rounds_;
+};
+
+void ExpectLink(const LinkModel& got, const LinkModel& want) {
+  // alpha is the round of 64-byte messages: alpha plus 64 bytes' worth.
+  EXPECT_NEAR(got.alpha_s, want.TransferSeconds(kProbeSmallBytes), 1e-15);
+  EXPECT_NEAR(got.bandwidth_bytes_per_s / want.bandwidth_bytes_per_s, 1.0, 1e-9);
+}
+
+TEST(LinkProbeTest, OneMachineProbesTheRingThroughEveryRank) {
+  MachineBackend backend(5, 8);
+  absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, 5, 8, std::nullopt, {});
+  ASSERT_TRUE(links.ok()) << links.status();
+  ExpectLink(links->intra_node, kInside);
+  EXPECT_FALSE(links->inter_node.has_value());
+  for (const RingPeers& peers : backend.rounds()) EXPECT_EQ(peers, (RingPeers{6, 4}));
+  EXPECT_EQ(backend.rounds().size(), 3u);  // warm-up, small, large
+}
+
+TEST(LinkProbeTest, NodesProbeEachLinkClassOnItsOwnRings) {
+  // Rank 3 of 2x4: its node's ring is 0..3, its rail 3 <-> 7. The ring through every rank would
+  // have it send across nodes (3 -> 4) and price NVLink at the NIC's speed.
+  const Topology machine{.nodes = 2, .ranks_per_node = 4};
+  MachineBackend backend(3, 4);
+  absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, 3, 8, machine, {});
+  ASSERT_TRUE(links.ok()) << links.status();
+  ExpectLink(links->intra_node, kInside);
+  ASSERT_TRUE(links->inter_node.has_value());
+  ExpectLink(*links->inter_node, kBetween);
+  ASSERT_EQ(backend.rounds().size(), 6u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(backend.rounds()[i], (RingPeers{0, 2}));
+  for (int i = 3; i < 6; ++i) EXPECT_EQ(backend.rounds()[i], (RingPeers{7, 7}));
+  // One rank per node: every hop crosses nodes, so both classes are the rail's.
+  MachineBackend alone(2, 1);
+  links = ProbeLinks(alone, 2, 4, Topology{.nodes = 4, .ranks_per_node = 1}, {});
+  ASSERT_TRUE(links.ok()) << links.status();
+  ExpectLink(links->intra_node, kBetween);
+  ExpectLink(*links->inter_node, kBetween);
+  EXPECT_EQ(alone.rounds().size(), 3u);
+}
+
+TEST(LinkProbeTest, PeersFormRingsOfTheirClass) {
+  const Topology machine{.nodes = 3, .ranks_per_node = 4};
+  for (int rank = 0; rank < 12; ++rank) {
+    const RingPeers node = NodeRingPeers(rank, machine);
+    const RingPeers rail = RailRingPeers(rank, machine);
+    EXPECT_EQ(node.next / 4, rank / 4) << rank;
+    EXPECT_EQ(NodeRingPeers(node.next, machine).previous, rank) << rank;
+    EXPECT_EQ(rail.next % 4, rank % 4) << rank;
+    EXPECT_EQ(rail.next / 4, (rank / 4 + 1) % 3) << rank;
+    EXPECT_EQ(RailRingPeers(rail.next, machine).previous, rank) << rank;
+    EXPECT_EQ(FlatRingPeers(rank, 12), (RingPeers{(rank + 1) % 12, (rank + 11) % 12}));
+  }
+}
+
+TEST(LinkProbeTest, ATopologyOfAnotherSizeIsOneErrorBeforeAnyTraffic) {
+  MachineBackend backend(0, 4);
+  absl::StatusOr<ProbedLinks> links =
+      ProbeLinks(backend, 0, 6, Topology{.nodes = 2, .ranks_per_node = 4}, {});
+  ASSERT_FALSE(links.ok());
+  EXPECT_EQ(links.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(links.status().message(), HasSubstr("topology 2x4 has 8 ranks, the communicator 6"));
+  EXPECT_TRUE(backend.rounds().empty());
+}
+
+TEST(LinkProbeTest, TheCommunicatorPricesBetweenNodesWithWhatItMeasured) {
+  MachineBackend backend(3, 4);
+  CommOptions options;
+  options.runtime.topology = Topology{.nodes = 2, .ranks_per_node = 4};
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      Communicator::Create(3, 8, std::move(options), backend);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ExpectLink((*comm)->core().config().inter_node_link, kBetween);
+  EXPECT_NEAR((*comm)->core().link().alpha_s, kInside.TransferSeconds(kProbeSmallBytes), 1e-15);
+}
+
+}  // namespace
+}  // namespace stragglar
