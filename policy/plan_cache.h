@@ -45,6 +45,12 @@ class PlanCache {
 
   int num_ranks() const { return num_ranks_; }
 
+  // Above this many ranks no flat StragglAR plan is built: it has O(n²) transfers (33 million,
+  // over a gigabyte, at 4096 ranks), and log-depth StragglAR is faster after arrival from 256
+  // ranks up at every size from 4 KiB to 1 GiB (`stragglar sim --algorithms
+  // stragglar,stragglar-log-depth`: 1.9x at 1024 ranks and 1 GiB, 3.0x at 2048).
+  static constexpr int kMaxFlatStragglarRanks = 1024;
+
   const Machine& machine() const { return machine_; }
 
   using StragglarShape = ::stragglar::StragglarShape;
@@ -52,7 +58,8 @@ class PlanCache {
   // The plan for (algorithm, straggler) and a call of `bytes` on `link`: StragglAR's is the flat
   // schedule pipelined with StragglarPieces(bytes, link) pieces per chunk (what a forced or fixed
   // StragglAR runs; the chooser may pick another of StragglarShapes); the others ignore the size.
-  // Ring on a machine of nodes is the hierarchical ring, what a library runs there.
+  // Ring on a machine of nodes is the hierarchical ring, what a library runs there. Above
+  // kMaxFlatStragglarRanks ranks StragglAR's is log-depth StragglAR with the better block count.
   absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
                                   const LinkModel& link);
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
@@ -64,8 +71,8 @@ class PlanCache {
   // The shapes of StragglAR's plan worth pricing for `bytes` on `link`, the flat schedule with
   // StragglarPieces first; then log-depth StragglAR with the better (after the straggler's
   // arrival) of LogDepthBlockChoices; then, on a machine of nodes, hierarchical StragglAR. With
-  // forced pieces: the flat schedule only. A function of its inputs alone, so every rank gets the
-  // same.
+  // forced pieces: the flat schedule only. Above kMaxFlatStragglarRanks ranks the flat schedule
+  // is left out, forced pieces or not. A function of its inputs alone, so every rank gets the same.
   absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);
 
   // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
@@ -121,6 +128,9 @@ class PlanCache {
   // model prices fastest; ties keep the earlier.
   absl::StatusOr<StragglarShape> FastestAfterArrival(absl::Span<const StragglarShape> shapes,
                                                      double bytes, const LinkModel& link);
+  bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
+  // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.
+  absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
   // The model's time for `plan`'s post-arrival rounds, every rank starting together.
   absl::StatusOr<double> PostArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
 

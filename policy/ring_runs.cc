@@ -55,17 +55,17 @@ bool SameStep(const Round& round, const RingRun& run, const std::vector<int>& ne
   return true;
 }
 
-// The latest ready time within `rounds` places of each position of `cycle`.
-std::vector<double> LatestWithin(const std::vector<int>& cycle, int rounds,
-                                 const std::vector<double>& ready) {
+// The latest ready time within `rounds` places of each position of `cycle`, into `latest`.
+void LatestWithin(const std::vector<int>& cycle, int rounds, const std::vector<double>& ready,
+                  std::vector<double>& latest) {
   const int m = static_cast<int>(cycle.size());
   const auto at = [&](int i) { return ready[cycle[((i % m) + m) % m]]; };
-  std::vector<double> latest(m);
+  latest.resize(m);
   if (2 * rounds + 1 >= m) {
     double all = at(0);
     for (int i = 1; i < m; ++i) all = std::max(all, at(i));
     std::fill(latest.begin(), latest.end(), all);
-    return latest;
+    return;
   }
   std::deque<int> window;  // positions in [i - rounds, i + rounds], their times decreasing
   for (int j = -rounds; j < m + rounds; ++j) {
@@ -76,7 +76,6 @@ std::vector<double> LatestWithin(const std::vector<int>& cycle, int rounds,
     while (window.front() < i - rounds) window.pop_front();
     latest[i] = at(window.front());
   }
-  return latest;
 }
 
 }  // namespace
@@ -122,8 +121,9 @@ void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
   // Then `rounds` transfer times, added one round at a time as the simulator does (so that the
   // rounding is the same), once per distinct starting time.
   absl::flat_hash_map<double, double> after;
+  std::vector<double> latest;
   for (const std::vector<int>& cycle : run.cycles) {
-    const std::vector<double> latest = LatestWithin(cycle, rounds, ready);
+    LatestWithin(cycle, rounds, ready, latest);
     for (size_t i = 0; i < cycle.size(); ++i) {
       auto [it, inserted] = after.try_emplace(latest[i], latest[i]);
       if (inserted) {

@@ -172,6 +172,28 @@ TEST(ChooserTest, PicksLogDepthStragglarWhereItIsClearlyFaster) {
   EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->variant, PlanVariant::kFlat);
 }
 
+TEST(ChooserTest, AboveTheFlatPlansLimitStragglarIsLogDepth) {
+  // 1025 ranks: the flat schedule would have 2 million transfers and lose to log-depth at every
+  // size, so it is neither offered nor what a forced StragglAR runs, forced pieces or not.
+  const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  const int n = PlanCache::kMaxFlatStragglarRanks + 1;
+  for (int forced_pieces : {0, 4}) {
+    PlanCache plans(n, forced_pieces);
+    const std::vector<StragglarShape> shapes = *plans.StragglarShapes(16 << 20, paper);
+    ASSERT_EQ(shapes.size(), 1u);
+    EXPECT_GT(shapes[0].log_depth_blocks, 0);
+    const Plan& forced = **plans.For(Algorithm::kStragglar, 7, 16 << 20, paper);
+    EXPECT_EQ(forced.variant, PlanVariant::kLogDepth);
+    EXPECT_EQ(forced, **plans.WithShape(Algorithm::kStragglar, 7, shapes[0]));
+    std::vector<double> late(n, 0.0);
+    late[7] = 50e-3;
+    const Choice choice = *Chooser(plans, {Algorithm::kHalvingDoubling, Algorithm::kStragglar})
+                               .Choose(16 << 20, late, 7, paper);
+    EXPECT_EQ(choice.algorithm, Algorithm::kStragglar);
+    EXPECT_EQ(choice.shape, shapes[0]);
+  }
+}
+
 TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStragglar) {
   const LinkModel nvlink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
   const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
