@@ -13,7 +13,8 @@
 #           (c) observe, (d) adapt, (e) StragglAR forced; (f) rank 3 spinning 2 ms before every
 #           AllReduce, without the preload, adaptive and forced; then the time ratios per size
 #   sweep   stragglar-bench -c 1 for every dtype x op at a few sizes (odd counts, fewer elements
-#           than ranks): NCCL alone (checks the checker), the preload adaptive, StragglAR forced
+#           than ranks): NCCL alone (checks the checker), the preload adaptive, StragglAR forced,
+#           and the preload adaptive with the ranks as 2 nodes of 2 (STRAGGLAR_TOPOLOGY=2x2)
 #   prearrival  StragglAR forced (straggler 3), 4 ranks on one GPU: its pre-arrival phase as the
 #           plan's send/recv rounds against NCCL collectives on the ready ranks' communicator
 #           (STRAGGLAR_PRE_ARRIVAL=rounds|nccl), side by side: 3, 12, 48 MiB (equal blocks:
@@ -525,11 +526,15 @@ if wanted sweep; then
     # element counts for float and double, above the preload's default STRAGGLAR_MIN_BYTES.
     sweep=(--ranks 4 --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s $((limit - 10)))
     start_mps
-    for mode in native adapt forced; do
+    # nodes: the 4 ranks priced as 2 nodes of 2 (the setup gather of host ids, each link class
+    # probed over NCCL send/recv, Ring priced as the hierarchical ring, hierarchical StragglAR
+    # among the shapes).
+    for mode in native adapt forced nodes; do
       case $mode in
         native) setting=(no) ;;
         adapt) setting=(yes STRAGGLAR_MODE=adapt) ;;
         forced) setting=(yes STRAGGLAR_ALGORITHM=stragglar) ;;
+        nodes) setting=(yes STRAGGLAR_MODE=adapt STRAGGLAR_TOPOLOGY=2x2 STRAGGLAR_DEBUG=INFO) ;;
       esac
       bench_run "sweep-$mode-small" "${setting[@]}" -- "${sweep[@]}" -b 8 -e 1M -f 128
       bench_run "sweep-$mode-odd" "${setting[@]}" -- "${sweep[@]}" -b 1048604 -e 1048604
