@@ -5,8 +5,10 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/stragglar_schedule.h"
 #include "kernels/synthesizers.h"
+#include "policy/nccl_models.h"
 
 namespace stragglar {
 namespace {}  // namespace
@@ -195,6 +197,10 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
 absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
                                                      const LinkModel& link,
                                                      absl::Span<const double> arrival_s) {
+  if (plan.algorithm == Algorithm::kRing && machine_.ring_is_nccl &&
+      machine_.topology.multi_node()) {
+    return NcclRing(bytes, link, arrival_s);
+  }
   if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
       plan.pre_arrival_rounds == 0 || arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
     return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
@@ -226,6 +232,25 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
   result.completion_s = last_finish_s - *std::min_element(arrival_s.begin(), arrival_s.end());
   result.after_last_arrival_s =
       last_finish_s - *std::max_element(arrival_s.begin(), arrival_s.end());
+  return result;
+}
+
+absl::StatusOr<SimulationResult> PlanCache::NcclRing(double bytes, const LinkModel& link,
+                                                     absl::Span<const double> arrival_s) const {
+  if (arrival_s.size() != static_cast<size_t>(num_ranks_) || arrival_s.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulation needs ", num_ranks_, " arrival times, got ", arrival_s.size()));
+  }
+  const NetworkModel network{
+      .topology = machine_.topology, .intra_node = link, .inter_node = machine_.inter_node_link};
+  double seconds = std::numeric_limits<double>::infinity();
+  for (NcclModel model : kAllNcclModels) {
+    seconds = std::min(seconds, NcclAllReduceCost(model, network, bytes).seconds());
+  }
+  const auto [first, last] = std::minmax_element(arrival_s.begin(), arrival_s.end());
+  SimulationResult result{.finish_s = std::vector<double>(arrival_s.size(), *last + seconds)};
+  result.after_last_arrival_s = seconds;
+  result.completion_s = *last + seconds - *first;
   return result;
 }
 

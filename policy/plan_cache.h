@@ -31,6 +31,8 @@ class PlanCache {
   struct Machine {
     Topology topology;
     LinkModel inter_node_link = kTypicalInterNodeLink;
+    // On several nodes Ring's plan is priced as NCCL's faster closed form (RuntimeConfig).
+    bool ring_is_nccl = false;
   };
 
   // `forced_pieces` > 0 fixes StragglarPieces (a benchmark knob, STRAGGLAR_PIECES).
@@ -100,6 +102,9 @@ class PlanCache {
   // longest paths to it and the straggler's arrival plus its own (PostArrivalProfile), both found
   // once per plan, size and link. Equal to the full simulation up to that tolerance (the argument
   // is in docs/policy.md); otherwise it simulates every round as before.
+  //
+  // With Machine::ring_is_nccl on several nodes, Ring's plan is bulk-synchronous NCCL: every rank
+  // finishes the faster of NCCL's ring and tree closed forms after the last arrival.
   static constexpr double kPatternTolerance = 1e-12;
   absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s);
@@ -129,6 +134,9 @@ class PlanCache {
   absl::StatusOr<StragglarShape> FastestAfterArrival(absl::Span<const StragglarShape> shapes,
                                                      double bytes, const LinkModel& link);
   bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
+  // Machine::ring_is_nccl's price of Ring on `arrival_s`.
+  absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
+                                            absl::Span<const double> arrival_s) const;
   // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.
   absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
   // The model's time for `plan`'s post-arrival rounds, every rank starting together.

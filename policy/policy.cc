@@ -64,7 +64,8 @@ Policy::Policy(RuntimeConfig config, int num_ranks, LinkModel link)
       plans_(std::make_unique<PlanCache>(
           num_ranks, config_.stragglar_pieces,
           PlanCache::Machine{.topology = config_.topology.value_or(Topology::Flat(num_ranks)),
-                             .inter_node_link = config_.inter_node_link})),
+                             .inter_node_link = config_.inter_node_link,
+                             .ring_is_nccl = config_.ring_is_nccl})),
       chooser_(*plans_, config_.candidates, config_.min_predicted_gain,
                config_.calibrated_min_predicted_gain),
       predicted_arrival_s_(num_ranks, 0.0) {}

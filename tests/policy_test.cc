@@ -9,6 +9,7 @@
 #include "policy/calibration.h"
 #include "policy/chooser.h"
 #include "policy/detector.h"
+#include "policy/nccl_models.h"
 #include "policy/simulator.h"
 
 namespace stragglar {
@@ -247,6 +248,47 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   PlanCache flat(8);
   const std::vector<StragglarShape> one_node_shapes = *flat.StragglarShapes(64 << 20, nvlink);
   for (const StragglarShape& shape : one_node_shapes) EXPECT_FALSE(shape.hierarchical);
+}
+
+TEST(ChooserTest, NcclAsTheDefaultIsPricedAsNcclRunsOnNodes) {
+  // 8x8 at 64 MiB, rank 6 late (`stragglar sim --topology 8x8 --bytes 64MiB`): hierarchical
+  // StragglAR takes 0.59 ms after arrival, the hierarchical ring plan 0.72 ms, NCCL's tree 0.44 ms.
+  // Where Ring is our plan StragglAR is picked; where Ring is NCCL's own AllReduce it is priced as
+  // NCCL's faster closed form, and StragglAR, slower than that, is not.
+  const LinkModel nvlink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  const Topology eight_by_eight{.nodes = 8, .ranks_per_node = 8};
+  const NetworkModel network{
+      .topology = eight_by_eight, .intra_node = nvlink, .inter_node = kTypicalInterNodeLink};
+  std::vector<double> late(64, 0.0);
+  late[6] = 0.2;
+  for (bool ring_is_nccl : {false, true}) {
+    PlanCache plans(64, 0,
+                    {.topology = eight_by_eight,
+                     .inter_node_link = kTypicalInterNodeLink,
+                     .ring_is_nccl = ring_is_nccl});
+    const Choice choice = *Chooser(plans, {Algorithm::kRing, Algorithm::kStragglar})
+                               .Choose(64 << 20, late, 6, nvlink);
+    EXPECT_EQ(choice.algorithm, ring_is_nccl ? Algorithm::kRing : Algorithm::kStragglar);
+    const Plan& ring = **plans.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
+    const SimulationResult priced = *plans.Simulate(ring, 64 << 20, nvlink, late);
+    if (!ring_is_nccl) {
+      EXPECT_EQ(priced.finish_s, SimulatePlan(ring, 64 << 20, network, late)->finish_s);
+      continue;
+    }
+    // Bulk-synchronous: everyone finishes NCCL's time after the last arrival.
+    const double tree = NcclAllReduceCost(NcclModel::kTree, network, 64 << 20).seconds();
+    ASSERT_LT(tree, NcclAllReduceCost(NcclModel::kRing, network, 64 << 20).seconds());
+    EXPECT_EQ(priced.after_last_arrival_s, tree);
+    EXPECT_EQ(priced.completion_s, 0.2 + tree);
+    for (double finish_s : priced.finish_s) EXPECT_EQ(finish_s, 0.2 + tree);
+    EXPECT_FALSE(plans.Simulate(ring, 64 << 20, nvlink, std::vector<double>(63, 0.0)).ok());
+  }
+  // On one node the flag changes nothing: NCCL's ring there is the flat Ring plan's closed form.
+  PlanCache flat(8, 0, {.topology = Topology::Flat(8), .ring_is_nccl = true});
+  const Plan& ring = **flat.For(Algorithm::kRing, std::nullopt, 1 << 20, nvlink);
+  const std::vector<double> together(8, 0.0);
+  EXPECT_EQ(flat.Simulate(ring, 1 << 20, nvlink, together)->finish_s,
+            SimulatePlan(ring, 1 << 20, nvlink, together)->finish_s);
 }
 
 TEST(PolicyTest, RejectsATopologyThatIsNotTheCommunicators) {
