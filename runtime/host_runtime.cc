@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/reduce.h"
@@ -20,8 +21,13 @@ constexpr absl::Duration kProtocolTimeout = absl::Seconds(60);
 // moved the way the executor moves chunks (lent, then reduced by the receiver straight from the
 // sender's memory): wall time of `rounds` rounds after `warmup` rounds, so thread start-up skew
 // is excluded.
-absl::StatusOr<double> TimeRingRound(int num_ranks, int64_t bytes, int warmup, int rounds) {
+absl::StatusOr<double> TimeRingRound(int num_ranks, int64_t bytes, int warmup, int rounds,
+                                     absl::FunctionRef<RingPeers(int)> peers_of,
+                                     const HostTransport::NodeEmulation& emulation) {
   HostTransport transport(num_ranks);
+  if (emulation.ranks_per_node > 0) {
+    if (absl::Status status = transport.EmulateNodes(emulation); !status.ok()) return status;
+  }
   const int64_t count = bytes / static_cast<int64_t>(sizeof(float));
   // Each rank lends `outgoing` and reduces into `accumulator`, as the executor does with two
   // different chunks in one ring round.
@@ -33,8 +39,7 @@ absl::StatusOr<double> TimeRingRound(int num_ranks, int64_t bytes, int warmup, i
   std::vector<std::thread> threads;
   for (int rank = 0; rank < num_ranks; ++rank) {
     threads.emplace_back([&, rank] {
-      const int next = (rank + 1) % num_ranks;
-      const int previous = (rank + num_ranks - 1) % num_ranks;
+      const auto [next, previous] = peers_of(rank);
       const absl::Span<const std::byte> lent(
           reinterpret_cast<const std::byte*>(outgoing[rank].data()), count * sizeof(float));
       for (int i = 0; i < warmup + rounds; ++i) {
@@ -76,17 +81,49 @@ absl::Span<const std::byte> BytesOf(absl::Span<const double> values) {
   return {reinterpret_cast<const std::byte*>(values.data()), values.size() * sizeof(double)};
 }
 
+// The link of one probe ring: alpha from rounds of tiny messages, beta from rounds of large ones,
+// all ranks at once, on `lanes` shared cores (0: each transfer has a lane of its own).
+absl::StatusOr<LinkModel> MeasureRings(int num_ranks, absl::FunctionRef<RingPeers(int)> peers_of,
+                                       const HostTransport::NodeEmulation& emulation,
+                                       double lanes) {
+  absl::StatusOr<double> small =
+      TimeRingRound(num_ranks, kProbeSmallBytes, 16, 256, peers_of, emulation);
+  if (!small.ok()) return small.status();
+  absl::StatusOr<double> large =
+      TimeRingRound(num_ranks, kProbeLargeBytes, 2, 12, peers_of, emulation);
+  if (!large.ok()) return large.status();
+  return LinkFromRingRounds(*small, *large, kProbeLargeBytes, num_ranks, lanes);
+}
+
+// The ring rounds run num_ranks transfers on the machine's cores at once.
+double HostLanes() { return std::max(1u, std::thread::hardware_concurrency()); }
+
 }  // namespace
 
 absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks) {
   if (num_ranks < 2) return absl::InvalidArgumentError("need at least 2 ranks to measure");
-  absl::StatusOr<double> small = TimeRingRound(num_ranks, kProbeSmallBytes, 16, 256);
-  if (!small.ok()) return small.status();
-  absl::StatusOr<double> large = TimeRingRound(num_ranks, kProbeLargeBytes, 2, 12);
-  if (!large.ok()) return large.status();
-  // The ring round ran num_ranks transfers on the machine's cores at once.
-  const double lanes = std::max(1u, std::thread::hardware_concurrency());
-  return LinkFromRingRounds(*small, *large, kProbeLargeBytes, num_ranks, lanes);
+  return MeasureRings(
+      num_ranks, [num_ranks](int rank) { return FlatRingPeers(rank, num_ranks); }, {}, HostLanes());
+}
+
+absl::StatusOr<ProbedLinks> MeasureEmulatedLinks(const Topology& topology,
+                                                 const HostTransport::NodeEmulation& emulation) {
+  if (!topology.multi_node() || topology.ranks_per_node < 2 ||
+      emulation.ranks_per_node != topology.ranks_per_node) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("measuring emulated links needs several nodes of at least 2 ranks, emulated "
+                     "as such; got ",
+                     TopologyName(topology), " emulated in nodes of ", emulation.ranks_per_node));
+  }
+  absl::StatusOr<LinkModel> intra = MeasureRings(
+      topology.num_ranks(), [&](int rank) { return NodeRingPeers(rank, topology); }, emulation,
+      HostLanes());
+  if (!intra.ok()) return intra.status();
+  // Every rank has an emulated NIC of its own: its transfers between nodes share no lanes.
+  absl::StatusOr<LinkModel> inter = MeasureRings(
+      topology.num_ranks(), [&](int rank) { return RailRingPeers(rank, topology); }, emulation, 0);
+  if (!inter.ok()) return inter.status();
+  return ProbedLinks{.intra_node = *intra, .inter_node = *inter};
 }
 
 // One rank's side of the protocol's traffic, over the shared transport.
@@ -176,17 +213,19 @@ HostCommunicator::HostCommunicator(int num_ranks)
 
 absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
     int num_ranks, const RuntimeConfig& config, const LinkModel& link,
-    std::vector<std::shared_ptr<CollectiveObserver>> observers) {
+    std::vector<std::shared_ptr<CollectiveObserver>> observers,
+    std::optional<LinkModel> emulated_inter_node_link) {
   auto host = std::unique_ptr<HostCommunicator>(new HostCommunicator(std::max(num_ranks, 0)));
   // On a machine of nodes the ranks are threads of one host, so the links between "nodes" are
-  // emulated: messages between them arrive as config.inter_node_link says, for the same plans the
-  // policy prices with it. (A topology of another size fails in Communicator::Create.)
+  // emulated: messages between them arrive as the emulated link says, for the same plans the
+  // policy prices. (A topology of another size fails in Communicator::Create.)
   if (config.topology.has_value() && config.topology->multi_node() &&
       config.topology->num_ranks() == num_ranks) {
-    if (absl::Status status = host->transport_.EmulateNodes(
-            {.ranks_per_node = config.topology->ranks_per_node,
-             .alpha_s = config.inter_node_link.alpha_s,
-             .bytes_per_s = config.inter_node_link.bandwidth_bytes_per_s});
+    const LinkModel& nic = emulated_inter_node_link.value_or(config.inter_node_link);
+    if (absl::Status status =
+            host->transport_.EmulateNodes({.ranks_per_node = config.topology->ranks_per_node,
+                                           .alpha_s = nic.alpha_s,
+                                           .bytes_per_s = nic.bandwidth_bytes_per_s});
         !status.ok()) {
       return status;
     }

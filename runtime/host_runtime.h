@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,6 +13,7 @@
 #include "kernels/host_executor.h"
 #include "kernels/host_transport.h"
 #include "runtime/communicator.h"
+#include "runtime/link_probe.h"
 #include "runtime/runtime_core.h"
 
 namespace stragglar {
@@ -22,14 +24,24 @@ namespace stragglar {
 // skew; the ranks share the machine's cores (runtime/link_probe.h's formula).
 absl::StatusOr<LinkModel> MeasureHostLink(int num_ranks);
 
+// The same on a machine of nodes emulated as `emulation` says (HostTransport::EmulateNodes), each
+// link class on its own rings (runtime/link_probe.h): the rings inside the nodes, then the rails'
+// rings through the emulated NICs. What the emulated NIC costs a plan, thread wake-ups on a busy
+// host included. InvalidArgument unless `topology` has several nodes of at least 2 ranks and
+// `emulation` emulates its nodes.
+absl::StatusOr<ProbedLinks> MeasureEmulatedLinks(const Topology& topology,
+                                                 const HostTransport::NodeEmulation& emulation);
+
 class HostCommunicator {
  public:
   // `observers` see every call and every epoch exchange of every rank (exporters). With a
   // config.topology of several nodes, messages between its nodes are delayed as
-  // config.inter_node_link says (HostTransport::EmulateNodes): an emulated machine of nodes.
+  // `emulated_inter_node_link` says (HostTransport::EmulateNodes): an emulated machine of nodes.
+  // nullopt: as config.inter_node_link, the link the policy prices with, says.
   static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(
       int num_ranks, const RuntimeConfig& config, const LinkModel& link,
-      std::vector<std::shared_ptr<CollectiveObserver>> observers = {});
+      std::vector<std::shared_ptr<CollectiveObserver>> observers = {},
+      std::optional<LinkModel> emulated_inter_node_link = std::nullopt);
 
   // Saves the learned state (config.state_file) one last time.
   ~HostCommunicator();

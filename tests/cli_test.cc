@@ -494,6 +494,9 @@ TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
   EXPECT_EQ(summary["topology"]["nodes"], 2);
   EXPECT_EQ(summary["topology"]["ranks_per_node"], 2);
   EXPECT_DOUBLE_EQ(summary["topology"]["inter_node"]["alpha_s"].get<double>(), 2e-3);
+  // The policy prices what the rails' rings measured through the emulated NICs.
+  EXPECT_THAT(result.out, HasSubstr("measured between nodes: alpha"));
+  EXPECT_GE(summary["topology"]["inter_node_measured"]["alpha_s"].get<double>(), 2e-3);
   EXPECT_GE(summary["baseline"]["p50_s"].get<double>(), 2e-3);
   EXPECT_GE(summary["baseline"]["model_s"].get<double>(), 2 * 2e-3);
   EXPECT_EQ(summary["baseline"]["variant"], "hierarchical");

@@ -1,6 +1,7 @@
 // The link probe (runtime/link_probe.h): on one machine one link, on the ring through every rank;
 // on a machine of nodes each class on its own rings, so the hops between nodes do not set the price
-// of the links inside them, and the communicator prices with both.
+// of the links inside them, and the communicator prices with both. Also the host runtime's probe
+// of an emulated machine of nodes.
 #include "runtime/link_probe.h"
 
 #include <vector>
@@ -8,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/communicator.h"
+#include "runtime/host_runtime.h"
 
 namespace stragglar {
 namespace {
@@ -111,6 +113,30 @@ TEST(LinkProbeTest, TheCommunicatorPricesBetweenNodesWithWhatItMeasured) {
   ASSERT_TRUE(comm.ok()) << comm.status();
   ExpectLink((*comm)->core().config().inter_node_link, kBetween);
   EXPECT_NEAR((*comm)->core().link().alpha_s, kInside.TransferSeconds(kProbeSmallBytes), 1e-15);
+}
+
+// The host runtime's probe of an emulated machine (`stragglar run --topology`): the rails' rings
+// go through emulated NICs that hold every message 2 ms, the node rings through memory. Lower
+// bounds only, so a loaded machine cannot fail it.
+TEST(LinkProbeTest, EmulatedNodesAreMeasuredThroughTheirNics) {
+  const Topology machine{.nodes = 2, .ranks_per_node = 2};
+  const HostTransport::NodeEmulation nics{.ranks_per_node = 2, .alpha_s = 2e-3, .bytes_per_s = 1e9};
+  absl::StatusOr<ProbedLinks> links = MeasureEmulatedLinks(machine, nics);
+  ASSERT_TRUE(links.ok()) << links.status();
+  ASSERT_TRUE(links->inter_node.has_value());
+  EXPECT_GE(links->inter_node->alpha_s, 2e-3);
+  EXPECT_EQ(links->inter_node->shared_lanes, 0);  // a NIC per rank
+  EXPECT_GE(links->intra_node.shared_lanes, 1);   // the host's cores
+  EXPECT_GT(links->intra_node.bandwidth_bytes_per_s, 0);
+  // Not a machine of nodes of several ranks, emulated as such: one error, no traffic.
+  for (const auto& [topology, emulation] :
+       {std::pair{Topology::Flat(4), nics},
+        std::pair{Topology{.nodes = 4, .ranks_per_node = 1}, nics},
+        std::pair{machine, HostTransport::NodeEmulation{}}}) {
+    absl::StatusOr<ProbedLinks> refused = MeasureEmulatedLinks(topology, emulation);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(), HasSubstr("needs several nodes of at least 2 ranks"));
+  }
 }
 
 }  // namespace

@@ -34,22 +34,39 @@ bool OnNodes(const RunOptions& options) {
 // What the model says the baseline (the Ring plan, every rank arriving together) takes after the
 // last arrival on the run's machine: the measured host link inside a node, the emulated one
 // between nodes. On nodes Ring is the hierarchical ring, as the policy's plan cache makes it.
-absl::StatusOr<double> ModelledBaselineSeconds(const RunOptions& options, const LinkModel& link) {
+absl::StatusOr<double> ModelledBaselineSeconds(const RunOptions& options,
+                                               const ProbedLinks& links) {
+  const LinkModel& link = links.intra_node;
   absl::StatusOr<Plan> ring =
       OnNodes(options)
           ? SynthesizeHierarchicalRing(options.topology->nodes, options.topology->ranks_per_node)
           : SynthesizeRing(options.ranks);
   if (!ring.ok()) return ring.status();
-  const NetworkModel network = options.topology.has_value()
-                                   ? NetworkModel{.topology = *options.topology,
-                                                  .intra_node = link,
-                                                  .inter_node = options.inter_node_link}
-                                   : NetworkModel::Flat(options.ranks, link);
+  const NetworkModel network =
+      options.topology.has_value()
+          ? NetworkModel{.topology = *options.topology,
+                         .intra_node = link,
+                         .inter_node = links.inter_node.value_or(options.inter_node_link)}
+          : NetworkModel::Flat(options.ranks, link);
   absl::StatusOr<SimulationResult> result =
       SimulatePlan(*ring, static_cast<double>(options.bytes), network,
                    std::vector<double>(static_cast<size_t>(options.ranks), 0.0));
   if (!result.ok()) return result.status();
   return result->after_last_arrival_s;
+}
+
+// The host's link, and on an emulated machine of nodes (of at least 2 ranks each) each class on
+// its own rings, the emulated NICs included.
+absl::StatusOr<ProbedLinks> MeasureLinks(const RunOptions& options) {
+  if (OnNodes(options) && options.topology->ranks_per_node > 1) {
+    return MeasureEmulatedLinks(*options.topology,
+                                {.ranks_per_node = options.topology->ranks_per_node,
+                                 .alpha_s = options.inter_node_link.alpha_s,
+                                 .bytes_per_s = options.inter_node_link.bandwidth_bytes_per_s});
+  }
+  absl::StatusOr<LinkModel> link = MeasureHostLink(options.ranks);
+  if (!link.ok()) return link.status();
+  return ProbedLinks{.intra_node = *link};
 }
 
 absl::Status ValidateOptions(const RunOptions& options) {
@@ -212,18 +229,24 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
           ? absl::StrFormat("rank %d late by %s (sd %s)", *options.straggler,
                             FormatSeconds(options.delay_s), FormatSeconds(options.delay_spread_s))
           : "no straggler");
-  absl::StatusOr<LinkModel> link = MeasureHostLink(options.ranks);
-  if (!link.ok()) return link.status();
+  absl::StatusOr<ProbedLinks> links = MeasureLinks(options);
+  if (!links.ok()) return links.status();
+  const LinkModel& link = links->intra_node;
   progress << absl::StrFormat(
       "measured link: alpha %s, bandwidth %s per transfer, shared by %.0f cores\n",
-      FormatSeconds(link->alpha_s), FormatBandwidth(link->bandwidth_bytes_per_s),
-      link->shared_lanes);
+      FormatSeconds(link.alpha_s), FormatBandwidth(link.bandwidth_bytes_per_s), link.shared_lanes);
   if (options.topology.has_value()) {
     progress << absl::StrFormat(
         "emulated machine: %d nodes of %d ranks; between nodes alpha %s, bandwidth %s per NIC\n",
         options.topology->nodes, options.topology->ranks_per_node,
         FormatSeconds(options.inter_node_link.alpha_s),
         FormatBandwidth(options.inter_node_link.bandwidth_bytes_per_s));
+  }
+  if (links->inter_node.has_value()) {
+    progress << absl::StrFormat(
+        "measured between nodes: alpha %s, bandwidth %s per transfer (what the policy prices)\n",
+        FormatSeconds(links->inter_node->alpha_s),
+        FormatBandwidth(links->inter_node->bandwidth_bytes_per_s));
   }
   const PhaseData data = MakePhaseData(options);
   std::unique_ptr<MetricsServer> metrics_server;
@@ -234,7 +257,7 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
   Phase adaptive{.name = "adaptive", .mode = RuntimeMode::kAdapt};
   auto recorder = std::make_shared<TraceRecorder>(/*recording_rank=*/0);
   if (absl::Status status =
-          RunPhases(options, *link, registry.get(), data, recorder, baseline, adaptive, progress);
+          RunPhases(options, *links, registry.get(), data, recorder, baseline, adaptive, progress);
       !status.ok()) {
     return status;
   }
@@ -242,18 +265,24 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
     return status;
   }
   const LagSummary lags = SummarizeLags(recorder->rows());
-  nlohmann::json summary = RunSummaryJson(options, *link, baseline, adaptive, lags);
-  absl::StatusOr<double> modelled_s = ModelledBaselineSeconds(options, *link);
+  nlohmann::json summary = RunSummaryJson(options, link, baseline, adaptive, lags);
+  absl::StatusOr<double> modelled_s = ModelledBaselineSeconds(options, *links);
   if (!modelled_s.ok()) return modelled_s.status();
   summary["baseline"]["model_s"] = *modelled_s;
-  if (OnNodes(options))
+  if (OnNodes(options)) {
     summary["baseline"]["variant"] = PlanVariantName(PlanVariant::kHierarchical);
+  }
   if (options.topology.has_value()) {
     summary["topology"] = {{"nodes", options.topology->nodes},
                            {"ranks_per_node", options.topology->ranks_per_node},
                            {"inter_node",
                             {{"alpha_s", options.inter_node_link.alpha_s},
                              {"bandwidth_Bps", options.inter_node_link.bandwidth_bytes_per_s}}}};
+    if (links->inter_node.has_value()) {
+      summary["topology"]["inter_node_measured"] = {
+          {"alpha_s", links->inter_node->alpha_s},
+          {"bandwidth_Bps", links->inter_node->bandwidth_bytes_per_s}};
+    }
   }
   PrintRunSummary(options, baseline, adaptive, lags, summary, progress);
   progress << absl::StrFormat(

@@ -50,7 +50,7 @@ class PhaseRun {
         outputs_(options.ranks, std::vector<std::byte>(options.bytes)),
         step_barrier_(options.ranks) {}
 
-  absl::Status Start(const LinkModel& link, prometheus::Registry* metrics,
+  absl::Status Start(const ProbedLinks& links, prometheus::Registry* metrics,
                      std::shared_ptr<TraceRecorder> recorder);
   void RunRank(int rank);
   absl::Status Conclude();
@@ -75,7 +75,7 @@ class PhaseRun {
   std::barrier<> step_barrier_;
 };
 
-absl::Status PhaseRun::Start(const LinkModel& link, prometheus::Registry* metrics,
+absl::Status PhaseRun::Start(const ProbedLinks& links, prometheus::Registry* metrics,
                              std::shared_ptr<TraceRecorder> recorder) {
   const int n = options_.ranks;
   for (int index = 0; index < 2; ++index) {
@@ -84,7 +84,7 @@ absl::Status PhaseRun::Start(const LinkModel& link, prometheus::Registry* metric
     config.mode = phase.mode;
     config.epoch_calls = options_.epoch_calls;
     config.topology = options_.topology;
-    config.inter_node_link = options_.inter_node_link;
+    config.inter_node_link = links.inter_node.value_or(options_.inter_node_link);
     std::vector<std::shared_ptr<CollectiveObserver>> observers;
     // Only the adaptive runtime learns across runs and is traced; the baseline always starts cold.
     if (phase.mode == RuntimeMode::kAdapt) {
@@ -101,8 +101,8 @@ absl::Status PhaseRun::Start(const LinkModel& link, prometheus::Registry* metric
       ExportBuildInfo(*metrics, {.version = std::string(StragglarVersion()), .backend = "host"},
                       phase.name, ranks);
     }
-    absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
-        HostCommunicator::Create(n, config, link, std::move(observers));
+    absl::StatusOr<std::unique_ptr<HostCommunicator>> comm = HostCommunicator::Create(
+        n, config, links.intra_node, std::move(observers), options_.inter_node_link);
     if (!comm.ok()) return comm.status();
     comms_[index] = *std::move(comm);
     phase.arrival_s.assign(options_.iterations, std::vector<double>(n));
@@ -236,12 +236,12 @@ absl::Status PhaseRun::Conclude() {
 
 }  // namespace
 
-absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
+absl::Status RunPhases(const RunOptions& options, const ProbedLinks& links,
                        prometheus::Registry* metrics, const PhaseData& data,
                        std::shared_ptr<TraceRecorder> recorder, Phase& baseline, Phase& adaptive,
                        std::ostream& progress) {
   PhaseRun run(options, data, baseline, adaptive, progress);
-  if (absl::Status status = run.Start(link, metrics, std::move(recorder)); !status.ok()) {
+  if (absl::Status status = run.Start(links, metrics, std::move(recorder)); !status.ok()) {
     return status;
   }
   std::vector<std::thread> threads;

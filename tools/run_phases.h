@@ -18,6 +18,7 @@
 #include "policy/reports.h"
 #include "policy/simulator.h"
 #include "prometheus/registry.h"
+#include "runtime/link_probe.h"
 #include "tools/run_job.h"
 
 namespace stragglar {
@@ -51,11 +52,13 @@ struct PhaseData {
   std::vector<std::byte> expected;
 };
 
-// Runs both phases and fills them; `recorder` (when given) records the adaptive phase's trace,
+// Runs both phases and fills them, the policy pricing with `links` (measured; between nodes,
+// options.inter_node_link when not measured, which is always what the emulated NICs do);
+// `recorder` (when given) records the adaptive phase's trace,
 // every call of it included. Prints a progress line per phase at every epoch's end. `metrics`
 // (when given) exports both phases (comm="baseline" and comm="adaptive"). The runtime's error when
 // a collective fails; Internal when the ranks ran different algorithms for a step.
-absl::Status RunPhases(const RunOptions& options, const LinkModel& link,
+absl::Status RunPhases(const RunOptions& options, const ProbedLinks& links,
                        prometheus::Registry* metrics, const PhaseData& data,
                        std::shared_ptr<TraceRecorder> recorder, Phase& baseline, Phase& adaptive,
                        std::ostream& progress);
