@@ -32,8 +32,9 @@ bool OnNodes(const RunOptions& options) {
 }
 
 // What the model says the baseline (the Ring plan, every rank arriving together) takes after the
-// last arrival on the run's machine: the measured host link inside a node, the emulated one
-// between nodes. On nodes Ring is the hierarchical ring, as the policy's plan cache makes it.
+// last arrival on the run's machine, priced with the measured links (between nodes, the emulated
+// one where it was not measured). On nodes Ring is the hierarchical ring, as the policy's plan
+// cache makes it.
 absl::StatusOr<double> ModelledBaselineSeconds(const RunOptions& options,
                                                const ProbedLinks& links) {
   const LinkModel& link = links.intra_node;
