@@ -1,7 +1,9 @@
 // Hierarchical StragglAR on N nodes of G ranks (ranks node by node), for machines where the links
 // between nodes are the scarce ones. The straggler's node is the late member of every rail (GPU g
 // of every node, joined through their NICs); StragglAR runs rail by rail, on a G-th of the
-// buffer each, and NVLink does the rest.
+// buffer each, and NVLink does the rest. The rail plan is the flat schedule over the N nodes, or
+// log-depth StragglAR (kernels/stragglar_log_depth.cc), whose latency chain grows as log N, for
+// many nodes.
 //
 // The buffer is G shards, shard g of the rail plan's C chunks, and rail g reduces shard g.
 //  - Before the straggler arrives:
@@ -103,7 +105,8 @@ void RunRails(const Layout& layout, const Plan& rail_plan, int begin, int end, i
 
 }  // namespace
 
-absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler) {
+absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
+                                                     int rail_blocks) {
   if (nodes < 1 || ranks_per_node < 1 || nodes * ranks_per_node < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("hierarchical stragglar needs at least 2 ranks, "
@@ -115,9 +118,15 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
     return absl::InvalidArgumentError(
         absl::StrCat("straggler ", straggler, " outside [0, ", num_ranks, ")"));
   }
-  // One node, or one rank per node: there is only one level, and the flat plan is that level.
-  if (nodes == 1 || ranks_per_node == 1) return SynthesizeStragglar(num_ranks, straggler);
-  absl::StatusOr<Plan> rail_plan = SynthesizeStragglar(nodes, straggler / ranks_per_node);
+  // One node, or one rank per node: there is only one level, and the flat plan (or, with rail
+  // blocks and one rank per node, the rail plan) is that level.
+  if (nodes == 1 || (ranks_per_node == 1 && rail_blocks == 0)) {
+    return SynthesizeStragglar(num_ranks, straggler);
+  }
+  if (ranks_per_node == 1) return SynthesizeLogDepthStragglar(num_ranks, straggler, rail_blocks);
+  absl::StatusOr<Plan> rail_plan =
+      rail_blocks > 0 ? SynthesizeLogDepthStragglar(nodes, straggler / ranks_per_node, rail_blocks)
+                      : SynthesizeStragglar(nodes, straggler / ranks_per_node);
   if (!rail_plan.ok()) return rail_plan.status();
   const Layout layout{.nodes = nodes,
                       .per_node = ranks_per_node,

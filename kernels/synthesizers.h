@@ -42,10 +42,12 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int piece
 // Hierarchical StragglAR (kernels/stragglar_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
 // ranks, numbered node by node: the straggler's node is the late member of every rail, each rail
 // runs StragglAR over nodes on a ranks_per_node-th of the buffer, and the rest moves inside nodes.
-// It has ranks_per_node * (nodes - 1) chunks. With one node, or one rank per node, it is
-// SynthesizeStragglar's flat plan. InvalidArgument for fewer than 2 ranks or a
-// straggler out of range.
-absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler);
+// The rail plan is the flat schedule (rail_blocks 0: ranks_per_node * (nodes - 1) chunks), or
+// log-depth StragglAR in `rail_blocks` blocks (ranks_per_node times its chunks). With one node it
+// is SynthesizeStragglar's flat plan; with one rank per node, the rail plan. InvalidArgument for
+// fewer than 2 ranks, a straggler out of range or a bad block count.
+absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
+                                                     int rail_blocks = 0);
 
 // Log-depth StragglAR (kernels/stragglar_log_depth.cc) for large flat rank counts: before the
 // straggler arrives the ready ranks run Halving-Doubling among themselves; after, the straggler's

@@ -49,7 +49,8 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
       : !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
       : shape.hierarchical
-          ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler)
+          ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
+                                            shape.log_depth_blocks)
       : shape.log_depth_blocks > 0
           ? SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks)
           : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
@@ -138,7 +139,20 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
   absl::StatusOr<StragglarShape> best_log_depth = BestLogDepth(bytes, link);
   if (!best_log_depth.ok()) return best_log_depth.status();
   shapes.push_back(*best_log_depth);
-  if (machine_.topology.multi_node()) shapes.push_back({.hierarchical = true});
+  if (machine_.topology.multi_node()) {
+    // Hierarchical StragglAR with the better rails after arrival: the flat schedule over the
+    // nodes, or log-depth StragglAR with the block counts worth pricing for a rail's shard.
+    const Topology& topology = machine_.topology;
+    std::vector<StragglarShape> hierarchical = {{.hierarchical = true}};
+    for (int blocks : LogDepthBlockChoices(topology.nodes, bytes / topology.ranks_per_node,
+                                           machine_.inter_node_link)) {
+      hierarchical.push_back({.log_depth_blocks = blocks, .hierarchical = true});
+    }
+    absl::StatusOr<StragglarShape> best_hierarchical =
+        FastestAfterArrival(hierarchical, bytes, link);
+    if (!best_hierarchical.ok()) return best_hierarchical.status();
+    shapes.push_back(*best_hierarchical);
+  }
   return shapes_.emplace(key, std::move(shapes)).first->second;
 }
 

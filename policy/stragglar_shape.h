@@ -1,7 +1,8 @@
 // The shape of a StragglAR plan, which the chooser picks per call among those the plan cache
 // offers for the size (PlanCache::StragglarShapes): the paper's flat schedule, pipelined in
 // `pieces` per chunk; log-depth StragglAR, broadcasting the straggler's buffer in
-// `log_depth_blocks` blocks (> 0); or hierarchical StragglAR on the machine's nodes.
+// `log_depth_blocks` blocks (> 0); or hierarchical StragglAR on the machine's nodes, whose rails
+// run the flat schedule, or log-depth StragglAR in `log_depth_blocks` blocks (> 0).
 #pragma once
 
 namespace stragglar {

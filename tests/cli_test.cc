@@ -297,7 +297,7 @@ TEST(CliTest, BadInputGetsOneClearLine) {
        "--straggler 8 is outside [0, 7]"},
       {"plan --algorithm stragglar --topology 2x4 --ranks 4", "--ranks 4 disagrees"},
       {"plan --algorithm stragglar-log-depth --ranks 4 --pieces 3", "must be a power of two"},
-      {"plan --algorithm stragglar-log-depth --topology 2x2", "does not apply to stragglar-log"},
+      {"plan --algorithm stragglar-log-depth --topology 2x2 --pieces 3", "must be a power of two"},
       {"sim --topology 1x1 --bytes 1MiB", "has one rank"},
       {"sim --topology 2x4 --ranks 6 --bytes 1MiB", "--ranks 6 disagrees with --topology 2x4"},
       {"sim --ranks 4 --bytes 1MiB --inter-alpha 5us", "need --topology NxG"},

@@ -157,7 +157,9 @@ TEST(DeviceProgramTest, EveryChunkEndsOneWay) {
         // chunk's end says.
         for (const DevicePiece& piece : program.pieces) {
           for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
-            if (piece.to_result) EXPECT_TRUE(program.chunk_flags[c] & kDeviceEndResult);
+            if (piece.to_result) {
+              EXPECT_TRUE(program.chunk_flags[c] & kDeviceEndResult);
+            }
           }
         }
       }

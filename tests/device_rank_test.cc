@@ -275,7 +275,9 @@ TEST(DeviceRankTest, TheWindowLayoutMovesEveryElementOnceAndBlocksKeepTheirPosit
                 for (int32_t block = 0; block < blocks; ++block) {
                   const device_rank::Part part = device_rank::PartOf(count, chunks, chunk, layout,
                                                                      slice, block, blocks, align);
-                  if (layout.region >= align) EXPECT_EQ(part.window % align, 0);
+                  if (layout.region >= align) {
+                    EXPECT_EQ(part.window % align, 0);
+                  }
                   for (int64_t i = 0; i < part.elements; ++i) {
                     ASSERT_GE(part.message + i, whole.begin);
                     ASSERT_LT(part.message + i, whole.end);

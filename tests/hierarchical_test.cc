@@ -117,6 +117,36 @@ TEST(HierarchicalStragglarTest, RailsStartWhileTheStragglerIsStillHandingOutShar
   }
 }
 
+TEST(HierarchicalStragglarTest, LogDepthRailsVerifyAndKeepTheirLatencyChainShort) {
+  // Rails of log-depth StragglAR: every layout, straggler and block count verifies; the rails carry
+  // G times the rail plan's chunks; and over many nodes the post-arrival phase is shorter than
+  // with the flat rails, whose chain is N - 2 + ceil(log2 N) rounds long.
+  for (const Layout& layout : kLayouts) {
+    const int n = layout.nodes * layout.per_node;
+    for (int straggler : {0, n / 2, n - 1}) {
+      for (int blocks : {1, 2, 4}) {
+        absl::StatusOr<Plan> plan =
+            SynthesizeHierarchicalStragglar(layout.nodes, layout.per_node, straggler, blocks);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        EXPECT_TRUE(VerifyPlan(*plan).ok())
+            << layout.nodes << "x" << layout.per_node << " " << straggler << " " << blocks << ": "
+            << VerifyPlan(*plan);
+        const Plan rail =
+            *SynthesizeLogDepthStragglar(layout.nodes, straggler / layout.per_node, blocks);
+        EXPECT_EQ(plan->num_chunks, layout.per_node * rail.num_chunks);
+        EXPECT_EQ(plan->variant, PlanVariant::kHierarchical);
+      }
+    }
+  }
+  const Plan flat_rails = Hierarchical(16, 2, 31);
+  const Plan log_rails = *SynthesizeHierarchicalStragglar(16, 2, 31, 2);
+  EXPECT_LT(log_rails.post_arrival_rounds(), flat_rails.post_arrival_rounds());
+  // One rank per node: the rail plan is the whole plan.
+  EXPECT_EQ(*SynthesizeHierarchicalStragglar(5, 1, 4, 2), *SynthesizeLogDepthStragglar(5, 4, 2));
+  EXPECT_THAT(SynthesizeHierarchicalStragglar(2, 4, 0, 3).status().message(),
+              HasSubstr("must be a power of two"));
+}
+
 TEST(HierarchicalStragglarTest, OneLevelIsTheFlatPlan) {
   EXPECT_EQ(Hierarchical(1, 6, 2), *SynthesizeStragglar(6, 2));
   EXPECT_EQ(Hierarchical(5, 1, 4), *SynthesizeStragglar(5, 4));

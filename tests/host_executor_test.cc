@@ -265,9 +265,13 @@ TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
        {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 4}, std::pair{3, 4}, std::pair{4, 3}}) {
     const int n = nodes * per_node;
     for (int straggler : {0, per_node + 1, n - 1}) {
-      absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(nodes, per_node, straggler);
-      ASSERT_TRUE(plan.ok()) << plan.status();
-      CheckEveryTypeAndOp(*plan, SplitMix64(n * 31 + straggler));
+      // Flat rails, and log-depth rails of 2 blocks.
+      for (int rail_blocks : {0, 2}) {
+        absl::StatusOr<Plan> plan =
+            SynthesizeHierarchicalStragglar(nodes, per_node, straggler, rail_blocks);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        CheckEveryTypeAndOp(*plan, SplitMix64(n * 31 + straggler + rail_blocks));
+      }
     }
   }
 }

@@ -226,7 +226,25 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   const Choice picked = *Chooser(bigger, {Algorithm::kRing, Algorithm::kStragglar})
                              .Choose(1 << 20, late16, 6, nvlink);
   EXPECT_EQ(picked.algorithm, Algorithm::kStragglar);
-  EXPECT_EQ(picked.shape, StragglarShape{.hierarchical = true});
+  EXPECT_EQ(picked.shape, bigger.StragglarShapes(1 << 20, nvlink)->back());
+  EXPECT_TRUE(picked.shape->hierarchical);
+  // On 16 nodes of 8 at 64 MiB the rails' flat schedule is a chain of 18 latencies, and the
+  // hierarchical shape offered has log-depth rails, the fastest of the rail plans after arrival.
+  const Topology sixteen_by_eight{.nodes = 16, .ranks_per_node = 8};
+  PlanCache many(128, 0, {.topology = sixteen_by_eight, .inter_node_link = kTypicalInterNodeLink});
+  const StragglarShape rails = many.StragglarShapes(64 << 20, nvlink)->back();
+  ASSERT_TRUE(rails.hierarchical);
+  EXPECT_GT(rails.log_depth_blocks, 0);
+  const NetworkModel sixteen{
+      .topology = sixteen_by_eight, .intra_node = nvlink, .inter_node = kTypicalInterNodeLink};
+  const std::vector<double> late128 = OneLateRank(128, 127, 0.2);
+  const double flat_rails_s =
+      SimulatePlan(*SynthesizeHierarchicalStragglar(16, 8, 127), 64 << 20, sixteen, late128)
+          ->after_last_arrival_s;
+  const double log_rails_s =
+      SimulatePlan(**many.WithShape(Algorithm::kStragglar, 127, rails), 64 << 20, sixteen, late128)
+          ->after_last_arrival_s;
+  EXPECT_LT(log_rails_s, flat_rails_s);
   const Plan& plan = **nodes.WithShape(Algorithm::kStragglar, 6, shapes[2]);
   EXPECT_EQ(plan, *SynthesizeHierarchicalStragglar(2, 4, 6));
   // Every simulation is per link class: the cache's result is the network simulation's (up to

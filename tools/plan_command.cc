@@ -22,21 +22,32 @@ void Print(const Plan& plan, nlohmann::json extra, const PlanTableNote& note, bo
   }
 }
 
-// Hierarchical StragglAR, or the hierarchical ring, on the --topology machine.
-absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, std::ostream& out) {
+// Hierarchical StragglAR (its rails log-depth in `rail_blocks` blocks, or flat for 0), or the
+// hierarchical ring, on the --topology machine.
+absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, int rail_blocks,
+                             std::ostream& out) {
   const Topology& topology = *args.topology;
-  if (args.pieces != 1) {
+  if (args.pieces != 1 && rail_blocks == 0) {
     return Usage("--pieces does not apply with --topology: the hierarchical plan is not pipelined");
   }
   absl::StatusOr<Plan> plan =
       algorithm == Algorithm::kRing
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
           : SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node,
-                                            args.straggler.value_or(args.num_ranks - 1));
+                                            args.straggler.value_or(args.num_ranks - 1),
+                                            rail_blocks);
+  if (!plan.ok() && rail_blocks > 0) {
+    return Usage(absl::StrCat("--pieces: ", plan.status().message()));
+  }
   if (!plan.ok()) return plan.status();
-  Print(*plan,
-        {{"topology", {{"nodes", topology.nodes}, {"ranks_per_node", topology.ranks_per_node}}}},
-        {.family = absl::StrCat("hierarchical on ", TopologyName(topology))}, args.json, out);
+  nlohmann::json extra = {
+      {"topology", {{"nodes", topology.nodes}, {"ranks_per_node", topology.ranks_per_node}}}};
+  std::string family = absl::StrCat("hierarchical on ", TopologyName(topology));
+  if (rail_blocks > 0) {
+    extra["blocks"] = rail_blocks;
+    absl::StrAppend(&family, ", log-depth rails of ", rail_blocks, " blocks");
+  }
+  Print(*plan, extra, {.family = family}, args.json, out);
   return absl::OkStatus();
 }
 
@@ -56,8 +67,9 @@ absl::Status RunLogDepth(const PlanArgs& args, std::ostream& out) {
 
 absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
   if (args.algorithm == kLogDepthStragglarName) {
+    // On nodes: hierarchical StragglAR whose rails are log-depth in --pieces blocks.
     if (args.topology.has_value()) {
-      return Usage("--topology does not apply to stragglar-log-depth, a plan for flat machines");
+      return RunHierarchical(args, Algorithm::kStragglar, args.pieces, out);
     }
     return RunLogDepth(args, out);
   }
@@ -77,7 +89,7 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
   if (args.pieces != 1 && !stragglar) {
     return Usage("--pieces applies to --algorithm stragglar only");
   }
-  if (args.topology.has_value()) return RunHierarchical(args, *algorithm, out);
+  if (args.topology.has_value()) return RunHierarchical(args, *algorithm, 0, out);
   absl::StatusOr<Plan> plan =
       stragglar ? SynthesizeStragglar(args.num_ranks, args.straggler.value_or(args.num_ranks - 1),
                                       args.pieces)

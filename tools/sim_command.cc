@@ -77,8 +77,10 @@ absl::StatusOr<std::vector<Candidate>> ParseCandidates(absl::string_view names,
 
 struct SimRow {
   Candidate candidate;
-  int rounds = 0;            // a plan's rounds, a closed form's steps
-  int blocks = 0;            // log-depth StragglAR's block count; 0 for the others
+  int rounds = 0;  // a plan's rounds, a closed form's steps
+  // Log-depth StragglAR's block count, or hierarchical StragglAR's rails' (0: flat rails); 0 for
+  // the others.
+  int blocks = 0;
   std::optional<Plan> plan;  // nullopt: a closed form
   double completion_s = 0;
   double after_last_arrival_s = 0;
@@ -118,6 +120,31 @@ absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArg
   return *std::move(best);
 }
 
+// Hierarchical StragglAR with the best of its rails, by simulation: the flat schedule over the
+// nodes, or log-depth StragglAR in the block counts worth pricing for a shard.
+absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
+  const Topology& topology = args.network.topology;
+  std::vector<int> rail_blocks = {0};
+  if (topology.multi_node()) {
+    for (int blocks : LogDepthBlockChoices(
+             topology.nodes, static_cast<double>(args.bytes) / topology.ranks_per_node,
+             args.network.inter_node)) {
+      rail_blocks.push_back(blocks);
+    }
+  }
+  std::optional<SimRow> best;
+  for (int blocks : rail_blocks) {
+    absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(
+        topology.nodes, topology.ranks_per_node, args.straggler, blocks);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<SimRow> row = SimulatePlanRow(candidate, *std::move(plan), args);
+    if (!row.ok()) return row.status();
+    row->blocks = blocks;
+    if (!best.has_value() || row->completion_s < best->completion_s) best = *std::move(row);
+  }
+  return *std::move(best);
+}
+
 absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimArgs& args) {
   if (const NcclModel* model = std::get_if<NcclModel>(&candidate)) {
     const NcclModelCost cost =
@@ -130,10 +157,9 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
   const Topology& topology = args.network.topology;
   const PlanFamily family = std::get<PlanFamily>(candidate);
   if (family == kStragglarLogDepth) return SimulateLogDepth(candidate, args);
+  if (family == kStragglarHierarchical) return SimulateHierarchical(candidate, args);
   absl::StatusOr<Plan> plan =
-      family == kStragglarHierarchical
-          ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler)
-      : family == kRingHierarchical
+      family == kRingHierarchical
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
           : SynthesizePlan(family.algorithm, topology.num_ranks(),
                            family.algorithm == Algorithm::kStragglar
@@ -261,6 +287,12 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
   }
   for (const SimRow& row : rows) {
     if (row.blocks == 0) continue;
+    if (row.candidate == Candidate(kStragglarHierarchical)) {
+      out << absl::StrFormat(
+          "\n%s: log-depth rails, a shard in %d blocks (faster than the flat rails here)\n",
+          CandidateName(row.candidate), row.blocks);
+      continue;
+    }
     out << absl::StrFormat(
         "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
         "optimum)\n",
