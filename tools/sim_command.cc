@@ -4,6 +4,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -104,13 +105,13 @@ absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, co
                 .after_last_arrival_s = result->after_last_arrival_s};
 }
 
-// Log-depth StragglAR with the best of LogDepthBlockChoices, by simulation.
-absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArgs& args) {
-  const int num_ranks = args.network.topology.num_ranks();
+// The fastest of `block_counts` plans (`synthesize(blocks)`), by simulation, its block count kept.
+absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<int>& block_counts,
+                                 absl::FunctionRef<absl::StatusOr<Plan>(int)> synthesize,
+                                 const SimArgs& args) {
   std::optional<SimRow> best;
-  for (int blocks :
-       LogDepthBlockChoices(num_ranks, static_cast<double>(args.bytes), args.network.intra_node)) {
-    absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(num_ranks, args.straggler, blocks);
+  for (int blocks : block_counts) {
+    absl::StatusOr<Plan> plan = synthesize(blocks);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<SimRow> row = SimulatePlanRow(candidate, *std::move(plan), args);
     if (!row.ok()) return row.status();
@@ -120,8 +121,18 @@ absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArg
   return *std::move(best);
 }
 
-// Hierarchical StragglAR with the best of its rails, by simulation: the flat schedule over the
-// nodes, or log-depth StragglAR in the block counts worth pricing for a shard.
+// Log-depth StragglAR with the best of LogDepthBlockChoices.
+absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArgs& args) {
+  const int num_ranks = args.network.topology.num_ranks();
+  return FastestOf(
+      candidate,
+      LogDepthBlockChoices(num_ranks, static_cast<double>(args.bytes), args.network.intra_node),
+      [&](int blocks) { return SynthesizeLogDepthStragglar(num_ranks, args.straggler, blocks); },
+      args);
+}
+
+// Hierarchical StragglAR with the best of its rails: the flat schedule over the nodes (0 blocks),
+// or log-depth StragglAR in the block counts worth pricing for a shard.
 absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
   const Topology& topology = args.network.topology;
   std::vector<int> rail_blocks = {0};
@@ -132,17 +143,13 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
       rail_blocks.push_back(blocks);
     }
   }
-  std::optional<SimRow> best;
-  for (int blocks : rail_blocks) {
-    absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(
-        topology.nodes, topology.ranks_per_node, args.straggler, blocks);
-    if (!plan.ok()) return plan.status();
-    absl::StatusOr<SimRow> row = SimulatePlanRow(candidate, *std::move(plan), args);
-    if (!row.ok()) return row.status();
-    row->blocks = blocks;
-    if (!best.has_value() || row->completion_s < best->completion_s) best = *std::move(row);
-  }
-  return *std::move(best);
+  return FastestOf(
+      candidate, rail_blocks,
+      [&](int blocks) {
+        return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node,
+                                               args.straggler, blocks);
+      },
+      args);
 }
 
 absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimArgs& args) {
