@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/plan.h"
+#include "kernels/synthesizers.h"
 #include "kernels/verifier.h"
 #include "nlohmann/json.hpp"
 
@@ -119,6 +120,27 @@ TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
   EXPECT_EQ(ring_json["variant"], "hierarchical");
   EXPECT_EQ(ring_json["rounds"].size(), 6u);
   EXPECT_EQ(RunCli("verify --plan -", ring.out).exit_code, 0);
+  // Hierarchical StragglAR whose rails are log-depth StragglAR in 2 blocks.
+  CliResult rails = RunCli("plan --algorithm stragglar-log-depth --topology 3x2 --pieces 2 --json");
+  ASSERT_EQ(rails.exit_code, 0) << rails.err;
+  const nlohmann::json rails_json = nlohmann::json::parse(rails.out);
+  EXPECT_EQ(rails_json["variant"], "hierarchical");
+  EXPECT_EQ(rails_json["blocks"], 2);
+  EXPECT_EQ(*PlanFromJson(rails_json), *SynthesizeHierarchicalStragglar(3, 2, 5, 2));
+  EXPECT_EQ(RunCli("verify --plan -", rails.out).exit_code, 0);
+}
+
+TEST(CliTest, SimPricesHierarchicalStragglarWithItsFastestRails) {
+  // 32 nodes of 8 at 64 MiB: the flat rails are a chain of 35 latencies; log-depth rails in 8
+  // blocks of a shard are faster, and the result says so.
+  CliResult result = RunCli(
+      "sim --topology 32x8 --bytes 64MiB --delay 1s --algorithms stragglar-hierarchical --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json row = nlohmann::json::parse(result.out)["results"][0];
+  EXPECT_EQ(row["algorithm"], "stragglar-hierarchical");
+  EXPECT_EQ(row["blocks"], 8);
+  CliResult table = RunCli("sim --topology 32x8 --bytes 64MiB --algorithms stragglar-hierarchical");
+  EXPECT_THAT(table.out, HasSubstr("stragglar-hierarchical: log-depth rails, a shard in 8 blocks"));
 }
 
 TEST(CliTest, SimJsonFollowsTheContract) {
