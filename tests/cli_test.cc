@@ -23,6 +23,7 @@
 #include "kernels/synthesizers.h"
 #include "kernels/verifier.h"
 #include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
 
 namespace stragglar {
 namespace {
@@ -30,38 +31,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream file(path);
-  std::stringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
-
-CliResult RunCli(const std::string& args, const std::string& stdin_text = "") {
-  // ctest runs the tests of this file as parallel processes: each call gets its own files.
-  static int calls = 0;
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / absl::StrCat("cli-", getpid(), "-", calls++);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "in") << stdin_text;
-  const std::string command =
-      absl::StrCat(STRAGGLAR_CLI, " ", args, " <", (dir / "in").string(), " >",
-                   (dir / "out").string(), " 2>", (dir / "err").string());
-  const int status = std::system(command.c_str());
-  CliResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = ReadFile(dir / "out");
-  result.err = ReadFile(dir / "err");
-  std::filesystem::remove_all(dir);
-  return result;
-}
 
 TEST(CliTest, PlanJsonFollowsTheContractAndVerifies) {
   for (const char* args : {"plan --algorithm stragglar --ranks 8 --json",
@@ -92,55 +61,6 @@ TEST(CliTest, PlanTableShowsPhasesAndTheLowerBound) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("rounds: 15 (6 pre-arrival, 9 post-arrival; lower bound 9)"));
   EXPECT_THAT(result.out, HasSubstr("post"));
-}
-
-TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
-  CliResult table = RunCli("plan --algorithm stragglar --topology 2x2");
-  ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("4 ranks, 2 chunks, straggler 3, hierarchical on 2x2"));
-  EXPECT_THAT(table.out, HasSubstr("rounds: 4 (1 pre-arrival, 3 post-arrival)"));
-  // Between the nodes only the rails: 0<->2 and 1<->3, each with its own shard.
-  EXPECT_THAT(table.out, HasSubstr("0->2 +c0  2->0 +c0  1->3 +c1  3->1 +c1"));
-  CliResult json = RunCli("plan --algorithm stragglar --topology 3x2 --straggler 1 --json");
-  ASSERT_EQ(json.exit_code, 0) << json.err;
-  const nlohmann::json parsed = nlohmann::json::parse(json.out);
-  EXPECT_EQ(parsed["topology"]["nodes"], 3);
-  EXPECT_EQ(parsed["topology"]["ranks_per_node"], 2);
-  EXPECT_EQ(parsed["variant"], "hierarchical");
-  absl::StatusOr<Plan> plan = PlanFromJson(parsed);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->straggler, 1);
-  EXPECT_TRUE(VerifyPlan(*plan).ok()) << VerifyPlan(*plan);
-  EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
-  // The hierarchical ring: node rings around the rails, 2(G - 1) + 2(N - 1) rounds.
-  CliResult ring = RunCli("plan --algorithm ring --topology 3x2 --json");
-  ASSERT_EQ(ring.exit_code, 0) << ring.err;
-  const nlohmann::json ring_json = nlohmann::json::parse(ring.out);
-  EXPECT_EQ(ring_json["algorithm"], "ring");
-  EXPECT_EQ(ring_json["variant"], "hierarchical");
-  EXPECT_EQ(ring_json["rounds"].size(), 6u);
-  EXPECT_EQ(RunCli("verify --plan -", ring.out).exit_code, 0);
-  // Hierarchical StragglAR whose rails are log-depth StragglAR in 2 blocks.
-  CliResult rails = RunCli("plan --algorithm stragglar-log-depth --topology 3x2 --pieces 2 --json");
-  ASSERT_EQ(rails.exit_code, 0) << rails.err;
-  const nlohmann::json rails_json = nlohmann::json::parse(rails.out);
-  EXPECT_EQ(rails_json["variant"], "hierarchical");
-  EXPECT_EQ(rails_json["blocks"], 2);
-  EXPECT_EQ(*PlanFromJson(rails_json), *SynthesizeHierarchicalStragglar(3, 2, 5, 2));
-  EXPECT_EQ(RunCli("verify --plan -", rails.out).exit_code, 0);
-}
-
-TEST(CliTest, SimPricesHierarchicalStragglarWithItsFastestRails) {
-  // 32 nodes of 8 at 64 MiB: the flat rails are a chain of 35 latencies; log-depth rails in 8
-  // blocks of a shard are faster, and the result says so.
-  CliResult result = RunCli(
-      "sim --topology 32x8 --bytes 64MiB --delay 1s --algorithms stragglar-hierarchical --json");
-  ASSERT_EQ(result.exit_code, 0) << result.err;
-  const nlohmann::json row = nlohmann::json::parse(result.out)["results"][0];
-  EXPECT_EQ(row["algorithm"], "stragglar-hierarchical");
-  EXPECT_EQ(row["blocks"], 8);
-  CliResult table = RunCli("sim --topology 32x8 --bytes 64MiB --algorithms stragglar-hierarchical");
-  EXPECT_THAT(table.out, HasSubstr("stragglar-hierarchical: log-depth rails, a shard in 8 blocks"));
 }
 
 TEST(CliTest, SimJsonFollowsTheContract) {
@@ -195,51 +115,6 @@ TEST(CliTest, PlanPrintsLogDepthStragglar) {
   EXPECT_EQ(parsed["blocks"], 8);
   EXPECT_EQ(parsed["straggler"], 2);
   EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
-}
-
-TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
-  CliResult result = RunCli(
-      "sim --topology 4x2 --bytes 64MiB --inter-alpha 10us --inter-bandwidth 50GB/s --delay 5ms "
-      "--json");
-  ASSERT_EQ(result.exit_code, 0) << result.err;
-  const nlohmann::json json = nlohmann::json::parse(result.out);
-  EXPECT_EQ(json["ranks"], 8);
-  EXPECT_EQ(json["straggler"], 7);
-  EXPECT_EQ(json["topology"]["nodes"], 4);
-  EXPECT_EQ(json["topology"]["ranks_per_node"], 2);
-  EXPECT_DOUBLE_EQ(json["topology"]["inter_node"]["alpha_s"].get<double>(), 10e-6);
-  EXPECT_DOUBLE_EQ(json["topology"]["inter_node"]["bandwidth_Bps"].get<double>(), 50e9);
-  std::vector<std::string> names;
-  for (const nlohmann::json& row : json["results"]) {
-    names.push_back(row["algorithm"]);
-    const bool closed_form = row["model"] == "closed-form";
-    EXPECT_EQ(closed_form, absl::StartsWith(names.back(), "nccl-")) << names.back();
-    EXPECT_EQ(row["family"],
-              absl::StartsWith(names.back(), "stragglar") ? "stragglar" : "baseline");
-    EXPECT_NEAR(row["completion_s"].get<double>() - row["after_last_arrival_s"].get<double>(),
-                0.005, 1e-12);
-  }
-  EXPECT_EQ(names, (std::vector<std::string>{"ring", "halving-doubling", "stragglar",
-                                             "stragglar-hierarchical", "nccl-ring", "nccl-tree",
-                                             "stragglar-log-depth", "ring-hierarchical"}));
-  // NCCL's ring: 2N = 8 network steps of 14, 7/4 of the bytes through a NIC shared by 2 rails.
-  EXPECT_NEAR(json["results"][4]["after_last_arrival_s"].get<double>(),
-              6 * 3e-6 + 8 * 10e-6 + 2.0 * 7 / 8 * (64 << 20) / 2 / 50e9, 1e-12);
-  // Each plan of StragglAR's family has its break-even against every baseline; the contract's
-  // top-level one is the flat plan's.
-  for (const char* baseline :
-       {"ring", "halving-doubling", "nccl-ring", "nccl-tree", "ring-hierarchical"}) {
-    EXPECT_TRUE(json["break_even_delay_s"].contains(baseline)) << baseline;
-    EXPECT_TRUE(json["results"][3]["break_even_delay_s"].contains(baseline)) << baseline;
-  }
-  EXPECT_EQ(json["break_even_delay_s"], json["results"][2]["break_even_delay_s"]);
-  EXPECT_FALSE(json["results"][3]["break_even_delay_s"].contains("stragglar"));
-  // The table says which rows are NCCL's closed forms.
-  CliResult table =
-      RunCli("sim --topology 2x4 --bytes 1MiB --algorithms nccl-tree,stragglar-hierarchical");
-  ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("sim: 2x4 (2 nodes of 4 ranks)"));
-  EXPECT_THAT(table.out, HasSubstr("break-even vs nccl-tree: stragglar-hierarchical"));
 }
 
 TEST(CliTest, SimTableNamesTheBreakEvenDelay) {
@@ -493,35 +368,6 @@ TEST(CliTest, RunWrapsNarrowIntegersLikeTheReference) {
       "run --ranks 64 --dtype int8 --bytes 640B --iterations 4 --epoch-calls 4 --straggler none");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
-}
-
-TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
-  // 2 nodes of 2: every result needs contributions from the other node, through an emulated NIC
-  // that holds each message for at least 2 ms, so the Ring baseline (on nodes, the hierarchical
-  // ring) takes at least that (64 KiB on this host takes far less). The model charges a whole
-  // round for each of its 2 rounds along the rails (0<->2, 1<->3): at least 4 ms. The executor
-  // overlaps a message's delivery with its sender's next round, so it may be faster than that.
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "run-nodes";
-  std::filesystem::create_directories(dir);
-  CliResult result = RunCli(absl::StrCat(
-      "run --topology 2x2 --inter-alpha 2ms --inter-bandwidth 1GB/s --straggler 1 --delay 1ms "
-      "--bytes 64KiB --iterations 3 --epoch-calls 2 --summary-json ",
-      (dir / "summary.json").string()));
-  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
-  EXPECT_THAT(result.out, HasSubstr("emulated machine: 2 nodes of 2 ranks; between nodes alpha"));
-  EXPECT_THAT(result.out, HasSubstr("model: the hierarchical ring takes"));
-  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
-  EXPECT_EQ(summary["ranks"], 4);
-  EXPECT_EQ(summary["correct"], true);
-  EXPECT_EQ(summary["topology"]["nodes"], 2);
-  EXPECT_EQ(summary["topology"]["ranks_per_node"], 2);
-  EXPECT_DOUBLE_EQ(summary["topology"]["inter_node"]["alpha_s"].get<double>(), 2e-3);
-  // The policy prices what the rails' rings measured through the emulated NICs.
-  EXPECT_THAT(result.out, HasSubstr("measured between nodes: alpha"));
-  EXPECT_GE(summary["topology"]["inter_node_measured"]["alpha_s"].get<double>(), 2e-3);
-  EXPECT_GE(summary["baseline"]["p50_s"].get<double>(), 2e-3);
-  EXPECT_GE(summary["baseline"]["model_s"].get<double>(), 2 * 2e-3);
-  EXPECT_EQ(summary["baseline"]["variant"], "hierarchical");
 }
 
 TEST(CliTest, RunRejectsBadOptions) {
