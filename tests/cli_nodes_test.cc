@@ -18,6 +18,7 @@ namespace stragglar {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
   CliResult table = RunCli("plan --algorithm stragglar --topology 2x2");
@@ -53,6 +54,11 @@ TEST(CliTest, PlanForAMachineOfNodesIsHierarchical) {
   EXPECT_EQ(rails_json["blocks"], 2);
   EXPECT_EQ(*PlanFromJson(rails_json), *SynthesizeHierarchicalStragglar(3, 2, 5, 2));
   EXPECT_EQ(RunCli("verify --plan -", rails.out).exit_code, 0);
+  // One node has no rails: the flat plan, said as such, without a block count.
+  CliResult one_node = RunCli("plan --algorithm stragglar-log-depth --topology 1x4 --pieces 2");
+  ASSERT_EQ(one_node.exit_code, 0) << one_node.err;
+  EXPECT_THAT(one_node.out, HasSubstr("one level on 1x4: the flat plan"));
+  EXPECT_THAT(one_node.out, Not(HasSubstr("rails")));
 }
 
 TEST(CliTest, SimPricesHierarchicalStragglarWithItsFastestRails) {

@@ -42,6 +42,14 @@ absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, int rail
   if (!plan.ok()) return plan.status();
   nlohmann::json extra = {
       {"topology", {{"nodes", topology.nodes}, {"ranks_per_node", topology.ranks_per_node}}}};
+  // One node, or one rank per node, has one level: the plan is that level's own, and says so.
+  if (plan->variant != PlanVariant::kHierarchical) {
+    Print(*plan, extra,
+          {.family = absl::StrCat("one level on ", TopologyName(topology), ": the ",
+                                  PlanVariantName(plan->variant), " plan")},
+          args.json, out);
+    return absl::OkStatus();
+  }
   std::string family = absl::StrCat("hierarchical on ", TopologyName(topology));
   if (rail_blocks > 0) {
     extra["blocks"] = rail_blocks;
