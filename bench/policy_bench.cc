@@ -56,7 +56,7 @@ void BM_PolicyEpoch(benchmark::State& state) {
 }
 BENCHMARK(BM_PolicyEpoch)
     ->ArgsProduct({{4, 8, 64, 256, 1024, 4096}, {1 << 20, 16 << 20}, {0, 20000}, {0}})
-    ->ArgsProduct({{64, 128, 256, 512, 1024}, {16 << 20}, {0, 20000}, {8}})
+    ->ArgsProduct({{64, 128, 256, 512, 1024, 4096}, {16 << 20}, {0, 20000}, {8}})
     ->Unit(benchmark::kMicrosecond);
 
 // One simulation of a whole plan on arrivals with one rank 20 ms late, round by round (runs 0:

@@ -26,6 +26,75 @@ absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double byt
   });
 }
 
+absl::StatusOr<Chooser::Priced> Chooser::Price(const Call& call, Algorithm algorithm,
+                                               std::optional<int> plan_straggler,
+                                               std::optional<StragglarShape> shape,
+                                               Pricing pricing) {
+  absl::StatusOr<const Plan*> plan =
+      shape.has_value() ? plans_->WithShape(algorithm, plan_straggler, *shape)
+                        : plans_->For(algorithm, plan_straggler, call.bytes, *call.link);
+  if (!plan.ok()) return plan.status();
+  double after_last_arrival_s = 0;
+  if (pricing == Pricing::kExact) {
+    absl::StatusOr<SimulationResult> result =
+        plans_->Simulate(**plan, call.bytes, *call.link, call.predicted_arrival_s);
+    if (!result.ok()) return result.status();
+    after_last_arrival_s = result->after_last_arrival_s;
+  } else {
+    absl::StatusOr<double> at_least =
+        plans_->AfterLastArrivalAtLeast(**plan, call.bytes, *call.link, call.predicted_arrival_s);
+    if (!at_least.ok()) return at_least.status();
+    after_last_arrival_s = *at_least;
+  }
+  absl::StatusOr<CalibrationRegime> regime =
+      plans_->RegimeOf(**plan, call.bytes, *call.link, call.predicted_arrival_s);
+  if (!regime.ok()) return regime.status();
+  const int64_t size = static_cast<int64_t>(call.bytes);
+  const Calibration* calibration = call.calibration;
+  const double factor = calibration == nullptr ? 1 : calibration->Factor(algorithm, size, *regime);
+  const double after_s = after_last_arrival_s * factor;
+  return Priced{
+      .choice = {.algorithm = algorithm,
+                 .straggler = plan_straggler,
+                 .shape = shape,
+                 .predicted_s = call.arrivals_spread_s + after_s},
+      .samples = calibration == nullptr ? 0 : calibration->Samples(algorithm, size, *regime),
+      .after_s = after_s};
+}
+
+absl::StatusOr<Chooser::Priced> Chooser::PriceShapes(const Call& call,
+                                                     std::optional<int> plan_straggler,
+                                                     absl::Span<const StragglarShape> shapes) {
+  // The flat schedule stays unless another shape is faster by kShapeMinGain of its time after the
+  // last arrival; then the fastest other runs (the first on ties). The others are priced first:
+  // when the fastest is under that bar even at the least the flat schedule can cost, its exact
+  // price (a million transfers to simulate at 1024 ranks) cannot change the outcome.
+  std::optional<Priced> fastest_other;
+  for (size_t s = 1; s < shapes.size(); ++s) {
+    absl::StatusOr<Priced> other = Price(call, Algorithm::kStragglar, plan_straggler, shapes[s]);
+    if (!other.ok()) return other.status();
+    if (!fastest_other.has_value() ||
+        other->choice.predicted_s < fastest_other->choice.predicted_s) {
+      fastest_other = *std::move(other);
+    }
+  }
+  const auto other_wins = [&](const Priced& flat) {
+    return fastest_other.has_value() &&
+           fastest_other->choice.predicted_s <
+               std::min(flat.choice.predicted_s - kShapeMinGain * flat.after_s,
+                        flat.choice.predicted_s);
+  };
+  if (fastest_other.has_value()) {
+    absl::StatusOr<Priced> least =
+        Price(call, Algorithm::kStragglar, plan_straggler, shapes.front(), Pricing::kAtLeast);
+    if (!least.ok()) return least.status();
+    if (other_wins(*least)) return *fastest_other;
+  }
+  absl::StatusOr<Priced> flat = Price(call, Algorithm::kStragglar, plan_straggler, shapes.front());
+  if (!flat.ok()) return flat.status();
+  return other_wins(*flat) ? *fastest_other : *flat;
+}
+
 absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> predicted_arrival_s,
                                        std::optional<int> straggler, const LinkModel& link,
                                        const Calibration* calibration) {
@@ -40,44 +109,22 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
                          predicted_arrival_s.begin());
     if (!straggler.has_value() || latest != *straggler) stragglers.push_back(latest);
   }
-  const int64_t size = static_cast<int64_t>(bytes);
   std::optional<Choice> default_choice;  // the first candidate that applies
   double default_after_last_arrival_s = 0;
   int default_samples = 0;
   std::optional<Choice> best;
   int best_samples = 0;  // the calibration's samples of best's algorithm in its regime
   std::vector<CandidatePrice> priced;
-  // One candidate priced: its choice, the calibration's samples of it, its time after the last
-  // arrival (calibrated).
-  struct Priced {
-    Choice choice;
-    int samples = 0;
-    double after_s = 0;
-  };
-  const auto price = [&](Algorithm algorithm, std::optional<int> plan_straggler,
-                         std::optional<StragglarShape> shape) -> absl::StatusOr<Priced> {
-    absl::StatusOr<const Plan*> plan = shape.has_value()
-                                           ? plans_->WithShape(algorithm, plan_straggler, *shape)
-                                           : plans_->For(algorithm, plan_straggler, bytes, link);
-    if (!plan.ok()) return plan.status();
-    absl::StatusOr<SimulationResult> result =
-        plans_->Simulate(**plan, bytes, link, predicted_arrival_s);
-    if (!result.ok()) return result.status();
-    absl::StatusOr<CalibrationRegime> regime =
-        plans_->RegimeOf(**plan, bytes, link, predicted_arrival_s);
-    if (!regime.ok()) return regime.status();
-    const double factor =
-        calibration == nullptr ? 1 : calibration->Factor(algorithm, size, *regime);
-    const int samples = calibration == nullptr ? 0 : calibration->Samples(algorithm, size, *regime);
-    const double after_s = result->after_last_arrival_s * factor;
-    return Priced{
-        .choice = {.algorithm = algorithm,
-                   .straggler = plan_straggler,
-                   .shape = shape,
-                   .predicted_s = result->completion_s - result->after_last_arrival_s + after_s},
-        .samples = samples,
-        .after_s = after_s};
-  };
+  const Call call{
+      .bytes = bytes,
+      .predicted_arrival_s = predicted_arrival_s,
+      .link = &link,
+      .calibration = calibration,
+      .arrivals_spread_s =
+          predicted_arrival_s.empty()
+              ? 0
+              : *std::max_element(predicted_arrival_s.begin(), predicted_arrival_s.end()) -
+                    *std::min_element(predicted_arrival_s.begin(), predicted_arrival_s.end())};
   // StragglAR's shapes, asked for only when StragglAR is a candidate (each is a plan to build).
   std::vector<StragglarShape> shapes;
   if (std::find(candidates_.begin(), candidates_.end(), Algorithm::kStragglar) !=
@@ -92,20 +139,10 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
         is_stragglar ? std::vector<std::optional<int>>(stragglers.begin(), stragglers.end())
                      : std::vector<std::optional<int>>{std::nullopt};
     for (const std::optional<int>& plan_straggler : variants) {
-      absl::StatusOr<Priced> priced_one =
-          price(algorithm, plan_straggler,
-                is_stragglar ? std::optional<StragglarShape>(shapes.front()) : std::nullopt);
+      absl::StatusOr<Priced> priced_one = is_stragglar
+                                              ? PriceShapes(call, plan_straggler, shapes)
+                                              : Price(call, algorithm, std::nullopt, std::nullopt);
       if (!priced_one.ok()) return priced_one.status();
-      // StragglAR: another shape replaces the flat schedule only for a gain above the model's
-      // error.
-      const double bar_s = priced_one->choice.predicted_s - kShapeMinGain * priced_one->after_s;
-      for (size_t s = 1; is_stragglar && s < shapes.size(); ++s) {
-        absl::StatusOr<Priced> other = price(algorithm, plan_straggler, shapes[s]);
-        if (!other.ok()) return other.status();
-        if (other->choice.predicted_s < std::min(bar_s, priced_one->choice.predicted_s)) {
-          priced_one = *std::move(other);
-        }
-      }
       const Choice& choice = priced_one->choice;
       if (plan_straggler == variants.front()) {
         priced.push_back({.algorithm = algorithm,

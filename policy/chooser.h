@@ -72,6 +72,31 @@ class Chooser {
                                                     absl::Span<const double> arrival_s);
 
  private:
+  // One call's inputs, on which every candidate is priced.
+  struct Call {
+    double bytes = 0;
+    absl::Span<const double> predicted_arrival_s;
+    const LinkModel* link = nullptr;
+    const Calibration* calibration = nullptr;
+    double arrivals_spread_s = 0;  // last predicted arrival - first
+  };
+  // One candidate priced: its choice, the calibration's samples of it, and its time after the last
+  // arrival (calibrated).
+  struct Priced {
+    Choice choice;
+    int samples = 0;
+    double after_s = 0;
+  };
+  // How exactly a candidate is priced: simulated, or at least (PlanCache::AfterLastArrivalAtLeast).
+  enum class Pricing { kExact, kAtLeast };
+  absl::StatusOr<Priced> Price(const Call& call, Algorithm algorithm,
+                               std::optional<int> plan_straggler,
+                               std::optional<StragglarShape> shape,
+                               Pricing pricing = Pricing::kExact);
+  // StragglAR around `plan_straggler` in the shape it would run among `shapes` (kShapeMinGain).
+  absl::StatusOr<Priced> PriceShapes(const Call& call, std::optional<int> plan_straggler,
+                                     absl::Span<const StragglarShape> shapes);
+
   PlanCache* plans_;
   std::vector<Algorithm> candidates_;
   double min_gain_;

@@ -211,6 +211,7 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
 absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
                                                      const LinkModel& link,
                                                      absl::Span<const double> arrival_s) {
+  ++simulate_calls_;
   if (plan.algorithm == Algorithm::kRing && machine_.ring_is_nccl &&
       machine_.topology.multi_node()) {
     return NcclRing(bytes, link, arrival_s);
@@ -229,24 +230,58 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
   const double arrives_s = pre->finish_s[straggler];  // it has no pre-arrival transfer
   const int first_ready = straggler == 0 ? 1 : 0;
   const double ready_s = pre->finish_s[first_ready] - pattern[first_ready];
-  // Rounding aside, the ready ranks must leave in the pattern they leave in when together.
-  const double tolerance_s = kPatternTolerance * std::abs(ready_s);
+  // The ready ranks leave at most `latest_shift_s` after their pattern, at least
+  // `earliest_shift_s`.
+  double earliest_shift_s = ready_s, latest_shift_s = ready_s;
   for (int r = 0; r < plan.num_ranks; ++r) {
-    if (r != straggler && std::abs(pre->finish_s[r] - pattern[r] - ready_s) > tolerance_s) {
+    if (r == straggler) continue;
+    earliest_shift_s = std::min(earliest_shift_s, pre->finish_s[r] - pattern[r]);
+    latest_shift_s = std::max(latest_shift_s, pre->finish_s[r] - pattern[r]);
+  }
+  SimulationResult result{.finish_s = std::vector<double>(arrival_s.size())};
+  // Rounding aside, the ready ranks leave in the pattern they leave in when together: each rank
+  // finishes at the later of the two sides' paths.
+  const bool in_pattern =
+      latest_shift_s - earliest_shift_s <= kPatternTolerance * std::abs(ready_s);
+  for (size_t r = 0; r < arrival_s.size(); ++r) {
+    const double from_straggler_s = arrives_s + (*profile)->from_straggler_s[r];
+    const double from_ready_s =
+        (in_pattern ? ready_s : latest_shift_s) + (*profile)->from_ready_s[r];
+    // Apart, the ready ranks' side is at most from_ready_s (the map is monotonic): it is exact
+    // only where the straggler's side is later anyway.
+    if (!in_pattern && from_straggler_s < from_ready_s) {
       return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
     }
+    result.finish_s[r] = std::max(from_ready_s, from_straggler_s);
   }
   ++closed_form_calls_;
-  SimulationResult result{.finish_s = std::vector<double>(arrival_s.size())};
-  for (size_t r = 0; r < arrival_s.size(); ++r) {
-    result.finish_s[r] = std::max(ready_s + (*profile)->from_ready_s[r],
-                                  arrives_s + (*profile)->from_straggler_s[r]);
-  }
   const double last_finish_s = *std::max_element(result.finish_s.begin(), result.finish_s.end());
   result.completion_s = last_finish_s - *std::min_element(arrival_s.begin(), arrival_s.end());
   result.after_last_arrival_s =
       last_finish_s - *std::max_element(arrival_s.begin(), arrival_s.end());
   return result;
+}
+
+absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, double bytes,
+                                                          const LinkModel& link,
+                                                          absl::Span<const double> arrival_s) {
+  if (arrival_s.size() != static_cast<size_t>(plan.num_ranks) || arrival_s.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
+                                                   " arrival times, got ", arrival_s.size()));
+  }
+  if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
+      plan.pre_arrival_rounds == 0) {
+    return 0.0;
+  }
+  absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
+  if (!profile.ok()) return profile.status();
+  const std::vector<double>& from_straggler_s = (*profile)->from_straggler_s;
+  const double last_arrival_s = *std::max_element(arrival_s.begin(), arrival_s.end());
+  const double bound_s = arrival_s[*plan.straggler] +
+                         *std::max_element(from_straggler_s.begin(), from_straggler_s.end()) -
+                         last_arrival_s;
+  // The simulation adds the same hops in another order: keep clear of its rounding.
+  return std::max(0.0, bound_s - 1e-9 * std::abs(bound_s) - 1e-12 * std::abs(last_arrival_s));
 }
 
 absl::StatusOr<SimulationResult> PlanCache::NcclRing(double bytes, const LinkModel& link,

@@ -113,7 +113,17 @@ class PlanCache {
                                                 double bytes, const LinkModel& link,
                                                 absl::Span<const double> arrival_s);
 
-  // Calls of Simulate priced with the post-arrival closed form, for tests and benchmarks.
+  // A lower bound of Simulate(plan, ...)->after_last_arrival_s that simulates nothing once the
+  // plan's post-arrival profile is known: the straggler's own chains after its arrival (every
+  // rank waits for its data). 0 for plans without a straggler and a pre-arrival phase. The chooser
+  // skips pricing a shape exactly when this bound already rules it out.
+  absl::StatusOr<double> AfterLastArrivalAtLeast(const Plan& plan, double bytes,
+                                                 const LinkModel& link,
+                                                 absl::Span<const double> arrival_s);
+
+  // Calls of Simulate, and those priced with the post-arrival closed form, for tests and
+  // benchmarks.
+  int64_t simulate_calls() const { return simulate_calls_; }
   int64_t closed_form_calls() const { return closed_form_calls_; }
 
   // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds.
@@ -169,6 +179,7 @@ class PlanCache {
   absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
                                                       const LinkModel& link);
   std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
+  int64_t simulate_calls_ = 0;
   int64_t closed_form_calls_ = 0;
 };
 

@@ -78,6 +78,138 @@ void LatestWithin(const std::vector<int>& cycle, int rounds, const std::vector<d
   }
 }
 
+// `ready` of one cycle after `rounds` rounds whose hops all take `seconds`: the latest time within
+// `rounds` places plus `rounds` transfer times, added one round at a time as the simulator does
+// (so that the rounding is the same), once per distinct starting time (`after` keeps them).
+void AdvanceOneCostCycle(const std::vector<int>& cycle, int rounds, double seconds,
+                         absl::flat_hash_map<double, double>& after, std::vector<double>& ready) {
+  std::vector<double> latest;
+  LatestWithin(cycle, rounds, ready, latest);
+  // Neighbours mostly share their latest time (all of them once the window is the whole cycle):
+  // reuse the previous rank's sum before looking it up.
+  double previous_latest = 0, previous_after = 0;
+  for (size_t i = 0; i < cycle.size(); ++i) {
+    if (i == 0 || latest[i] != previous_latest) {
+      auto [it, inserted] = after.try_emplace(latest[i], latest[i]);
+      if (inserted) {
+        for (int k = 0; k < rounds; ++k) it->second += seconds;
+      }
+      previous_latest = latest[i];
+      previous_after = it->second;
+    }
+    ready[cycle[i]] = previous_after;
+  }
+}
+
+// The maximum of value(j) over a window [left, right] of integers whose ends never move back, in
+// one pass over the j (a monotonic deque).
+template <typename Value>
+class SlidingMax {
+ public:
+  SlidingMax(Value value, int64_t first) : value_(std::move(value)), next_(first) {}
+
+  std::optional<double> Max(int64_t left, int64_t right) {
+    if (left > right) return std::nullopt;
+    for (; next_ <= right; ++next_) {
+      const double v = value_(next_);
+      while (!window_.empty() && window_.back().second <= v) window_.pop_back();
+      window_.emplace_back(next_, v);
+    }
+    while (!window_.empty() && window_.front().first < left) window_.pop_front();
+    if (window_.empty()) return std::nullopt;
+    return window_.front().second;
+  }
+
+ private:
+  Value value_;
+  int64_t next_;
+  std::deque<std::pair<int64_t, double>> window_;  // values decreasing
+};
+
+// A cycle whose hops take two times, `fast_s` and `slow_s` > fast_s (a ring through several
+// nodes: NVLink inside them, a NIC between). A round is a max-plus map: rank p is ready again at
+// the latest of its neighbours' ready times plus the hop between them, and of its own plus its
+// slower hop. So after k rounds p is ready at the latest, over the ranks j and the walks of k
+// steps from j to p (move to a neighbour, or stay), of j's ready time plus the walk's steps. A
+// step is slow when it crosses a slow hop or stays at a rank touching one (a "hot" rank), fast
+// otherwise, so the best walk from j is the one with the fewest fast steps: it goes to a hot rank
+// along the fewest fast hops and waits there. Cutting the cycle into blocks of ranks joined by fast
+// hops (every block starts and ends at a hot rank), those walks are: an arc from a rank outside
+// p's block entering it from either end, a detour through one end of p's own block, or a walk that
+// meets no hot rank, all fast. Each is a sliding or prefix maximum, so one pass per kind.
+void AdvanceTwoCostCycle(const std::vector<int>& cycle, const std::vector<double>& hop_s,
+                         int rounds, std::vector<double>& ready) {
+  const int m = static_cast<int>(cycle.size());
+  const auto [fast_it, slow_it] = std::minmax_element(hop_s.begin(), hop_s.end());
+  const double fast_s = *fast_it, slow_s = *slow_it, extra_s = slow_s - fast_s;
+  // Positions start after a slow hop, so that no block wraps: position p is cycle[(first + p) % m].
+  int first = 0;
+  while (hop_s[(first + m - 1) % m] != slow_s) ++first;
+  const auto rank_at = [&](int64_t p) { return cycle[((first + p) % m + m) % m]; };
+  const auto slow_after = [&](int p) { return hop_s[(first + p) % m] == slow_s; };
+  // fast_before[p]: fast hops among positions [0, p); past the cycle each lap adds all of them.
+  std::vector<int64_t> fast_before(m + 1, 0);
+  for (int p = 0; p < m; ++p) fast_before[p + 1] = fast_before[p] + (slow_after(p) ? 0 : 1);
+  const int64_t fast_per_lap = fast_before[m];
+  const auto fast_until = [&](int64_t x) {
+    const int64_t lap = x >= 0 ? x / m : -((-x + m - 1) / m);
+    return fast_before[x - lap * m] + lap * fast_per_lap;
+  };
+  std::vector<int> block_start(m), block_end(m);
+  for (int p = 0; p < m; ++p) block_start[p] = p == 0 || slow_after(p - 1) ? p : block_start[p - 1];
+  for (int p = m - 1; p >= 0; --p) block_end[p] = slow_after(p) ? p : block_end[p + 1];
+  const std::vector<double> start = [&] {
+    std::vector<double> times(m);
+    for (int p = 0; p < m; ++p) times[p] = ready[rank_at(p)];
+    return times;
+  }();
+  const int64_t k = rounds;
+  // Walks that meet no hot rank: every step fast.
+  std::vector<int> positions(m);
+  for (int p = 0; p < m; ++p) positions[p] = rank_at(p);
+  std::vector<double> best;
+  LatestWithin(positions, rounds, ready, best);
+  // Arcs from outside the block entering at its start: from j < s, k - (U(p) - U(j)) slow steps.
+  SlidingMax from_left([&](int64_t j) { return start[(j % m + m) % m] + extra_s * fast_until(j); },
+                       -m);
+  // Arcs entering at its end: from j > e, k - (U(j) - U(p)) slow steps.
+  SlidingMax from_right([&](int64_t j) { return start[j % m] - extra_s * fast_until(j); }, 0);
+  for (int p = 0; p < m; ++p) {
+    const int s = block_start[p], e = block_end[p];
+    if (std::optional<double> v = from_left.Max(std::max<int64_t>(p - k, s - m), s - 1)) {
+      best[p] = std::max(best[p], *v + extra_s * static_cast<double>(k - fast_until(p)));
+    }
+    if (std::optional<double> v = from_right.Max(e + 1, std::min<int64_t>(p + k, e + m))) {
+      best[p] = std::max(best[p], *v + extra_s * static_cast<double>(k + fast_until(p)));
+    }
+  }
+  // Detours through an end of p's own block: j -> s -> p takes (j - s) + (p - s) fast steps.
+  std::vector<double> through_start(m), through_end(m);
+  for (int p = 0; p < m; ++p) {
+    const int s = block_start[p];
+    const double here = start[p] - extra_s * (p - s);
+    through_start[p] = p == s ? here : std::max(through_start[p - 1], here);
+  }
+  for (int p = m - 1; p >= 0; --p) {
+    const int e = block_end[p];
+    const double here = start[p] - extra_s * (e - p);
+    through_end[p] = p == e ? here : std::max(through_end[p + 1], here);
+  }
+  for (int p = 0; p < m; ++p) {
+    const int s = block_start[p], e = block_end[p];
+    if (const int64_t spare = k - (p - s); spare >= 0) {
+      best[p] = std::max(best[p], through_start[std::min<int64_t>(e, s + spare)] +
+                                      extra_s * static_cast<double>(spare));
+    }
+    if (const int64_t spare = k - (e - p); spare >= 0) {
+      best[p] = std::max(best[p], through_end[std::max<int64_t>(s, e - spare)] +
+                                      extra_s * static_cast<double>(spare));
+    }
+  }
+  const double fast_total_s = fast_s * static_cast<double>(k);
+  for (int p = 0; p < m; ++p) ready[rank_at(p)] = best[p] + fast_total_s;
+}
+
 }  // namespace
 
 int RingRun::transfers() const {
@@ -118,18 +250,31 @@ std::vector<RingRun> FindRingRuns(const Plan& plan, int min_rounds) {
 void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
                        std::vector<double>& ready) {
   if (rounds <= 0) return;
-  // Then `rounds` transfer times, added one round at a time as the simulator does (so that the
-  // rounding is the same), once per distinct starting time.
   absl::flat_hash_map<double, double> after;
-  std::vector<double> latest;
   for (const std::vector<int>& cycle : run.cycles) {
-    LatestWithin(cycle, rounds, ready, latest);
-    for (size_t i = 0; i < cycle.size(); ++i) {
-      auto [it, inserted] = after.try_emplace(latest[i], latest[i]);
-      if (inserted) {
-        for (int k = 0; k < rounds; ++k) it->second += transfer_seconds;
-      }
-      ready[cycle[i]] = it->second;
+    AdvanceOneCostCycle(cycle, rounds, transfer_seconds, after, ready);
+  }
+}
+
+void AdvanceRingRounds(const RingRun& run, int rounds, const Topology& topology,
+                       double intra_node_seconds, double inter_node_seconds,
+                       std::vector<double>& ready) {
+  if (rounds <= 0) return;
+  absl::flat_hash_map<double, double> one_cost_after[2];
+  std::vector<double> hop_s;
+  for (const std::vector<int>& cycle : run.cycles) {
+    const int m = static_cast<int>(cycle.size());
+    hop_s.resize(m);
+    bool crosses = false, stays = false;
+    for (int i = 0; i < m; ++i) {
+      const bool inter = topology.Between(cycle[i], cycle[(i + 1) % m]) == LinkClass::kInterNode;
+      (inter ? crosses : stays) = true;
+      hop_s[i] = inter ? inter_node_seconds : intra_node_seconds;
+    }
+    if (crosses && stays && intra_node_seconds != inter_node_seconds) {
+      AdvanceTwoCostCycle(cycle, hop_s, rounds, ready);
+    } else {
+      AdvanceOneCostCycle(cycle, rounds, hop_s.front(), one_cost_after[crosses ? 1 : 0], ready);
     }
   }
 }

@@ -7,12 +7,19 @@
 // transfers, and StragglAR's pre-arrival ReduceScatter, into one pass over the ranks. The result
 // is the simulator's own, bit for bit: adding the transfer time commutes with taking the latest,
 // because rounding is monotonic.
+//
+// A ring that crosses nodes (flat StragglAR's ReduceScatter on a machine of nodes) has hops of
+// two classes. Its rounds are priced in closed form too, by the slowest walk to each rank
+// (AdvanceRingRounds with a topology, docs/policy.md): one pass per kind of walk instead of n
+// passes over n ranks, equal to the simulator's result up to rounding (sums taken in another
+// order), not bit for bit.
 #pragma once
 
 #include <vector>
 
 #include "absl/types/span.h"
 #include "kernels/plan.h"
+#include "policy/topology.h"
 
 namespace stragglar {
 
@@ -34,6 +41,12 @@ std::vector<RingRun> FindRingRuns(const Plan& plan, int min_rounds = 2);
 // `ready` after `rounds` rounds of `run` (at most run.rounds), each transfer taking
 // `transfer_seconds`. Ranks outside its cycles keep their time.
 void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
+                       std::vector<double>& ready);
+// The same with each hop taking the time of its class on `topology`: `intra_node_seconds` inside a
+// node, `inter_node_seconds` between nodes. A cycle of one class is priced as above, bit for bit;
+// one of both classes by its slowest walks, up to rounding.
+void AdvanceRingRounds(const RingRun& run, int rounds, const Topology& topology,
+                       double intra_node_seconds, double inter_node_seconds,
                        std::vector<double>& ready);
 
 }  // namespace stragglar

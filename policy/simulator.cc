@@ -12,22 +12,6 @@
 
 namespace stragglar {
 
-namespace {
-
-// The class shared by every hop of `run`'s cycles, if there is one.
-std::optional<LinkClass> RunClass(const RingRun& run, const Topology& topology) {
-  if (!topology.multi_node()) return LinkClass::kIntraNode;
-  const LinkClass first = topology.Between(run.cycles[0].back(), run.cycles[0].front());
-  for (const std::vector<int>& cycle : run.cycles) {
-    for (size_t i = 0; i < cycle.size(); ++i) {
-      if (topology.Between(cycle[i], cycle[(i + 1) % cycle.size()]) != first) return std::nullopt;
-    }
-  }
-  return first;
-}
-
-}  // namespace
-
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
                                               absl::Span<const double> arrival_s) {
   return SimulateRounds(plan, {}, 0, plan.num_rounds(), bytes,
@@ -84,15 +68,17 @@ namespace {
 // share their cost, computed once: the same expression, so the same bits.
 template <typename Moves, typename ChunksOf>
 void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk,
-                  const NetworkModel& network, bool multi_node, std::vector<double>& ready,
-                  std::vector<double>& next) {
+                  const NetworkModel& network, const std::vector<int>& node_of,
+                  std::vector<double>& ready, std::vector<double>& next) {
   const int transfers = static_cast<int>(moves.size());
   size_t cached_chunks = 0;
   const LinkModel* cached_link = nullptr;
   double cost = 0;
   for (const auto& move : moves) {
     const double start = std::max(ready[move.src], ready[move.dst]);
-    const LinkModel& link = multi_node ? network.Between(move.src, move.dst) : network.intra_node;
+    const LinkModel& link = node_of.empty() || node_of[move.src] == node_of[move.dst]
+                                ? network.intra_node
+                                : network.inter_node;
     const size_t chunks = chunks_of(move);
     if (&link != cached_link || chunks != cached_chunks) {
       cost = link.TransferSeconds(bytes_per_chunk * chunks, transfers);
@@ -149,24 +135,27 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   std::vector<double> next = ready;
   auto run = runs.begin();
   const bool multi_node = network.topology.multi_node();
-  // The class of the run in hand, found once per run: a run whose hops mix classes is simulated
-  // round by round, and must not cost a pass over its cycle every round.
-  const RingRun* classified = nullptr;
-  std::optional<LinkClass> run_class;
+  // Each rank's node, looked up per transfer (empty on one node).
+  std::vector<int> node_of;
+  if (multi_node) {
+    node_of.resize(plan.num_ranks);
+    for (int rank = 0; rank < plan.num_ranks; ++rank) node_of[rank] = network.topology.NodeOf(rank);
+  }
   for (int r = begin_round; r < end_round;) {
     while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
-    if (run != runs.end() && &*run != classified) {
-      classified = &*run;
-      run_class = RunClass(*run, network.topology);
-    }
-    if (run != runs.end() && run->first_round <= r && run_class.has_value()) {
+    if (run != runs.end() && run->first_round <= r) {
       // A run of ring rounds, or the part of it within [r, end_round), in closed form.
       const int rounds = std::min(run->first_round + run->rounds, end_round) - r;
-      const double seconds =
-          network.Of(*run_class)
-              .TransferSeconds(bytes_per_chunk * static_cast<size_t>(run->chunks),
-                               run->transfers());
-      AdvanceRingRounds(*run, rounds, seconds, ready);
+      const double bytes_per_transfer = bytes_per_chunk * static_cast<size_t>(run->chunks);
+      const double intra_s =
+          network.intra_node.TransferSeconds(bytes_per_transfer, run->transfers());
+      if (multi_node) {
+        const double inter_s =
+            network.inter_node.TransferSeconds(bytes_per_transfer, run->transfers());
+        AdvanceRingRounds(*run, rounds, network.topology, intra_s, inter_s, ready);
+      } else {
+        AdvanceRingRounds(*run, rounds, intra_s, ready);
+      }
       for (const std::vector<int>& cycle : run->cycles) {
         for (int rank : cycle) next[rank] = ready[rank];
       }
@@ -179,12 +168,12 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
           compact->round_begin[r + 1] - compact->round_begin[r]);
       AdvanceRound(
           moves, [](const CompactRounds::Move& move) -> size_t { return move.chunks; },
-          bytes_per_chunk, network, multi_node, ready, next);
+          bytes_per_chunk, network, node_of, ready, next);
     } else {
       AdvanceRound(
           plan.rounds[r].transfers,
           [](const Transfer& transfer) -> size_t { return transfer.chunks.size(); },
-          bytes_per_chunk, network, multi_node, ready, next);
+          bytes_per_chunk, network, node_of, ready, next);
     }
     ++r;
   }

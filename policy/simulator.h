@@ -36,9 +36,10 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 int begin_round, int end_round, double bytes,
                                                 const LinkModel& link,
                                                 absl::Span<const double> arrival_s);
-// The same on a machine of nodes: each transfer priced by its link class. A ring run is priced in
-// closed form when all of its hops are of one class, round by round otherwise. InvalidArgument
-// also when the topology's rank count is not the plan's.
+// The same on a machine of nodes: each transfer priced by its link class. Every ring run is priced
+// in closed form: bit for bit where each of its cycles is of one class, up to rounding where a
+// cycle crosses nodes (policy/ring_runs.h). InvalidArgument also when the topology's rank count is
+// not the plan's.
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
                                               const NetworkModel& network,
                                               absl::Span<const double> arrival_s);

@@ -70,12 +70,6 @@ absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& confi
     return absl::InternalError(
         absl::StrCat("node ids: gathered ", all->size(), " values from ", size, " ranks"));
   }
-  if (size > kMaxRanksPricedPerLinkClass) {
-    LogOnce(LogLevel::kInfo, "topology-large",
-            absl::StrCat(comm, ": priced as one machine: above ", kMaxRanksPricedPerLinkClass,
-                         " ranks pricing per link class costs too much per epoch"));
-    return std::nullopt;
-  }
   if (config.topology.has_value()) {
     if (config.topology->num_ranks() == size) {
       Log(LogLevel::kInfo, absl::StrCat(comm, ": topology ", TopologyName(*config.topology),

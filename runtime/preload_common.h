@@ -38,11 +38,9 @@ MetricsSetup StartMetricsFromEnv(int local_rank);
 // rank's `node_id` (equal on the ranks of one node) through `backend`, so every rank of the
 // communicator must call it, at setup. STRAGGLAR_TOPOLOGY wins when it has `size` ranks; else the
 // gathered ids' topology (TopologyFromNodeIds); else nullopt (one node), with one line saying why.
-// A topology of several nodes is logged at INFO. Above kMaxRanksPricedPerLinkClass ranks it is
-// nullopt too (said once): flat StragglAR's ReduceScatter crosses link classes, so pricing it per
-// class simulates it round by round, 1.3 ms an epoch at 256 ranks in nodes of 8 and 17 ms at 1024
-// (policy_bench), until ring runs that cross link classes get a closed form.
-inline constexpr int kMaxRanksPricedPerLinkClass = 256;
+// A topology of several nodes is logged at INFO. Pricing per link class costs about what pricing
+// one machine does (ring runs that cross nodes are in closed form): 1.4 ms an epoch at 1024 ranks
+// in nodes of 8 and 5.7-7.0 ms at 4096 (policy_bench), so there is no size limit.
 absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& config,
                                                       CommBackend& backend, int size,
                                                       int64_t node_id, absl::string_view comm);

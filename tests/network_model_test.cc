@@ -121,8 +121,9 @@ TEST(NetworkSimulatorTest, EachTransferPaysItsOwnClass) {
 }
 
 TEST(NetworkSimulatorTest, RingRunsStayExactOnMachinesOfNodes) {
-  // Runs of one class are priced in closed form, mixed ones round by round: the same result as
-  // simulating every round, bit for bit, wherever the straggler is.
+  // Every ring run is priced in closed form: runs of one class give the simulator's result bit
+  // for bit, runs that cross nodes up to rounding (tests/ring_runs_test.cc checks them exactly on
+  // whole numbers), wherever the straggler is.
   for (const auto& [nodes, per_node] :
        {std::pair{4, 1}, std::pair{2, 4}, std::pair{3, 3}, std::pair{1, 6}}) {
     const int n = nodes * per_node;
@@ -138,9 +139,17 @@ TEST(NetworkSimulatorTest, RingRunsStayExactOnMachinesOfNodes) {
         absl::StatusOr<SimulationResult> rounds =
             SimulatePlan(plan, 16e6, Machine(nodes, per_node), arrival);
         ASSERT_TRUE(closed.ok() && rounds.ok());
-        EXPECT_EQ(closed->finish_s, rounds->finish_s)
-            << nodes << "x" << per_node << " " << AlgorithmName(plan.algorithm) << " "
-            << PlanVariantName(plan.variant) << " " << straggler;
+        const bool one_class = nodes == 1 || per_node == 1 || plan.variant != PlanVariant::kFlat;
+        for (int r = 0; r < n; ++r) {
+          SCOPED_TRACE(testing::Message()
+                       << nodes << "x" << per_node << " " << AlgorithmName(plan.algorithm) << " "
+                       << PlanVariantName(plan.variant) << " " << straggler);
+          if (one_class) {
+            EXPECT_EQ(closed->finish_s[r], rounds->finish_s[r]);
+          } else {
+            EXPECT_NEAR(closed->finish_s[r], rounds->finish_s[r], 1e-12 * rounds->finish_s[r]);
+          }
+        }
       }
     }
   }

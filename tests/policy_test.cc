@@ -268,6 +268,55 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   for (const StragglarShape& shape : one_node_shapes) EXPECT_FALSE(shape.hierarchical);
 }
 
+TEST(ChooserTest, SkipsPricingTheFlatShapeExactlyOnlyWhereItCannotChangeTheChoice) {
+  // StragglAR's shape is the flat schedule unless another is faster by kShapeMinGain of its time.
+  // The chooser prices the flat schedule at least (its straggler's own chains) first and
+  // simulates it only when that could matter. The choice is always the one pricing every shape
+  // exactly gives. On nodes hierarchical StragglAR is far faster and the flat schedule is not
+  // simulated; on one node at 1 GiB log-depth is within 1% of it, and it is.
+  const LinkModel nvlink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  std::mt19937 random(17);
+  for (const auto& [nodes, per_node, bytes] :
+       {std::tuple{8, 2, 64 << 10}, std::tuple{2, 4, 64 << 20}, std::tuple{4, 4, 1 << 20},
+        std::tuple{1, 8, 1 << 30}}) {
+    const Topology topology{.nodes = nodes, .ranks_per_node = per_node};
+    const int n = topology.num_ranks();
+    PlanCache plans(n, 0, {.topology = topology, .inter_node_link = kTypicalInterNodeLink});
+    Chooser chooser(plans, {Algorithm::kRing, Algorithm::kStragglar});
+    const std::vector<StragglarShape> shapes = *plans.StragglarShapes(bytes, nvlink);
+    ASSERT_EQ(shapes.size(), nodes > 1 ? 3u : 2u);
+    for (int trial = 0; trial < 6; ++trial) {
+      SCOPED_TRACE(testing::Message() << TopologyName(topology) << " trial " << trial);
+      const int straggler = trial % n;
+      // The straggler last (so StragglAR is priced around it alone), late or barely.
+      std::vector<double> arrival = Lags(n, random, 1e-5);
+      arrival[straggler] =
+          *std::max_element(arrival.begin(), arrival.end()) + (trial % 2 == 0 ? 0.1 : 2e-6);
+      // Every shape priced exactly, and the rule applied to them.
+      const double spread = *std::max_element(arrival.begin(), arrival.end()) -
+                            *std::min_element(arrival.begin(), arrival.end());
+      std::vector<double> after_s;
+      for (const StragglarShape& shape : shapes) {
+        const Plan& plan = **plans.WithShape(Algorithm::kStragglar, straggler, shape);
+        after_s.push_back(plans.Simulate(plan, bytes, nvlink, arrival)->after_last_arrival_s);
+      }
+      const size_t fastest_other =
+          std::min_element(after_s.begin() + 1, after_s.end()) - after_s.begin();
+      const bool other_wins = after_s[fastest_other] < (1 - Chooser::kShapeMinGain) * after_s[0];
+      const size_t want = other_wins ? fastest_other : 0;
+      const int64_t before = plans.simulate_calls();
+      const Choice choice = *chooser.Choose(bytes, arrival, straggler, nvlink);
+      ASSERT_EQ(choice.priced.size(), 2u);
+      EXPECT_EQ(choice.priced[1].shape, shapes[want]);
+      EXPECT_NEAR(choice.priced[1].predicted_s, spread + after_s[want], 1e-12);
+      // Ring, the shapes other than the flat one, and the flat one where it may stay.
+      const int64_t flat_simulated =
+          plans.simulate_calls() - before - 1 - static_cast<int64_t>(shapes.size() - 1);
+      EXPECT_EQ(flat_simulated, nodes > 1 ? 0 : 1);
+    }
+  }
+}
+
 TEST(ChooserTest, NcclAsTheDefaultIsPricedAsNcclRunsOnNodes) {
   // 8x8 at 64 MiB, rank 6 late (`stragglar sim --topology 8x8 --bytes 64MiB`): hierarchical
   // StragglAR takes 0.59 ms after arrival, the hierarchical ring plan 0.72 ms, NCCL's tree 0.44 ms.

@@ -49,20 +49,12 @@ TEST(PreloadCommonTest, LearnTopologyFromTheRanksNodesOrTheEnvironment) {
   GatheringBackend larger(0, {0, 5, 6, 6, 7, 7});
   EXPECT_EQ(*LearnTopology(forced, larger, 6, 5, "comm1"),
             (Topology{.nodes = 3, .ranks_per_node = 2}));
-  // Above kMaxRanksPricedPerLinkClass ranks: one machine, whatever the nodes (the gather still
-  // happens).
-  const int large = kMaxRanksPricedPerLinkClass + 2;
-  std::vector<double> halves(large);
-  for (int r = 0; r < large; ++r) halves[r] = r < large / 2 ? 1 : 2;
-  GatheringBackend many(0, halves);
-  EXPECT_EQ(*LearnTopology(unset, many, large, 1, "comm2"), std::nullopt);
-  EXPECT_EQ(many.gathers(), 1);
-  const int most = kMaxRanksPricedPerLinkClass;
-  std::vector<double> two_nodes(most);
-  for (int r = 0; r < most; ++r) two_nodes[r] = r < most / 2 ? 1 : 2;
-  GatheringBackend at_most(0, two_nodes);
-  EXPECT_EQ(*LearnTopology(unset, at_most, most, 1, "comm2"),
-            (Topology{.nodes = 2, .ranks_per_node = most / 2}));
+  // However many ranks: 4096 in nodes of 8 are priced per link class too.
+  std::vector<double> eights(4096);
+  for (int r = 0; r < 4096; ++r) eights[r] = r / 8;
+  GatheringBackend many(0, eights);
+  EXPECT_EQ(*LearnTopology(unset, many, 4096, 0, "comm2"),
+            (Topology{.nodes = 512, .ranks_per_node = 8}));
   // A gather that returns the wrong count is an error, not a guess.
   GatheringBackend short_gather(0, {0, 1});
   EXPECT_FALSE(LearnTopology(unset, short_gather, 4, 1, "comm0").ok());

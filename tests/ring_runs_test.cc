@@ -1,6 +1,7 @@
 // Ring runs (policy/ring_runs.h): which rounds of a plan are priced in closed form, and that the
 // simulator gives the same result with them as round by round, bit for bit, for every plan family,
-// random arrivals, whole plans and phases, with and without shared lanes.
+// random arrivals, whole plans and phases, with and without shared lanes; and rings that cross
+// nodes, exactly where sums are exact and up to rounding elsewhere.
 #include "policy/ring_runs.h"
 
 #include <random>
@@ -9,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/synthesizers.h"
+#include "policy/network_model.h"
 #include "policy/simulator.h"
 
 namespace stragglar {
@@ -125,6 +127,85 @@ TEST(RingRunsTest, SimulationWithRunsIsBitForBitTheSimulators) {
           EXPECT_EQ(SimulateRounds(plan, runs, begin, end, bytes, link, arrival)->finish_s,
                     SimulatePlan(phase, bytes, link, arrival)->finish_s);
         }
+      }
+    }
+  }
+}
+
+// Flat rings and flat StragglAR on a machine of nodes: their rings cross nodes, so their hops take
+// two times. Transfers of 0 bytes cost alpha alone.
+std::vector<Plan> PlansCrossingNodes(int n) {
+  std::vector<Plan> plans = {*SynthesizeRing(n)};
+  for (int straggler = 0; straggler < n; ++straggler) {
+    plans.push_back(*SynthesizeStragglar(n, straggler));
+  }
+  return plans;
+}
+
+// The simulator one round at a time (no runs) over rounds [begin, end).
+std::vector<double> RoundByRound(const Plan& plan, int begin, int end, double bytes,
+                                 const NetworkModel& network, const std::vector<double>& arrival) {
+  return SimulateRounds(plan, {}, begin, end, bytes, network, arrival)->finish_s;
+}
+
+TEST(RingRunsTest, RingsAcrossNodesAreExactWhereSumsAre) {
+  // Whole-number hop times and arrivals: every sum is exact, so the closed form must give the
+  // simulator's result bit for bit, whichever class is slower, at every phase boundary.
+  std::mt19937 random(5);
+  std::uniform_int_distribution<int> lag(0, 40);
+  for (const auto& [intra_s, inter_s] :
+       {std::pair{1.0, 3.0}, std::pair{2.0, 7.0}, std::pair{5.0, 1.0}, std::pair{1.0, 50.0}}) {
+    for (int nodes = 2; nodes <= 5; ++nodes) {
+      for (int per_node = 2; per_node <= 5; ++per_node) {
+        const NetworkModel machine{.topology = {.nodes = nodes, .ranks_per_node = per_node},
+                                   .intra_node = {.alpha_s = intra_s},
+                                   .inter_node = {.alpha_s = inter_s}};
+        const int n = nodes * per_node;
+        for (const Plan& plan : PlansCrossingNodes(n)) {
+          const std::vector<RingRun> runs = FindRingRuns(plan);
+          ASSERT_FALSE(runs.empty());
+          std::vector<double> arrival(n);
+          for (double& a : arrival) a = lag(random);
+          const int rounds = plan.num_rounds();
+          for (int begin : {0, 1, rounds / 3}) {
+            for (int end : {rounds, rounds - 1, begin + 2, begin + rounds / 2}) {
+              if (end > rounds || end < begin) continue;
+              SCOPED_TRACE(testing::Message()
+                           << nodes << "x" << per_node << " " << AlgorithmName(plan.algorithm)
+                           << " straggler " << plan.straggler.value_or(-1) << " rounds [" << begin
+                           << ", " << end << ") hops " << intra_s << "/" << inter_s);
+              EXPECT_EQ(SimulateRounds(plan, runs, begin, end, 0, machine, arrival)->finish_s,
+                        RoundByRound(plan, begin, end, 0, machine, arrival));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RingRunsTest, RingsAcrossNodesMatchTheSimulatorUpToRounding) {
+  // Real links and sizes, random arrivals with ties: within 1e-12 of each time.
+  std::mt19937 random(9);
+  std::uniform_real_distribution<double> lag(0, 3e-3);
+  std::bernoulli_distribution tie(0.3);
+  const LinkModel nvlink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450e9};
+  const LinkModel nic{.alpha_s = 10e-6, .bandwidth_bytes_per_s = 50e9, .shared_lanes = 4};
+  for (const auto& [nodes, per_node] : {std::pair{2, 8}, std::pair{3, 4}, std::pair{8, 2}}) {
+    const NetworkModel machine{.topology = {.nodes = nodes, .ranks_per_node = per_node},
+                               .intra_node = nvlink,
+                               .inter_node = nic};
+    const int n = nodes * per_node;
+    for (const Plan& plan : PlansCrossingNodes(n)) {
+      const std::vector<RingRun> runs = FindRingRuns(plan);
+      for (double bytes : {12345.0, 64e6}) {
+        std::vector<double> arrival(n);
+        for (double& a : arrival) a = 100 + (tie(random) ? 1e-3 : lag(random));
+        const std::vector<double> closed =
+            SimulateRounds(plan, runs, 0, plan.num_rounds(), bytes, machine, arrival)->finish_s;
+        const std::vector<double> exact =
+            RoundByRound(plan, 0, plan.num_rounds(), bytes, machine, arrival);
+        for (int r = 0; r < n; ++r) EXPECT_NEAR(closed[r], exact[r], 1e-12 * exact[r]) << r;
       }
     }
   }
