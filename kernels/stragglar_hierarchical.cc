@@ -18,6 +18,15 @@
 //    5. inside every node, GPU g hands the finished shard g to the others.
 // The phases are written as one serial list of groups and packed by RoundPacker, so a rail starts
 // as soon as its shard is in, while the straggler is still handing out the others.
+//
+// Written for one queue per link class (pieces > 1; docs/scale-model.md, "Per-class queues"),
+// phases 3 and 5 move each shard in pieces, piece-major: the straggler hands out the first piece
+// of every shard before the second of any, so every rail starts early, and each piece's
+// all-gather is listed right after the pieces before it, not after the rails, so it runs over
+// NVLink while the next pieces are on the NICs. A rank's all-gather copies keep the list's order
+// in its rounds: an executor serves a queue in round order, and a copy placed ahead of one whose
+// piece is ready earlier would hold it up. In the round model the copies then sit among the
+// rails' rounds and hold them back: slower there, which is why the policy does not offer it.
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -41,9 +50,12 @@ struct Layout {
   int straggler_local() const { return straggler % per_node; }
   // The ready rank of the straggler's node that gathers the others' part of the straggler's shard.
   int helper_local() const { return (straggler_local() + 1) % per_node; }
-  ChunkList Shard(int shard) const {
-    ChunkList chunks(chunks_per_shard);
-    std::iota(chunks.begin(), chunks.end(), shard * chunks_per_shard);
+  ChunkList Shard(int shard) const { return Piece(shard, 0, 1); }
+  // Piece `piece` of `pieces` of a shard: consecutive chunks, in the rail plan's block order.
+  ChunkList Piece(int shard, int piece, int pieces) const {
+    const int per_piece = chunks_per_shard / pieces;
+    ChunkList chunks(per_piece);
+    std::iota(chunks.begin(), chunks.end(), shard * chunks_per_shard + piece * per_piece);
     return chunks;
   }
   // The shards rank `local` of `node` reduces before the straggler arrives.
@@ -103,10 +115,66 @@ void RunRails(const Layout& layout, const Plan& rail_plan, int begin, int end, i
   }
 }
 
+// Phase 3, piece by piece: the straggler's own shard first (its rail can start at once), then
+// the others in order around the node.
+void HandOut(const Layout& layout, int pieces, int not_before, RoundPacker& packer) {
+  const int node = layout.straggler_node();
+  const int own = layout.straggler_local();
+  for (int piece = 0; piece < pieces; ++piece) {
+    packer.Place({{layout.Rank(node, layout.helper_local()), layout.straggler, TransferOp::kReduce,
+                   layout.Piece(own, piece, pieces)}},
+                 not_before);
+    for (int k = 1; k < layout.per_node; ++k) {
+      const int local = (own + k) % layout.per_node;
+      packer.Place({{layout.straggler, layout.Rank(node, local), TransferOp::kReduce,
+                     layout.Piece(local, piece, pieces)}},
+                   not_before);
+    }
+  }
+}
+
+// Phase 5 in the round model: k-th neighbour first on every node, so that each round's copies use
+// distinct ports. A copy waits until both of its ranks are done with their rails: a rank runs its
+// rounds in order, so a copy slipped in among a rank's rail rounds would hold its rail back until
+// the sender's rail is done.
+void AllGatherAfterRails(const Layout& layout, int not_before,
+                         const std::vector<int>& last_rail_round, RoundPacker& packer) {
+  for (int k = 1; k < layout.per_node; ++k) {
+    for (int m = 0; m < layout.nodes; ++m) {
+      for (int local = 0; local < layout.per_node; ++local) {
+        const int src = layout.Rank(m, local);
+        const int dst = layout.Rank(m, (local + k) % layout.per_node);
+        packer.Place({{src, dst, TransferOp::kCopy, layout.Shard(local)}},
+                     std::max({not_before, last_rail_round[src] + 1, last_rail_round[dst] + 1}));
+      }
+    }
+  }
+}
+
+// Phase 5 for per-class queues: piece by piece, k-th neighbour first, each rank's copies in list
+// order (a copy after the rank's previous one), not waiting for the rails.
+void AllGatherByPiece(const Layout& layout, int pieces, int not_before, RoundPacker& packer) {
+  std::vector<int> next_copy(layout.nodes * layout.per_node, not_before);
+  for (int piece = 0; piece < pieces; ++piece) {
+    for (int k = 1; k < layout.per_node; ++k) {
+      for (int m = 0; m < layout.nodes; ++m) {
+        for (int local = 0; local < layout.per_node; ++local) {
+          const int src = layout.Rank(m, local);
+          const int dst = layout.Rank(m, (local + k) % layout.per_node);
+          const int round =
+              packer.Place({{src, dst, TransferOp::kCopy, layout.Piece(local, piece, pieces)}},
+                           std::max(next_copy[src], next_copy[dst]));
+          next_copy[src] = next_copy[dst] = round + 1;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
-                                                     int rail_blocks) {
+                                                     int rail_blocks, int pieces) {
   if (nodes < 1 || ranks_per_node < 1 || nodes * ranks_per_node < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("hierarchical stragglar needs at least 2 ranks, "
@@ -132,6 +200,11 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
                       .per_node = ranks_per_node,
                       .straggler = straggler,
                       .chunks_per_shard = rail_plan->num_chunks};
+  if (pieces < 1 || layout.chunks_per_shard % pieces != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("hierarchical stragglar: ", pieces,
+                                                   " pieces do not divide a shard's ",
+                                                   layout.chunks_per_shard, " chunks"));
+  }
   const int num_chunks = ranks_per_node * layout.chunks_per_shard;
   RoundPacker packer(num_ranks, num_chunks);
 
@@ -140,34 +213,13 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
   RunRails(layout, *rail_plan, 0, rail_plan->pre_arrival_rounds, 0, packer, last_rail_round);
   const int pre_arrival_rounds = packer.num_rounds();
 
-  // Phase 3: the straggler's own shard first (its rail can start at once), then the others in
-  // order around the node.
-  const int node = layout.straggler_node();
-  const int own = layout.straggler_local();
-  packer.Place({{layout.Rank(node, layout.helper_local()), straggler, TransferOp::kReduce,
-                 layout.Shard(own)}},
-               pre_arrival_rounds);
-  for (int k = 1; k < ranks_per_node; ++k) {
-    const int local = (own + k) % ranks_per_node;
-    packer.Place({{straggler, layout.Rank(node, local), TransferOp::kReduce, layout.Shard(local)}},
-                 pre_arrival_rounds);
-  }
+  HandOut(layout, pieces, pre_arrival_rounds, packer);
   RunRails(layout, *rail_plan, rail_plan->pre_arrival_rounds, rail_plan->num_rounds(),
            pre_arrival_rounds, packer, last_rail_round);
-  // Phase 5: k-th neighbour first on every node, so that each round's copies use distinct ports.
-  // A copy waits until both of its ranks are done with their rails: a rank runs its rounds in
-  // order, so a copy slipped in among a rank's rail rounds would hold its rail back until the
-  // sender's rail is done.
-  for (int k = 1; k < ranks_per_node; ++k) {
-    for (int m = 0; m < nodes; ++m) {
-      for (int local = 0; local < ranks_per_node; ++local) {
-        const int src = layout.Rank(m, local);
-        const int dst = layout.Rank(m, (local + k) % ranks_per_node);
-        packer.Place(
-            {{src, dst, TransferOp::kCopy, layout.Shard(local)}},
-            std::max({pre_arrival_rounds, last_rail_round[src] + 1, last_rail_round[dst] + 1}));
-      }
-    }
+  if (pieces == 1) {
+    AllGatherAfterRails(layout, pre_arrival_rounds, last_rail_round, packer);
+  } else {
+    AllGatherByPiece(layout, pieces, pre_arrival_rounds, packer);
   }
   return Plan{.algorithm = Algorithm::kStragglar,
               .num_ranks = num_ranks,

@@ -44,10 +44,13 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int piece
 // runs StragglAR over nodes on a ranks_per_node-th of the buffer, and the rest moves inside nodes.
 // The rail plan is the flat schedule (rail_blocks 0: ranks_per_node * (nodes - 1) chunks), or
 // log-depth StragglAR in `rail_blocks` blocks (ranks_per_node times its chunks). With one node it
-// is SynthesizeStragglar's flat plan; with one rank per node, the rail plan. InvalidArgument for
-// fewer than 2 ranks, a straggler out of range or a bad block count.
+// is SynthesizeStragglar's flat plan; with one rank per node, the rail plan. `pieces` > 1 writes
+// it for executors with one queue per link class: each shard's hand-out and all-gather move in
+// that many pieces, piece by piece, overlapping the rails (slower in the round model).
+// InvalidArgument for fewer than 2 ranks, a straggler out of range, a bad block count, or pieces
+// that do not divide a shard's chunks.
 absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
-                                                     int rail_blocks = 0);
+                                                     int rail_blocks = 0, int pieces = 1);
 
 // Log-depth StragglAR (kernels/stragglar_log_depth.cc) for large flat rank counts: before the
 // straggler arrives the ready ranks run Halving-Doubling among themselves; after, the straggler's

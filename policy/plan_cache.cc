@@ -50,7 +50,7 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
       : !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
       : shape.hierarchical
           ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
-                                            shape.log_depth_blocks)
+                                            shape.log_depth_blocks, shape.pieces)
       : shape.log_depth_blocks > 0
           ? SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks)
           : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);

@@ -39,6 +39,27 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   return SimulateRounds(plan, runs, nullptr, begin_round, end_round, bytes, network, arrival_s);
 }
 
+absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkModel& network,
+                                absl::Span<const double> arrival_s) {
+  if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
+                                                   " arrival times, got ", arrival_s.size()));
+  }
+  if (!(bytes >= 0) || !std::isfinite(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
+  }
+  if (absl::Status status = ValidateNetwork(network); !status.ok()) return status;
+  if (network.topology.num_ranks() != plan.num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("topology ", TopologyName(network.topology),
+                                                   " has ", network.topology.num_ranks(),
+                                                   " ranks, the plan ", plan.num_ranks));
+  }
+  for (double arrival : arrival_s) {
+    if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
+  }
+  return absl::OkStatus();
+}
+
 std::optional<CompactRounds> CompactRoundsOf(const Plan& plan) {
   constexpr int kMax = std::numeric_limits<uint16_t>::max();
   if (plan.num_ranks > kMax + 1) return std::nullopt;
@@ -104,26 +125,13 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s) {
-  if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
-                                                   " arrival times, got ", arrival_s.size()));
-  }
-  if (!(bytes >= 0) || !std::isfinite(bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
-  }
-  if (absl::Status status = ValidateNetwork(network); !status.ok()) return status;
-  if (network.topology.num_ranks() != plan.num_ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("topology ", TopologyName(network.topology),
-                                                   " has ", network.topology.num_ranks(),
-                                                   " ranks, the plan ", plan.num_ranks));
+  if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
+    return status;
   }
   if (begin_round < 0 || end_round > plan.num_rounds() || begin_round > end_round) {
     return absl::InvalidArgumentError(absl::StrCat("rounds [", begin_round, ", ", end_round,
                                                    ") are not within the plan's ",
                                                    plan.num_rounds()));
-  }
-  for (double arrival : arrival_s) {
-    if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
   }
   if (compact != nullptr &&
       (compact->round_begin.size() != plan.rounds.size() + 1 ||

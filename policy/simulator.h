@@ -48,6 +48,11 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s);
 
+// What every simulation checks first: as many arrival times as ranks, all finite; bytes finite and
+// >= 0; a valid network whose topology has the plan's rank count. InvalidArgument naming the fault.
+absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkModel& network,
+                                absl::Span<const double> arrival_s);
+
 // A plan's transfers as the simulation reads them: rank pairs and chunk counts in 6 bytes instead
 // of a Transfer's 40. At 1024 ranks StragglAR's post-arrival rounds are a million transfers that
 // every simulation streams through, so memory, not arithmetic, bounds it. Built once per plan

@@ -148,5 +148,40 @@ TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
   EXPECT_EQ(summary["baseline"]["variant"], "hierarchical");
 }
 
+TEST(CliTest, SimWithPerClassQueuesPricesThePlanWrittenForThem) {
+  // 8 nodes of 8, 1 GiB: with a send and a receive queue per link class hierarchical StragglAR
+  // moves its shards in pieces and beats NCCL's tree; round by round it is the plan in one piece.
+  const std::string sim =
+      "sim --topology 8x8 --bytes 1GiB --delay 1s --straggler 63 "
+      "--algorithms stragglar-hierarchical,nccl-tree --json";
+  CliResult queues = RunCli(sim + " --queues per-class");
+  ASSERT_EQ(queues.exit_code, 0) << queues.err;
+  const nlohmann::json parsed = nlohmann::json::parse(queues.out);
+  EXPECT_EQ(parsed["queues"], "per-class");
+  const nlohmann::json& ours = parsed["results"][0];
+  EXPECT_EQ(ours["algorithm"], "stragglar-hierarchical");
+  EXPECT_EQ(ours["pieces"], 4);
+  EXPECT_FALSE(ours.contains("break_even_delay_s"));
+  EXPECT_FALSE(parsed.contains("break_even_delay_s"));
+  const double tree_s = parsed["results"][1]["after_last_arrival_s"];
+  EXPECT_GT(tree_s / ours["after_last_arrival_s"].get<double>(), 1.29);
+  CliResult rounds = RunCli(sim);
+  ASSERT_EQ(rounds.exit_code, 0) << rounds.err;
+  const nlohmann::json round_json = nlohmann::json::parse(rounds.out);
+  EXPECT_EQ(round_json["queues"], "rounds");
+  EXPECT_FALSE(round_json["results"][0].contains("pieces"));
+  EXPECT_LT(tree_s / round_json["results"][0]["after_last_arrival_s"].get<double>(), 1.0);
+  CliResult table = RunCli(
+      "sim --topology 8x8 --bytes 1GiB --delay 1s --algorithms stragglar-hierarchical "
+      "--queues per-class");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("gathered inside nodes in 4 pieces, overlapping the rails"));
+  EXPECT_THAT(table.out, HasSubstr("--queues per-class"));
+  CliResult bad = RunCli("sim --topology 2x2 --bytes 1MiB --queues both");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_EQ(bad.err, "stragglar sim: --queues must be rounds or per-class, got \"both\"\n");
+}
+
 }  // namespace
 }  // namespace stragglar

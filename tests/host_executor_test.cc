@@ -265,12 +265,14 @@ TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
        {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 4}, std::pair{3, 4}, std::pair{4, 3}}) {
     const int n = nodes * per_node;
     for (int straggler : {0, per_node + 1, n - 1}) {
-      // Flat rails, and log-depth rails of 2 blocks.
-      for (int rail_blocks : {0, 2}) {
+      // Flat rails, log-depth rails of 2 blocks, and those in 2 pieces (the plan written for
+      // per-class queues).
+      for (const auto& [rail_blocks, pieces] :
+           {std::pair{0, 1}, std::pair{2, 1}, std::pair{2, 2}}) {
         absl::StatusOr<Plan> plan =
-            SynthesizeHierarchicalStragglar(nodes, per_node, straggler, rail_blocks);
+            SynthesizeHierarchicalStragglar(nodes, per_node, straggler, rail_blocks, pieces);
         ASSERT_TRUE(plan.ok()) << plan.status();
-        CheckEveryTypeAndOp(*plan, SplitMix64(n * 31 + straggler + rail_blocks));
+        CheckEveryTypeAndOp(*plan, SplitMix64(n * 31 + straggler + rail_blocks + 7 * pieces));
       }
     }
   }

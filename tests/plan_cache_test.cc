@@ -189,7 +189,9 @@ TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
       const double simulated = SimulatePlan(plan, 1 << 20, network, arrival)->after_last_arrival_s;
       EXPECT_LE(bound, simulated) << trial;
       // Short of it by the margin kept for rounding alone.
-      if (late) EXPECT_NEAR(bound, simulated, 1e-9 * simulated + 2e-12) << trial;
+      if (late) {
+        EXPECT_NEAR(bound, simulated, 1e-9 * simulated + 2e-12) << trial;
+      }
     }
   }
   const std::vector<double> together(12, 0.0);

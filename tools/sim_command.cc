@@ -12,6 +12,7 @@
 #include "kernels/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "policy/nccl_models.h"
+#include "policy/queue_simulator.h"
 #include "policy/simulator.h"
 
 namespace stragglar {
@@ -82,6 +83,8 @@ struct SimRow {
   // Log-depth StragglAR's block count, or hierarchical StragglAR's rails' (0: flat rails); 0 for
   // the others.
   int blocks = 0;
+  // Hierarchical StragglAR's pieces per shard inside nodes (> 1 only with --queues per-class).
+  int pieces = 1;
   std::optional<Plan> plan;  // nullopt: a closed form
   double completion_s = 0;
   double after_last_arrival_s = 0;
@@ -94,9 +97,12 @@ struct SimRow {
 };
 
 absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, const SimArgs& args) {
+  const std::vector<double> arrival_s =
+      OneLateRank(args.network.topology.num_ranks(), args.straggler, args.delay_s);
+  const double bytes = static_cast<double>(args.bytes);
   absl::StatusOr<SimulationResult> result =
-      SimulatePlan(plan, static_cast<double>(args.bytes), args.network,
-                   OneLateRank(args.network.topology.num_ranks(), args.straggler, args.delay_s));
+      args.per_class_queues ? SimulatePlanWithQueues(plan, bytes, args.network, arrival_s)
+                            : SimulatePlan(plan, bytes, args.network, arrival_s);
   if (!result.ok()) return result.status();
   return SimRow{.candidate = candidate,
                 .rounds = plan.num_rounds(),
@@ -105,17 +111,24 @@ absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, co
                 .after_last_arrival_s = result->after_last_arrival_s};
 }
 
-// The fastest of `block_counts` plans (`synthesize(blocks)`), by simulation, its block count kept.
-absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<int>& block_counts,
-                                 absl::FunctionRef<absl::StatusOr<Plan>(int)> synthesize,
+// A plan's block count and pieces, as a family's synthesizer takes them.
+struct PlanShape {
+  int blocks = 0;
+  int pieces = 1;
+};
+
+// The fastest of the `shapes` plans (`synthesize(shape)`), by simulation, its shape kept.
+absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<PlanShape>& shapes,
+                                 absl::FunctionRef<absl::StatusOr<Plan>(PlanShape)> synthesize,
                                  const SimArgs& args) {
   std::optional<SimRow> best;
-  for (int blocks : block_counts) {
-    absl::StatusOr<Plan> plan = synthesize(blocks);
+  for (PlanShape shape : shapes) {
+    absl::StatusOr<Plan> plan = synthesize(shape);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<SimRow> row = SimulatePlanRow(candidate, *std::move(plan), args);
     if (!row.ok()) return row.status();
-    row->blocks = blocks;
+    row->blocks = shape.blocks;
+    row->pieces = shape.pieces;
     if (!best.has_value() || row->completion_s < best->completion_s) best = *std::move(row);
   }
   return *std::move(best);
@@ -124,15 +137,22 @@ absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<i
 // Log-depth StragglAR with the best of LogDepthBlockChoices.
 absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArgs& args) {
   const int num_ranks = args.network.topology.num_ranks();
+  std::vector<PlanShape> shapes;
+  for (int blocks :
+       LogDepthBlockChoices(num_ranks, static_cast<double>(args.bytes), args.network.intra_node)) {
+    shapes.push_back({.blocks = blocks});
+  }
   return FastestOf(
-      candidate,
-      LogDepthBlockChoices(num_ranks, static_cast<double>(args.bytes), args.network.intra_node),
-      [&](int blocks) { return SynthesizeLogDepthStragglar(num_ranks, args.straggler, blocks); },
+      candidate, shapes,
+      [&](PlanShape shape) {
+        return SynthesizeLogDepthStragglar(num_ranks, args.straggler, shape.blocks);
+      },
       args);
 }
 
 // Hierarchical StragglAR with the best of its rails: the flat schedule over the nodes (0 blocks),
-// or log-depth StragglAR in the block counts worth pricing for a shard.
+// or log-depth StragglAR in the block counts worth pricing for a shard. With per-class queues also
+// the best of 1, 2, 4, 8 and 16 pieces per shard (those that divide its chunks).
 absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
   const Topology& topology = args.network.topology;
   std::vector<int> rail_blocks = {0};
@@ -143,13 +163,22 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
       rail_blocks.push_back(blocks);
     }
   }
-  return FastestOf(
-      candidate, rail_blocks,
-      [&](int blocks) {
-        return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node,
-                                               args.straggler, blocks);
-      },
-      args);
+  const auto synthesize = [&](PlanShape shape) {
+    return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler,
+                                           shape.blocks, shape.pieces);
+  };
+  std::vector<PlanShape> shapes;
+  for (int blocks : rail_blocks) {
+    shapes.push_back({.blocks = blocks});
+    if (!args.per_class_queues || !topology.multi_node() || topology.ranks_per_node == 1) continue;
+    absl::StatusOr<Plan> whole = synthesize({.blocks = blocks});
+    if (!whole.ok()) return whole.status();
+    const int chunks_per_shard = whole->num_chunks / topology.ranks_per_node;
+    for (int pieces = 2; pieces <= 16 && chunks_per_shard % pieces == 0; pieces *= 2) {
+      shapes.push_back({.blocks = blocks, .pieces = pieces});
+    }
+  }
+  return FastestOf(candidate, shapes, synthesize, args);
 }
 
 absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimArgs& args) {
@@ -186,7 +215,7 @@ absl::StatusOr<std::vector<SimRow>> Simulate(const SimArgs& args,
     rows.push_back(*std::move(row));
   }
   for (SimRow& ours : rows) {
-    if (!ours.is_stragglar()) continue;
+    if (!ours.is_stragglar() || args.per_class_queues) continue;
     for (const SimRow& baseline : rows) {
       if (baseline.is_stragglar()) continue;
       absl::StatusOr<double> delay_s =
@@ -227,7 +256,8 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
     if (row.is_stragglar()) {
       entry["post_arrival_rounds"] = row.plan->post_arrival_rounds();
       if (row.blocks > 0) entry["blocks"] = row.blocks;
-      entry["break_even_delay_s"] = BreakEvenJson(row);
+      if (row.pieces > 1) entry["pieces"] = row.pieces;
+      if (!args.per_class_queues) entry["break_even_delay_s"] = BreakEvenJson(row);
       const bool flat = row.candidate == Candidate(PlanFamily{.algorithm = Algorithm::kStragglar});
       if (break_even == nullptr || flat) break_even = &row;
     }
@@ -240,6 +270,7 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
                          {"bandwidth_Bps", args.network.intra_node.bandwidth_bytes_per_s},
                          {"delay_s", args.delay_s},
                          {"straggler", args.straggler},
+                         {"queues", args.per_class_queues ? "per-class" : "rounds"},
                          {"results", std::move(results)}};
   if (topology.multi_node()) {
     json["topology"] = {{"nodes", topology.nodes},
@@ -247,7 +278,9 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
                         {"intra_node", LinkJson(args.network.intra_node)},
                         {"inter_node", LinkJson(args.network.inter_node)}};
   }
-  if (break_even != nullptr) json["break_even_delay_s"] = BreakEvenJson(*break_even);
+  if (break_even != nullptr && !args.per_class_queues) {
+    json["break_even_delay_s"] = BreakEvenJson(*break_even);
+  }
   out << json.dump(2) << "\n";
 }
 
@@ -293,21 +326,31 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
     }
   }
   for (const SimRow& row : rows) {
-    if (row.blocks == 0) continue;
-    if (row.candidate == Candidate(kStragglarHierarchical)) {
+    if (row.blocks > 0 && row.candidate == Candidate(kStragglarHierarchical)) {
       out << absl::StrFormat(
           "\n%s: log-depth rails, a shard in %d blocks (faster than the flat rails here)\n",
           CandidateName(row.candidate), row.blocks);
-      continue;
+    } else if (row.blocks > 0) {
+      out << absl::StrFormat(
+          "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
+          "optimum)\n",
+          kLogDepthStragglarName, row.blocks);
     }
-    out << absl::StrFormat(
-        "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
-        "optimum)\n",
-        kLogDepthStragglarName, row.blocks);
+    if (row.pieces > 1) {
+      out << absl::StrFormat(
+          "%s%s: each shard handed out and gathered inside nodes in %d pieces, overlapping the "
+          "rails (the plan written for per-class queues)\n",
+          row.blocks > 0 ? "" : "\n", CandidateName(row.candidate), row.pieces);
+    }
   }
   if (topology.multi_node()) {
     out << "\nnccl-ring and nccl-tree are NCCL's algorithms in closed form (docs/scale-model.md); "
            "the others are simulated transfer by transfer.\n";
+  }
+  if (args.per_class_queues) {
+    out << "\nPlans priced with a send and a receive queue per link class on every rank "
+           "(--queues per-class): what an executor running them that way would take; today's "
+           "executors run rounds. No break-even delays in this model.\n";
   }
 }
 

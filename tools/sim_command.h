@@ -19,6 +19,9 @@ struct SimArgs {
   int64_t bytes = 0;
   double delay_s = 0;
   std::string algorithms;  // comma-separated; empty: the default for the topology
+  // Price plans with one queue per link class (policy/queue_simulator.h), not round by round.
+  // Break-even delays are then not computed (their bisection is the round model's).
+  bool per_class_queues = false;
   bool json = false;
 };
 

@@ -78,6 +78,10 @@ ABSL_FLAG(std::string, algorithms, "",
           "sim: comma-separated algorithms to compare (default ring,halving-doubling,stragglar); "
           "run: the adaptive runtime's candidates, ring first (default ring,stragglar)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
+ABSL_FLAG(std::string, queues, "rounds",
+          "sim: how a rank runs a plan's transfers: rounds (one round after the other, what the "
+          "executors do) or per-class (a send and a receive queue per link class, each in round "
+          "order, a transfer waiting only for its queues and its chunks)");
 ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
 ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
 ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
@@ -255,11 +259,16 @@ absl::Status RunSim() {
   if (delay_s < 0) {
     return Usage(absl::StrCat("--delay must not be negative, got ", FormatSeconds(delay_s)));
   }
+  const std::string queues = absl::GetFlag(FLAGS_queues);
+  if (queues != "rounds" && queues != "per-class") {
+    return Usage(absl::StrCat("--queues must be rounds or per-class, got \"", queues, "\""));
+  }
   return RunSimCommand({.network = *network,
                         .straggler = *straggler,
                         .bytes = size->bytes,
                         .delay_s = delay_s,
                         .algorithms = absl::GetFlag(FLAGS_algorithms),
+                        .per_class_queues = queues == "per-class",
                         .json = absl::GetFlag(FLAGS_json)},
                        std::cout);
 }
@@ -562,7 +571,7 @@ const std::vector<Command>& Commands() {
       {"plan", {"algorithm", "ranks", "topology", "straggler", "pieces", "json"}, RunPlan},
       {"sim",
        {"ranks", "topology", "bytes", "alpha", "bandwidth", "inter_alpha", "inter_bandwidth",
-        "delay", "straggler", "algorithms", "json"},
+        "delay", "straggler", "algorithms", "queues", "json"},
        RunSim},
       {"verify", {"plan"}, RunVerify},
       {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},

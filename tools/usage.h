@@ -12,7 +12,7 @@ usage:
                 [--inter-alpha 10us] [--inter-bandwidth 50GB/s] [--delay D] [--straggler S]
                 [--algorithms ring,halving-doubling,stragglar,stragglar-log-depth,
                               stragglar-hierarchical,ring-hierarchical,nccl-ring,nccl-tree]
-                [--json]
+                [--queues rounds|per-class] [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
   stragglar run [--ranks 8 | --topology NxG [--inter-alpha 10us] [--inter-bandwidth 50GB/s]]
