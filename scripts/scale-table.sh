@@ -5,7 +5,8 @@
 # Ring and Halving-Doubling; machines of N nodes of 8 with NCCL's ring and tree as well (closed
 # forms, docs/scale-model.md) and the hierarchical ring (a plan). The family is flat, log-depth and (on nodes) hierarchical StragglAR;
 # where a plan would have tens of millions of transfers (flat StragglAR at 4096 ranks, flat Ring
-# at 4096) it is left out, which the labels say: both lose to Halving-Doubling there. Needs a build (scripts/build.sh) and python3.
+# at 4096) it is left out, which the labels say: both lose to Halving-Doubling there. The last rows
+# price every plan with per-class queues. Needs a build (scripts/build.sh) and python3.
 # Usage:
 #   scripts/scale-table.sh [SIZES...]        (default: 64MiB 1GiB)
 set -euo pipefail
@@ -53,3 +54,10 @@ for nodes in 2 8 32 64; do
 done
 row "512x8 (no flat Ring)" --topology 512x8 \
   --algorithms "halving-doubling,nccl-ring,nccl-tree,ring-hierarchical,$family"
+# The same machines priced as executors with a send and a receive queue per link class would run
+# the plans (--queues per-class; none does yet): hierarchical StragglAR then also moves its shards
+# in pieces, overlapping the rails (docs/scale-model.md, "Per-class queues").
+for nodes in 2 8 32 64; do
+  row "${nodes}x8, per-class queues" --topology "${nodes}x8" --queues per-class \
+    --algorithms "ring,halving-doubling,nccl-ring,nccl-tree,ring-hierarchical,$family"
+done
