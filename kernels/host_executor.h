@@ -21,6 +21,12 @@ struct HostAllReduceArgs {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   absl::Duration timeout = absl::Seconds(60);  // per receive
+  // 0: one queue, the steps in round order. > 0: the ranks are in nodes of this many (ranks
+  // [k*G, (k+1)*G) are node k) and the rank runs on one queue per link class
+  // (link_class_queues.h), so a transfer with a peer on another node does not hold up one inside
+  // the node that touches other chunks: the executor policy/queue_simulator.h prices. The result
+  // is the same bit for bit.
+  int ranks_per_node = 0;
 };
 
 // Runs `program` (lowered for args' placement: in place exactly when send == recv) as its rank.

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/exact_data.h"
 #include "kernels/synthesizers.h"
+#include "tests/host_collective.h"
 
 namespace stragglar {
 namespace {
@@ -22,80 +23,6 @@ namespace {
 using exact_data::Bytes;
 using exact_data::SplitMix64;
 using ::testing::HasSubstr;
-
-// ---------------------------------------------------------------------------------------------
-// Running a collective: one thread per rank, one transport per collective.
-
-struct Collective {
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  int64_t count = 0;
-  bool in_place = false;
-  absl::Duration timeout = absl::Seconds(30);
-};
-
-struct Outcome {
-  std::vector<absl::Status> statuses;
-  std::vector<Bytes> results;
-  std::vector<Bytes> sent;  // the send buffers after the call (out of place only)
-};
-
-Outcome RunAllReduce(const Plan& plan, const Collective& collective,
-                     const std::vector<Bytes>& inputs) {
-  const int num_ranks = plan.num_ranks;
-  Outcome outcome;
-  outcome.statuses.resize(num_ranks);
-  if (collective.in_place) {
-    outcome.results = inputs;
-  } else {
-    outcome.sent = inputs;
-    // A fill pattern that no reduction produces by accident, so unwritten elements show up.
-    for (const Bytes& input : inputs) outcome.results.emplace_back(input.size(), std::byte{0xa5});
-  }
-  HostTransport transport(num_ranks);
-  std::vector<std::thread> threads;
-  threads.reserve(num_ranks);
-  for (int rank = 0; rank < num_ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      HostAllReduceArgs args{
-          .send = collective.in_place ? outcome.results[rank].data() : outcome.sent[rank].data(),
-          .recv = outcome.results[rank].data(),
-          .count = collective.count,
-          .type = collective.type,
-          .op = collective.op,
-          .timeout = collective.timeout};
-      outcome.statuses[rank] = ExecutePlanOnHost(plan, rank, args, transport);
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  return outcome;
-}
-
-// Every rank succeeded and holds exactly `expected`; out of place, no send buffer changed.
-void ExpectExactResult(const Outcome& outcome, const Collective& collective,
-                       const std::vector<Bytes>& inputs, const Bytes& expected,
-                       const std::string& context) {
-  for (size_t rank = 0; rank < outcome.results.size(); ++rank) {
-    ASSERT_TRUE(outcome.statuses[rank].ok())
-        << context << " rank " << rank << ": " << outcome.statuses[rank];
-    const Bytes& result = outcome.results[rank];
-    const exact_data::Mismatches mismatches =
-        exact_data::Compare(collective.type, result.data(), expected.data(), collective.count);
-    if (mismatches.count > 0) {
-      const int64_t first = mismatches.first;
-      ADD_FAILURE() << context << " rank " << rank << ": first wrong element " << first << " of "
-                    << collective.count << " is "
-                    << exact_data::ElementString(collective.type, result.data(), first)
-                    << ", expected "
-                    << exact_data::ElementString(collective.type, expected.data(), first);
-      return;
-    }
-    if (!collective.in_place) {
-      EXPECT_TRUE(outcome.sent[rank] == inputs[rank])
-          << context << " rank " << rank << ": the send buffer changed";
-    }
-  }
-}
 
 std::string CamelName(Algorithm algorithm) {
   switch (algorithm) {
@@ -115,24 +42,6 @@ Plan MakePlan(Algorithm algorithm, int num_ranks, int straggler) {
       algorithm == Algorithm::kStragglar ? std::optional<int>(straggler) : std::nullopt);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *std::move(plan) : Plan{};
-}
-
-// Runs one collective on exact inputs and checks it against the reference.
-void CheckExact(const Plan& plan, const Collective& collective, uint64_t seed) {
-  const exact_data::Spec spec{
-      .type = collective.type, .op = collective.op, .ranks = plan.num_ranks, .seed = seed};
-  std::vector<Bytes> inputs;
-  for (int rank = 0; rank < plan.num_ranks; ++rank) {
-    inputs.push_back(exact_data::MakeInput(spec, rank, collective.count));
-  }
-  const Bytes expected = exact_data::Reference(spec, collective.count);
-  const Outcome outcome = RunAllReduce(plan, collective, inputs);
-  ExpectExactResult(
-      outcome, collective, inputs, expected,
-      absl::StrCat(AlgorithmName(plan.algorithm), " n=", plan.num_ranks,
-                   plan.straggler ? absl::StrCat(" straggler=", *plan.straggler) : "", " ",
-                   DataTypeName(collective.type), " ", ReduceOpName(collective.op),
-                   " count=", collective.count, collective.in_place ? " in place" : ""));
 }
 
 // Sizes that exercise empty chunks (0, 1, n-2 < chunks) and uneven chunk boundaries (a prime).

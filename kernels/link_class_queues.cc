@@ -1,0 +1,185 @@
+#include "kernels/link_class_queues.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+namespace {
+
+int LinkClass(int rank, int peer, int ranks_per_node) {
+  return rank / ranks_per_node == peer / ranks_per_node ? 0 : 1;
+}
+
+// Calls visit(chunk) for every chunk of pieces[first, first + count), in order.
+template <typename Visit>
+void ForEachChunk(const RankProgram& program, int32_t first, int32_t count, Visit visit) {
+  for (int32_t i = first; i < first + count; ++i) {
+    const ProgramPiece& piece = program.pieces[i];
+    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) visit(c);
+  }
+}
+
+// One call on the queues: per chunk, how many receives have written it and how many sends have
+// lent it, and per class the next send to lend.
+class QueueRun {
+ public:
+  QueueRun(const LinkClassQueues& queues, HostCall& call)
+      : queues_(queues),
+        call_(call),
+        program_(call.program()),
+        writes_done_(program_.num_chunks, 0),
+        sends_lent_(program_.num_chunks, 0) {}
+
+  absl::Status Run();
+
+ private:
+  bool Met(const QueuedTransfer& transfer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    for (int32_t i = transfer.first_need; i < transfer.first_need + transfer.num_needs; ++i) {
+      const ChunkNeed& need = queues_.needs[i];
+      if (writes_done_[need.chunk] < need.writes || sends_lent_[need.chunk] < need.sends) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // Sends wait only for receives, so one pass after each receive lends all that became ready.
+  void LendReadySends() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ServeReceives(int link_class);
+
+  const LinkClassQueues& queues_;
+  HostCall& call_;
+  const RankProgram& program_;
+  // std::mutex rather than absl::Mutex, as in the transport: ThreadSanitizer understands it.
+  std::mutex mutex_;
+  std::condition_variable changed_;  // a receive landed, or one failed
+  std::vector<int32_t> writes_done_ ABSL_GUARDED_BY(mutex_);
+  std::vector<int32_t> sends_lent_ ABSL_GUARDED_BY(mutex_);
+  size_t next_send_[kNumLinkClasses] ABSL_GUARDED_BY(mutex_) = {};
+  absl::Status failure_ ABSL_GUARDED_BY(mutex_);
+};
+
+void QueueRun::LendReadySends() {
+  for (int link_class = 0; link_class < kNumLinkClasses; ++link_class) {
+    const std::vector<QueuedTransfer>& sends = queues_.sends[link_class];
+    size_t& next = next_send_[link_class];
+    for (; next < sends.size() && Met(sends[next]); ++next) {
+      const ProgramStep& step = program_.steps[sends[next].step];
+      call_.Send(sends[next].step);
+      ForEachChunk(program_, step.first_send, step.num_sends, [&](int32_t c) { ++sends_lent_[c]; });
+    }
+  }
+}
+
+void QueueRun::ServeReceives(int link_class) {
+  for (const QueuedTransfer& transfer : queues_.receives[link_class]) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return !failure_.ok() || Met(transfer); });
+      if (!failure_.ok()) return;
+    }
+    absl::Status status = call_.Receive(transfer.step);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (status.ok()) {
+        const ProgramStep& step = program_.steps[transfer.step];
+        ForEachChunk(program_, step.first_receive, step.num_receives,
+                     [&](int32_t c) { ++writes_done_[c]; });
+        if (failure_.ok()) LendReadySends();
+      } else if (failure_.ok()) {
+        failure_ = status;
+      }
+    }
+    changed_.notify_all();
+    if (!status.ok()) {
+      // Wakes this rank's peers and, through them, nothing else of ours can wait forever: the
+      // other classes' threads wait in the transport (woken by the abort) or on changed_.
+      call_.Abort(status);
+      return;
+    }
+  }
+}
+
+absl::Status QueueRun::Run() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    LendReadySends();
+  }
+  std::vector<int> served;
+  for (int link_class = 0; link_class < kNumLinkClasses; ++link_class) {
+    if (!queues_.receives[link_class].empty()) served.push_back(link_class);
+  }
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < served.size(); ++i) {
+    threads.emplace_back([this, link_class = served[i]] { ServeReceives(link_class); });
+  }
+  if (!served.empty()) ServeReceives(served[0]);
+  for (std::thread& thread : threads) thread.join();
+  absl::Status failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure = failure_;
+    for (int link_class = 0; link_class < kNumLinkClasses && failure.ok(); ++link_class) {
+      if (next_send_[link_class] < queues_.sends[link_class].size()) {
+        failure =
+            absl::InternalError(absl::StrCat("rank ", program_.rank, ": step ",
+                                             queues_.sends[link_class][next_send_[link_class]].step,
+                                             "'s send waits for chunks that no receive writes"));
+      }
+    }
+  }
+  return failure.ok() ? call_.Finish() : call_.Fail(std::move(failure));
+}
+
+}  // namespace
+
+bool LinkClassQueues::OneClass() const {
+  int used = 0;
+  for (int link_class = 0; link_class < kNumLinkClasses; ++link_class) {
+    used += !sends[link_class].empty() || !receives[link_class].empty();
+  }
+  return used <= 1;
+}
+
+LinkClassQueues SplitByLinkClass(const RankProgram& program, int ranks_per_node) {
+  LinkClassQueues queues;
+  // Per chunk, the receives into it and the sends of it so far in program order.
+  std::vector<int32_t> writes(program.num_chunks, 0), sends(program.num_chunks, 0);
+  for (int32_t index = 0; index < static_cast<int32_t>(program.steps.size()); ++index) {
+    const ProgramStep& step = program.steps[index];
+    // The send first: a round's send reads the chunks as they were before its receive.
+    if (step.send_peer >= 0) {
+      QueuedTransfer send{.step = index, .first_need = static_cast<int32_t>(queues.needs.size())};
+      ForEachChunk(program, step.first_send, step.num_sends, [&](int32_t c) {
+        if (writes[c] > 0) queues.needs.push_back({.chunk = c, .writes = writes[c]});
+        ++sends[c];
+      });
+      send.num_needs = static_cast<int32_t>(queues.needs.size()) - send.first_need;
+      queues.sends[LinkClass(program.rank, step.send_peer, ranks_per_node)].push_back(send);
+    }
+    if (step.receive_peer >= 0) {
+      QueuedTransfer receive{.step = index,
+                             .first_need = static_cast<int32_t>(queues.needs.size())};
+      ForEachChunk(program, step.first_receive, step.num_receives, [&](int32_t c) {
+        if (writes[c] > 0 || sends[c] > 0) {
+          queues.needs.push_back({.chunk = c, .writes = writes[c], .sends = sends[c]});
+        }
+        ++writes[c];
+      });
+      receive.num_needs = static_cast<int32_t>(queues.needs.size()) - receive.first_need;
+      queues.receives[LinkClass(program.rank, step.receive_peer, ranks_per_node)].push_back(
+          receive);
+    }
+  }
+  return queues;
+}
+
+absl::Status RunOnLinkClassQueues(const LinkClassQueues& queues, HostCall& call) {
+  return QueueRun(queues, call).Run();
+}
+
+}  // namespace stragglar

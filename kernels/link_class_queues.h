@@ -1,0 +1,62 @@
+// A rank's program run on one queue per link class: the executor that policy/queue_simulator.h
+// prices. Round by round, a long transfer over a NIC holds up the rank's next NVLink transfer
+// even when the two touch different chunks. Here the transfers with peers on the rank's node and
+// those with peers on other nodes are two queues, each served in round order on its own thread,
+// and a transfer waits only for its queue and for the chunks it touches:
+// - a send lends its chunks once every earlier round's receive has written them;
+// - a receive writes its chunks once every earlier round's receive has written them and every
+//   send up to its own round has lent them (the host call then keeps them in scratch until those
+//   peers are done reading).
+// Those are the only orders a plan's result depends on (the verifier's semantics: a round reads
+// the values from before it), so the result is bit for bit the one in round order. Sends never
+// block: whichever thread completes a send's last write lends it, in its class's round order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/host_call.h"
+#include "kernels/program.h"
+
+namespace stragglar {
+
+// What a transfer waits for on one chunk: that many receives into it done, and (receives only)
+// that many sends of it lent, counted in the rank's program order.
+struct ChunkNeed {
+  int32_t chunk = 0;
+  int32_t writes = 0;
+  int32_t sends = 0;
+};
+
+// One send or receive of a step: needs[first_need, first_need + num_needs) (only chunks that
+// wait for something).
+struct QueuedTransfer {
+  int32_t step = 0;
+  int32_t first_need = 0;
+  int32_t num_needs = 0;
+};
+
+// Link class 0: peers on the rank's node; 1: peers on other nodes.
+inline constexpr int kNumLinkClasses = 2;
+
+struct LinkClassQueues {
+  std::vector<QueuedTransfer> sends[kNumLinkClasses];     // in round order
+  std::vector<QueuedTransfer> receives[kNumLinkClasses];  // in round order
+  std::vector<ChunkNeed> needs;
+
+  // Whether every transfer is in one class: then round order is the same thing.
+  bool OneClass() const;
+};
+
+// Splits `program` by the class of each transfer's peer, ranks [k*ranks_per_node,
+// (k+1)*ranks_per_node) being node k. ranks_per_node >= 1.
+LinkClassQueues SplitByLinkClass(const RankProgram& program, int ranks_per_node);
+
+// Runs `call`'s program on `queues` (SplitByLinkClass of it): the caller's thread serves one
+// class's receives, a thread of its own each other class with receives. Returns as running in
+// round order would: call.Finish()'s status, or the first error after call.Fail (which aborts
+// the transport, so the other threads and ranks return too).
+absl::Status RunOnLinkClassQueues(const LinkClassQueues& queues, HostCall& call);
+
+}  // namespace stragglar
