@@ -9,6 +9,7 @@
 #include "kernels/stragglar_schedule.h"
 #include "kernels/synthesizers.h"
 #include "policy/nccl_models.h"
+#include "policy/queue_simulator.h"
 
 namespace stragglar {
 namespace {}  // namespace
@@ -73,6 +74,19 @@ absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<in
 
 absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double bytes,
                                                      const LinkModel& link) {
+  if (PricedWithQueues()) {
+    // Later than the pre-arrival rounds take round by round, which queues never make longer.
+    absl::StatusOr<SimulationResult> together =
+        SimulatePart(plan, 0, plan.num_rounds(), bytes, link,
+                     std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
+    if (!together.ok()) return together.status();
+    std::vector<double> arrival_s(static_cast<size_t>(num_ranks_), 0.0);
+    if (plan.straggler.has_value()) arrival_s[*plan.straggler] = 2 * together->completion_s + 1e-3;
+    absl::StatusOr<SimulationResult> late =
+        SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);
+    if (!late.ok()) return late.status();
+    return late->after_last_arrival_s;
+  }
   absl::StatusOr<SimulationResult> simulated =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link,
                    std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
@@ -148,6 +162,19 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
                                            machine_.inter_node_link)) {
       hierarchical.push_back({.log_depth_blocks = blocks, .hierarchical = true});
     }
+    // On queues, the plan written for them too: each of those rails with its shards in pieces
+    // (the counts that divide a shard's chunks).
+    for (size_t i = 0, rails = hierarchical.size(); PricedWithQueues() && i < rails; ++i) {
+      absl::StatusOr<const Plan*> whole =
+          WithShape(Algorithm::kStragglar, num_ranks_ - 1, hierarchical[i]);
+      if (!whole.ok()) return whole.status();
+      const int shard_chunks = (*whole)->num_chunks / topology.ranks_per_node;
+      for (int pieces : HierarchicalQueuePieces(shard_chunks)) {
+        hierarchical.push_back({.pieces = pieces,
+                                .log_depth_blocks = hierarchical[i].log_depth_blocks,
+                                .hierarchical = true});
+      }
+    }
     absl::StatusOr<StragglarShape> best_hierarchical =
         FastestAfterArrival(hierarchical, bytes, link);
     if (!best_hierarchical.ok()) return best_hierarchical.status();
@@ -216,6 +243,7 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
       machine_.topology.multi_node()) {
     return NcclRing(bytes, link, arrival_s);
   }
+  if (PricedWithQueues()) return SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);
   if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
       plan.pre_arrival_rounds == 0 || arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
     return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
@@ -270,7 +298,7 @@ absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, doub
                                                    " arrival times, got ", arrival_s.size()));
   }
   if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
-      plan.pre_arrival_rounds == 0) {
+      plan.pre_arrival_rounds == 0 || PricedWithQueues()) {
     return 0.0;
   }
   absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
@@ -321,14 +349,17 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
     index = indexes_.emplace(&plan, std::move(found)).first;
   }
   const SimulationIndex& found = index->second;
-  const NetworkModel network = machine_.topology.multi_node()
-                                   ? NetworkModel{.topology = machine_.topology,
-                                                  .intra_node = link,
-                                                  .inter_node = machine_.inter_node_link}
-                                   : NetworkModel::Flat(plan.num_ranks, link);
+  const NetworkModel network = NetworkOf(link);
   return SimulateRounds(plan, found.ring_runs,
                         found.compact.has_value() ? &*found.compact : nullptr, begin_round,
                         end_round, bytes, network, arrival_s);
+}
+
+NetworkModel PlanCache::NetworkOf(const LinkModel& link) const {
+  return machine_.topology.multi_node() ? NetworkModel{.topology = machine_.topology,
+                                                       .intra_node = link,
+                                                       .inter_node = machine_.inter_node_link}
+                                        : NetworkModel::Flat(num_ranks_, link);
 }
 
 absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,

@@ -33,6 +33,10 @@ class PlanCache {
     LinkModel inter_node_link = kTypicalInterNodeLink;
     // On several nodes Ring's plan is priced as NCCL's faster closed form (RuntimeConfig).
     bool ring_is_nccl = false;
+    // On several nodes the executor runs one queue per link class (RuntimeConfig): every plan is
+    // priced with SimulatePlanWithQueues, and hierarchical StragglAR's shapes include the plan
+    // written for it (shards in pieces).
+    bool per_class_queues = false;
   };
 
   // `forced_pieces` > 0 fixes StragglarPieces (a benchmark knob, STRAGGLAR_PIECES).
@@ -73,7 +77,8 @@ class PlanCache {
   // The shapes of StragglAR's plan worth pricing for `bytes` on `link`, the flat schedule with
   // StragglarPieces first; then log-depth StragglAR with the better (after the straggler's
   // arrival) of LogDepthBlockChoices; then, on a machine of nodes, hierarchical StragglAR with the
-  // best of its rails (the flat schedule, or log-depth in LogDepthBlockChoices of a shard). With
+  // best of its rails (the flat schedule, or log-depth in LogDepthBlockChoices of a shard; with
+  // per-class queues, each also with its shards in HierarchicalQueuePieces). With
   // forced pieces: the flat schedule only. Above kMaxFlatStragglarRanks ranks the flat schedule
   // is left out, forced pieces or not. A function of its inputs alone, so every rank gets the same.
   absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);
@@ -105,7 +110,9 @@ class PlanCache {
   // is in docs/policy.md); otherwise it simulates every round as before.
   //
   // With Machine::ring_is_nccl on several nodes, Ring's plan is bulk-synchronous NCCL: every rank
-  // finishes the faster of NCCL's ring and tree closed forms after the last arrival.
+  // finishes the faster of NCCL's ring and tree closed forms after the last arrival. With
+  // Machine::per_class_queues on several nodes, every plan is SimulatePlanWithQueues (no closed
+  // form: they are the round model's).
   static constexpr double kPatternTolerance = 1e-12;
   absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s);
@@ -115,8 +122,9 @@ class PlanCache {
 
   // A lower bound of Simulate(plan, ...)->after_last_arrival_s that simulates nothing once the
   // plan's post-arrival profile is known: the straggler's own chains after its arrival (every
-  // rank waits for its data). 0 for plans without a straggler and a pre-arrival phase. The chooser
-  // skips pricing a shape exactly when this bound already rules it out.
+  // rank waits for its data). 0 for plans without a straggler and a pre-arrival phase, and with
+  // per-class queues (the round model bounds nothing there). The chooser skips pricing a shape
+  // exactly when this bound already rules it out.
   absl::StatusOr<double> AfterLastArrivalAtLeast(const Plan& plan, double bytes,
                                                  const LinkModel& link,
                                                  absl::Span<const double> arrival_s);
@@ -145,12 +153,18 @@ class PlanCache {
   absl::StatusOr<StragglarShape> FastestAfterArrival(absl::Span<const StragglarShape> shapes,
                                                      double bytes, const LinkModel& link);
   bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
+  bool PricedWithQueues() const {
+    return machine_.per_class_queues && machine_.topology.multi_node();
+  }
+  NetworkModel NetworkOf(const LinkModel& link) const;
   // Machine::ring_is_nccl's price of Ring on `arrival_s`.
   absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s) const;
   // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.
   absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
-  // The model's time for `plan`'s post-arrival rounds, every rank starting together.
+  // The model's time for `plan`'s post-arrival rounds, every rank starting together; with
+  // per-class queues, the time after the arrival of a straggler later than its pre-arrival
+  // rounds (the queues let rounds of both phases overlap).
   absl::StatusOr<double> PostArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
 
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical) -> plan; node-based, so

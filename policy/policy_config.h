@@ -60,6 +60,11 @@ struct RuntimeConfig {
   // priced as the faster of NCCL's ring and tree in closed form (policy/nccl_models.h), what NCCL
   // runs there, not as our hierarchical ring plan, which the model puts 1.2x to 3.7x slower.
   bool ring_is_nccl = false;
+  // On a machine of nodes, the executor runs one queue per link class (the host executor's
+  // HostAllReduceArgs::ranks_per_node, `stragglar run --queues per-class`): plans are priced with
+  // the queue simulator, and hierarchical StragglAR's shapes include the plan written for it.
+  // The NCCL and MPI executors run round by round and leave it false.
+  bool per_class_queues = false;
   DetectorConfig detector;
   LagSource lag_source = LagSource::kArrivalClock;
   // STRAGGLAR_STATE_FILE: where the communicator keeps what the policy learned across restarts

@@ -4,8 +4,10 @@
 // `log_depth_blocks` blocks (> 0); or hierarchical StragglAR on the machine's nodes, whose rails
 // run the flat schedule, or log-depth StragglAR in `log_depth_blocks` blocks (> 0), and whose
 // shards move inside nodes in `pieces` pieces (> 1: the plan written for per-class queues, which
-// the plan cache does not offer while executors run rounds).
+// the plan cache offers only where the executor runs those queues).
 #pragma once
+
+#include <vector>
 
 namespace stragglar {
 
@@ -16,5 +18,14 @@ struct StragglarShape {
 
   friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
 };
+
+// The piece counts worth pricing for hierarchical StragglAR on per-class queues, whose shards
+// have `chunks_per_shard` chunks: 2, 4, 8 and 16, while they divide it. More pieces start the
+// all-gather inside nodes earlier but cost a latency each.
+inline std::vector<int> HierarchicalQueuePieces(int chunks_per_shard) {
+  std::vector<int> pieces;
+  for (int each = 2; each <= 16 && chunks_per_shard % each == 0; each *= 2) pieces.push_back(each);
+  return pieces;
+}
 
 }  // namespace stragglar

@@ -188,9 +188,9 @@ namespace {
 
 // A call's work: this rank's program over the transport (the host has no collective of its own:
 // its default algorithm is our Ring plan).
-class HostCall final : public CallWork {
+class HostCallWork final : public CallWork {
  public:
-  HostCall(const HostAllReduceArgs& args, HostTransport& transport)
+  HostCallWork(const HostAllReduceArgs& args, HostTransport& transport)
       : args_(args), transport_(transport) {}
 
   CallOutcome Run(const CallDecision& decision, const Plan* plan,
@@ -229,6 +229,7 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
         !status.ok()) {
       return status;
     }
+    if (config.per_class_queues) host->queue_ranks_per_node_ = config.topology->ranks_per_node;
   }
   const CommOptions options{.runtime = config,
                             .name = "host",
@@ -265,7 +266,9 @@ absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAll
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
   }
-  HostCall work(args, transport_);
+  HostAllReduceArgs queued = args;
+  queued.ranks_per_node = queue_ranks_per_node_;
+  HostCallWork work(queued, transport_);
   const int64_t bytes = args.count * DataTypeSize(args.type);
   absl::StatusOr<CallDecision> decision =
       ranks_[rank]->comm->AllReduce(bytes, /*in_place=*/args.send == args.recv, work, timing);

@@ -37,7 +37,9 @@ class HostCommunicator {
   // `observers` see every call and every epoch exchange of every rank (exporters). With a
   // config.topology of several nodes, messages between its nodes are delayed as
   // `emulated_inter_node_link` says (HostTransport::EmulateNodes): an emulated machine of nodes.
-  // nullopt: as config.inter_node_link, the link the policy prices with, says.
+  // nullopt: as config.inter_node_link, the link the policy prices with, says. There, with
+  // config.per_class_queues, every rank runs its plans on one queue per link class
+  // (HostAllReduceArgs::ranks_per_node), as the policy then prices them.
   static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(
       int num_ranks, const RuntimeConfig& config, const LinkModel& link,
       std::vector<std::shared_ptr<CollectiveObserver>> observers = {},
@@ -73,6 +75,9 @@ class HostCommunicator {
   HostCommunicator(int num_ranks);
 
   HostTransport transport_;
+  // What every call's HostAllReduceArgs::ranks_per_node becomes: 0 unless the ranks run on one
+  // queue per link class.
+  int queue_ranks_per_node_ = 0;
   std::chrono::steady_clock::time_point origin_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 };

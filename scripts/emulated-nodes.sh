@@ -5,11 +5,14 @@
 # ran StragglAR (from its trace), next to the baseline's. Needs a build (scripts/build.sh) and
 # python3.
 # Usage:
-#   scripts/emulated-nodes.sh [TOPOLOGY] [RUNS] [SIZES...]   (default: 4x4 3 1MiB 4MiB 16MiB)
+#   [QUEUES=rounds|per-class] scripts/emulated-nodes.sh [TOPOLOGY] [RUNS] [SIZES...]
+#   (default: rounds 4x4 3 1MiB 4MiB 16MiB). QUEUES is `stragglar run --queues`: how every rank
+#   runs its plans, and how the policy and the model line price them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stragglar=${STRAGGLAR_BUILD_DIR:-build}/bin/stragglar
 topology=${1:-4x4}
+queues=${QUEUES:-rounds}
 runs=${2:-3}
 shift $(($# < 2 ? $# : 2))
 sizes=("$@")
@@ -21,7 +24,7 @@ echo "| size | run | baseline measured | model | measured ÷ model | StragglAR a
 echo "|---|---|---|---|---|---|---|"
 for size in "${sizes[@]}"; do
   for run in $(seq 1 "$runs"); do
-    "$stragglar" run --topology "$topology" --inter-alpha 200us --inter-bandwidth 1GB/s \
+    "$stragglar" run --topology "$topology" --inter-alpha 200us --inter-bandwidth 1GB/s --queues "$queues" \
       --iterations 96 --epoch-calls 8 --bytes "$size" --delay 20ms --seed "$run" \
       --summary-json "$work/summary.json" --trace "$work/trace.csv" >/dev/null
     python3 - "$work/trace.csv" "$work/summary.json" "$size" "$run" <<'PY'

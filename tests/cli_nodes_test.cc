@@ -148,6 +148,33 @@ TEST(CliTest, RunOnAnEmulatedMachineOfNodesDelaysWhatCrossesThem) {
   EXPECT_EQ(summary["baseline"]["variant"], "hierarchical");
 }
 
+TEST(CliTest, RunOnPerClassQueuesIsExactAndSaysSo) {
+  // The same emulated machine with every rank on one queue per link class: results still exact,
+  // the summary and the log say how the ranks ran, and the model line prices that way (its
+  // hierarchical ring still waits 2 ms for each of the rails' two rounds in a row, at least 4 ms).
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "run-queues";
+  std::filesystem::create_directories(dir);
+  CliResult result = RunCli(absl::StrCat(
+      "run --topology 2x2 --inter-alpha 2ms --inter-bandwidth 1GB/s --straggler 1 --delay 1ms "
+      "--bytes 64KiB --iterations 3 --epoch-calls 2 --queues per-class --summary-json ",
+      (dir / "summary.json").string()));
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_THAT(result.out, HasSubstr("per NIC; one queue per link class"));
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
+  EXPECT_EQ(summary["correct"], true);
+  EXPECT_EQ(summary["topology"]["queues"], "per-class");
+  EXPECT_GE(summary["baseline"]["model_s"].get<double>(), 2 * 2e-3);
+  // Queues mean link classes: without nodes, or with a wrong name, one line of error.
+  CliResult flat = RunCli("run --ranks 4 --queues per-class --iterations 1");
+  EXPECT_NE(flat.exit_code, 0);
+  EXPECT_EQ(flat.out, "");
+  EXPECT_EQ(flat.err,
+            "stragglar run: --queues needs --topology NxG: one machine has one link class\n");
+  CliResult bad = RunCli("run --topology 2x2 --queues both --iterations 1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(bad.err, "stragglar run: --queues must be rounds or per-class, got \"both\"\n");
+}
+
 TEST(CliTest, SimWithPerClassQueuesPricesThePlanWrittenForThem) {
   // 8 nodes of 8, 1 GiB: with a send and a receive queue per link class hierarchical StragglAR
   // moves its shards in pieces and beats NCCL's tree; round by round it is the plan in one piece.

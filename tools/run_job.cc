@@ -19,6 +19,7 @@
 #include "exporters/units.h"
 #include "kernels/exact_data.h"
 #include "kernels/synthesizers.h"
+#include "policy/queue_simulator.h"
 #include "policy/simulator.h"
 #include "runtime/host_runtime.h"
 #include "tools/run_phases.h"
@@ -34,7 +35,7 @@ bool OnNodes(const RunOptions& options) {
 // What the model says the baseline (the Ring plan, every rank arriving together) takes after the
 // last arrival on the run's machine, priced with the measured links (between nodes, the emulated
 // one where it was not measured). On nodes Ring is the hierarchical ring, as the policy's plan
-// cache makes it.
+// cache makes it, priced as the ranks run it: round by round or on per-class queues.
 absl::StatusOr<double> ModelledBaselineSeconds(const RunOptions& options,
                                                const ProbedLinks& links) {
   const LinkModel& link = links.intra_node;
@@ -49,9 +50,11 @@ absl::StatusOr<double> ModelledBaselineSeconds(const RunOptions& options,
                          .intra_node = link,
                          .inter_node = links.inter_node.value_or(options.inter_node_link)}
           : NetworkModel::Flat(options.ranks, link);
+  const std::vector<double> together(static_cast<size_t>(options.ranks), 0.0);
   absl::StatusOr<SimulationResult> result =
-      SimulatePlan(*ring, static_cast<double>(options.bytes), network,
-                   std::vector<double>(static_cast<size_t>(options.ranks), 0.0));
+      OnNodes(options) && options.per_class_queues
+          ? SimulatePlanWithQueues(*ring, static_cast<double>(options.bytes), network, together)
+          : SimulatePlan(*ring, static_cast<double>(options.bytes), network, together);
   if (!result.ok()) return result.status();
   return result->after_last_arrival_s;
 }
@@ -238,10 +241,12 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
       FormatSeconds(link.alpha_s), FormatBandwidth(link.bandwidth_bytes_per_s), link.shared_lanes);
   if (options.topology.has_value()) {
     progress << absl::StrFormat(
-        "emulated machine: %d nodes of %d ranks; between nodes alpha %s, bandwidth %s per NIC\n",
+        "emulated machine: %d nodes of %d ranks; between nodes alpha %s, bandwidth %s per NIC; "
+        "%s\n",
         options.topology->nodes, options.topology->ranks_per_node,
         FormatSeconds(options.inter_node_link.alpha_s),
-        FormatBandwidth(options.inter_node_link.bandwidth_bytes_per_s));
+        FormatBandwidth(options.inter_node_link.bandwidth_bytes_per_s),
+        options.per_class_queues ? "one queue per link class" : "round by round");
   }
   if (links->inter_node.has_value()) {
     progress << absl::StrFormat(
@@ -278,7 +283,8 @@ absl::StatusOr<nlohmann::json> RunJob(const RunOptions& options, std::ostream& p
                            {"ranks_per_node", options.topology->ranks_per_node},
                            {"inter_node",
                             {{"alpha_s", options.inter_node_link.alpha_s},
-                             {"bandwidth_Bps", options.inter_node_link.bandwidth_bytes_per_s}}}};
+                             {"bandwidth_Bps", options.inter_node_link.bandwidth_bytes_per_s}}},
+                           {"queues", options.per_class_queues ? "per-class" : "rounds"}};
     if (links->inter_node.has_value()) {
       summary["topology"]["inter_node_measured"] = {
           {"alpha_s", links->inter_node->alpha_s},

@@ -84,6 +84,7 @@ absl::Status PhaseRun::Start(const ProbedLinks& links, prometheus::Registry* met
     config.mode = phase.mode;
     config.epoch_calls = options_.epoch_calls;
     config.topology = options_.topology;
+    config.per_class_queues = options_.per_class_queues;
     config.inter_node_link = links.inter_node.value_or(options_.inter_node_link);
     std::vector<std::shared_ptr<CollectiveObserver>> observers;
     // Only the adaptive runtime learns across runs and is traced; the baseline always starts cold.

@@ -14,6 +14,7 @@
 #include "policy/nccl_models.h"
 #include "policy/queue_simulator.h"
 #include "policy/simulator.h"
+#include "policy/stragglar_shape.h"
 
 namespace stragglar {
 namespace {
@@ -174,7 +175,7 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
     absl::StatusOr<Plan> whole = synthesize({.blocks = blocks});
     if (!whole.ok()) return whole.status();
     const int chunks_per_shard = whole->num_chunks / topology.ranks_per_node;
-    for (int pieces = 2; pieces <= 16 && chunks_per_shard % pieces == 0; pieces *= 2) {
+    for (int pieces : HierarchicalQueuePieces(chunks_per_shard)) {
       shapes.push_back({.blocks = blocks, .pieces = pieces});
     }
   }
@@ -349,8 +350,10 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
   }
   if (args.per_class_queues) {
     out << "\nPlans priced with a send and a receive queue per link class on every rank "
-           "(--queues per-class): what an executor running them that way would take; today's "
-           "executors run rounds. No break-even delays in this model.\n";
+           "(--queues per-class): what the host executor takes running them that way (stragglar "
+           "run "
+           "--queues per-class); the NCCL and MPI executors run rounds. No break-even delays in "
+           "this model.\n";
   }
 }
 

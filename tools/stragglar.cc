@@ -79,9 +79,10 @@ ABSL_FLAG(std::string, algorithms, "",
           "run: the adaptive runtime's candidates, ring first (default ring,stragglar)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(std::string, queues, "rounds",
-          "sim: how a rank runs a plan's transfers: rounds (one round after the other, what the "
-          "executors do) or per-class (a send and a receive queue per link class, each in round "
-          "order, a transfer waiting only for its queues and its chunks)");
+          "sim, run --topology: how a rank runs a plan's transfers: rounds (one round after the "
+          "other, what the NCCL and MPI executors do) or per-class (a send and a receive queue "
+          "per link class, each in round order, a transfer waiting only for its queues and its "
+          "chunks; the host executor can)");
 ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
 ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
 ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
@@ -220,6 +221,15 @@ absl::StatusOr<std::optional<Topology>> TopologyFromFlags() {
   return *topology;
 }
 
+// --queues: true for per-class.
+absl::StatusOr<bool> PerClassQueuesFlag() {
+  const std::string queues = absl::GetFlag(FLAGS_queues);
+  if (queues != "rounds" && queues != "per-class") {
+    return Usage(absl::StrCat("--queues must be rounds or per-class, got \"", queues, "\""));
+  }
+  return queues == "per-class";
+}
+
 // Without --topology the links between nodes mean nothing: giving them is a mistake.
 absl::Status InterNodeFlagsUnused() {
   if (absl::GetFlag(FLAGS_inter_alpha).value != kTypicalInterNodeLink.alpha_s ||
@@ -259,16 +269,14 @@ absl::Status RunSim() {
   if (delay_s < 0) {
     return Usage(absl::StrCat("--delay must not be negative, got ", FormatSeconds(delay_s)));
   }
-  const std::string queues = absl::GetFlag(FLAGS_queues);
-  if (queues != "rounds" && queues != "per-class") {
-    return Usage(absl::StrCat("--queues must be rounds or per-class, got \"", queues, "\""));
-  }
+  absl::StatusOr<bool> per_class_queues = PerClassQueuesFlag();
+  if (!per_class_queues.ok()) return per_class_queues.status();
   return RunSimCommand({.network = *network,
                         .straggler = *straggler,
                         .bytes = size->bytes,
                         .delay_s = delay_s,
                         .algorithms = absl::GetFlag(FLAGS_algorithms),
-                        .per_class_queues = queues == "per-class",
+                        .per_class_queues = *per_class_queues,
                         .json = absl::GetFlag(FLAGS_json)},
                        std::cout);
 }
@@ -389,8 +397,13 @@ absl::Status RunRun() {
     absl::StatusOr<LinkModel> inter = LinkFromFlags(/*inter_node=*/true);
     if (!inter.ok()) return inter.status();
     options.inter_node_link = *inter;
+    absl::StatusOr<bool> per_class_queues = PerClassQueuesFlag();
+    if (!per_class_queues.ok()) return per_class_queues.status();
+    options.per_class_queues = *per_class_queues;
   } else if (absl::Status unused = InterNodeFlagsUnused(); !unused.ok()) {
     return unused;
+  } else if (absl::GetFlag(FLAGS_queues) != "rounds") {
+    return Usage("--queues needs --topology NxG: one machine has one link class");
   }
   const std::string straggler = absl::GetFlag(FLAGS_straggler);
   if (straggler == "none") {
@@ -578,7 +591,7 @@ const std::vector<Command>& Commands() {
       {"run",
        {"ranks", "topology", "inter_alpha", "inter_bandwidth", "straggler", "delay", "bytes",
         "iterations", "summary_json", "trace", "trace_json", "dtype", "seed", "epoch_calls",
-        "algorithms", "metrics_port", "metrics_addr", "metrics_hold"},
+        "algorithms", "queues", "metrics_port", "metrics_addr", "metrics_hold"},
        RunRun},
       {"replay", {"trace", "json", "epoch_calls", "exchange", "alpha", "bandwidth"}, RunReplay},
       {"scenarios",

@@ -15,7 +15,8 @@ usage:
                 [--queues rounds|per-class] [--json]
   stragglar verify --plan FILE|-
   stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
-  stragglar run [--ranks 8 | --topology NxG [--inter-alpha 10us] [--inter-bandwidth 50GB/s]]
+  stragglar run [--ranks 8 | --topology NxG [--inter-alpha 10us] [--inter-bandwidth 50GB/s]
+                                            [--queues rounds|per-class]]
                 [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
                 [--dtype float32] [--seed 1] [--epoch-calls 32] [--algorithms ring,stragglar]
                 [--summary-json FILE] [--trace FILE] [--trace-json FILE]
