@@ -15,7 +15,6 @@
 // appears: within 2 epochs of 32 calls.
 #pragma once
 
-#include <deque>
 #include <optional>
 #include <vector>
 
@@ -36,7 +35,8 @@ class StragglerDetector {
  public:
   StragglerDetector(int num_ranks, DetectorConfig config);
 
-  // One call's lags: lag_s[r] = arrival of rank r minus the earliest arrival (>= 0).
+  // One call's lags: lag_s[r] = arrival of rank r minus the earliest arrival (>= 0), one per
+  // rank (the constructor's count; a missing rank counts as 0, extra ones are ignored).
   void Observe(absl::Span<const double> lag_s);
   // Starts with `rank` named (a restarted job's saved verdict): kept until a window of min_calls
   // calls shows it below exit_ratio, like any verdict.
@@ -47,21 +47,36 @@ class StragglerDetector {
   double persistence(int rank) const;
   // Median lag of `rank` over the window (0 before any call): the predicted arrival offset.
   double median_lag(int rank) const;
+  // median_lag of every rank, into `out` (resized to the rank count).
+  void MedianLags(std::vector<double>& out) const;
   double mean_lag(int rank) const;
-  int calls_in_window() const { return static_cast<int>(window_.size()); }
+  int calls_in_window() const { return calls_in_window_; }
   int64_t calls_observed() const { return calls_observed_; }
   const DetectorConfig& config() const { return config_; }
 
  private:
-  struct CallSummary {
-    std::vector<double> lag_s;
-    int lagging_rank = -1;  // -1 when no rank lagged beyond the threshold
-  };
+  // The last rank of this call if it lags beyond the threshold, else -1.
+  int LaggingRank(absl::Span<const double> lag_s);
+  // The rank's lags over the window, in no particular order.
+  absl::Span<const double> LagsOf(int rank) const {
+    return {lags_.data() + static_cast<size_t>(rank) * window_slots_,
+            static_cast<size_t>(calls_in_window_)};
+  }
 
   int num_ranks_;
   DetectorConfig config_;
-  std::deque<CallSummary> window_;
+  // The window as a ring of window_slots_ calls, rank-major (rank r's lags are contiguous, so a
+  // rank's median reads one run of memory: at 1024 ranks, gathering it across per-call vectors was
+  // most of what the detector cost). Slot s of every rank is the same call.
+  int window_slots_;
+  std::vector<double> lags_;
+  std::vector<int> lagging_rank_;  // per slot: -1 when no rank lagged beyond the threshold
+  int next_slot_ = 0;
+  int calls_in_window_ = 0;
   std::vector<int> lag_counts_;  // per rank, within the window
+  // Observe's scratch, kept so that a call allocates nothing.
+  std::vector<double> others_;
+  std::vector<double> padded_;
   std::optional<int> straggler_;
   int64_t calls_observed_ = 0;
 };

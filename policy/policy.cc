@@ -210,7 +210,7 @@ absl::StatusOr<EpochReport> Policy::Absorb(int64_t first_call, absl::Span<const 
                             .lag_s = lags,
                             .saved_s = saved_s});
   }
-  for (int r = 0; r < num_ranks_; ++r) predicted_arrival_s_[r] = detector_.median_lag(r);
+  detector_.MedianLags(predicted_arrival_s_);
   if (detector_.straggler() != before) {
     const int rank = detector_.straggler().value_or(before.value_or(0));
     detections_.push_back({.call = first_call + static_cast<int64_t>(count) - 1,

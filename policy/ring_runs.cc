@@ -56,35 +56,48 @@ bool SameStep(const Round& round, const RingRun& run, const std::vector<int>& ne
 }
 
 // The latest ready time within `rounds` places of each position of `cycle`, into `latest`.
-void LatestWithin(const std::vector<int>& cycle, int rounds, const std::vector<double>& ready,
+// Returns whether every position got the same time (the window is the whole cycle).
+bool LatestWithin(const std::vector<int>& cycle, int rounds, const std::vector<double>& ready,
                   std::vector<double>& latest) {
   const int m = static_cast<int>(cycle.size());
-  const auto at = [&](int i) { return ready[cycle[((i % m) + m) % m]]; };
   latest.resize(m);
   if (2 * rounds + 1 >= m) {
-    double all = at(0);
-    for (int i = 1; i < m; ++i) all = std::max(all, at(i));
+    double all = ready[cycle[0]];
+    for (int i = 1; i < m; ++i) all = std::max(all, ready[cycle[i]]);
     std::fill(latest.begin(), latest.end(), all);
-    return;
+    return true;
   }
-  std::deque<int> window;  // positions in [i - rounds, i + rounds], their times decreasing
+  // Positions j in [-rounds, m + rounds) wrap at most once, since 2 * rounds < m.
+  const auto at = [&](int j) { return ready[cycle[j < 0 ? j + m : j >= m ? j - m : j]]; };
+  // A monotonic queue of positions in [i - rounds, i + rounds], their times decreasing; it never
+  // holds more than all of them, so a vector with a moving front serves.
+  std::vector<int> window(static_cast<size_t>(m) + 2 * rounds);
+  size_t front = 0, back = 0;
   for (int j = -rounds; j < m + rounds; ++j) {
-    while (!window.empty() && at(window.back()) <= at(j)) window.pop_back();
-    window.push_back(j);
+    const double here = at(j);
+    while (back > front && at(window[back - 1]) <= here) --back;
+    window[back++] = j;
     const int i = j - rounds;  // the position whose window now ends at j
     if (i < 0) continue;
-    while (window.front() < i - rounds) window.pop_front();
-    latest[i] = at(window.front());
+    while (window[front] < i - rounds) ++front;
+    latest[i] = at(window[front]);
   }
+  return false;
 }
 
 // `ready` of one cycle after `rounds` rounds whose hops all take `seconds`: the latest time within
 // `rounds` places plus `rounds` transfer times, added one round at a time as the simulator does
 // (so that the rounding is the same), once per distinct starting time (`after` keeps them).
 void AdvanceOneCostCycle(const std::vector<int>& cycle, int rounds, double seconds,
-                         absl::flat_hash_map<double, double>& after, std::vector<double>& ready) {
-  std::vector<double> latest;
-  LatestWithin(cycle, rounds, ready, latest);
+                         absl::flat_hash_map<double, double>& after, std::vector<double>& ready,
+                         std::vector<double>& latest) {
+  if (LatestWithin(cycle, rounds, ready, latest)) {
+    // One time for the whole cycle: no lookup per rank.
+    double sum = latest.front();
+    for (int k = 0; k < rounds; ++k) sum += seconds;
+    for (int rank : cycle) ready[rank] = sum;
+    return;
+  }
   // Neighbours mostly share their latest time (all of them once the window is the whole cycle):
   // reuse the previous rank's sum before looking it up.
   double previous_latest = 0, previous_after = 0;
@@ -251,8 +264,9 @@ void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
                        std::vector<double>& ready) {
   if (rounds <= 0) return;
   absl::flat_hash_map<double, double> after;
+  std::vector<double> latest;
   for (const std::vector<int>& cycle : run.cycles) {
-    AdvanceOneCostCycle(cycle, rounds, transfer_seconds, after, ready);
+    AdvanceOneCostCycle(cycle, rounds, transfer_seconds, after, ready, latest);
   }
 }
 
@@ -261,20 +275,26 @@ void AdvanceRingRounds(const RingRun& run, int rounds, const Topology& topology,
                        std::vector<double>& ready) {
   if (rounds <= 0) return;
   absl::flat_hash_map<double, double> one_cost_after[2];
-  std::vector<double> hop_s;
+  std::vector<double> hop_s, latest;
   for (const std::vector<int>& cycle : run.cycles) {
     const int m = static_cast<int>(cycle.size());
     hop_s.resize(m);
     bool crosses = false, stays = false;
+    // Each rank's node once (a division), compared with the next one's.
+    const int first_node = topology.NodeOf(cycle[0]);
+    int node = first_node;
     for (int i = 0; i < m; ++i) {
-      const bool inter = topology.Between(cycle[i], cycle[(i + 1) % m]) == LinkClass::kInterNode;
+      const int next_node = i + 1 < m ? topology.NodeOf(cycle[i + 1]) : first_node;
+      const bool inter = node != next_node;
       (inter ? crosses : stays) = true;
       hop_s[i] = inter ? inter_node_seconds : intra_node_seconds;
+      node = next_node;
     }
     if (crosses && stays && intra_node_seconds != inter_node_seconds) {
       AdvanceTwoCostCycle(cycle, hop_s, rounds, ready);
     } else {
-      AdvanceOneCostCycle(cycle, rounds, hop_s.front(), one_cost_after[crosses ? 1 : 0], ready);
+      AdvanceOneCostCycle(cycle, rounds, hop_s.front(), one_cost_after[crosses ? 1 : 0], ready,
+                          latest);
     }
   }
 }

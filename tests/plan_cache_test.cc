@@ -218,7 +218,8 @@ TEST(PlanCacheTest, OnPerClassQueuesEveryPlanIsPricedThatWayAndThePiecesPlanIsOf
   ASSERT_EQ(queued_shapes.size(), 3u);
   EXPECT_TRUE(queued_shapes[2].hierarchical);
   EXPECT_GT(queued_shapes[2].pieces, 1);
-  for (const StragglarShape& shape : *rounds.StragglarShapes(bytes, nvlink)) {
+  const std::vector<StragglarShape> round_shapes = *rounds.StragglarShapes(bytes, nvlink);
+  for (const StragglarShape& shape : round_shapes) {
     EXPECT_FALSE(shape.hierarchical && shape.pieces > 1);
   }
   // Every plan, on any arrivals, is the queue simulation bit for bit; no bound is claimed.

@@ -11,6 +11,7 @@
 #include "policy/detector.h"
 #include "policy/nccl_models.h"
 #include "policy/simulator.h"
+#include "policy/statistics.h"
 
 namespace stragglar {
 namespace {
@@ -88,6 +89,41 @@ TEST(DetectorTest, HysteresisKeepsTheVerdictThroughShortGapsAndMovesOnWhenTheStr
   const int needed = static_cast<int>(std::ceil(config.enter_ratio * config.window_calls));
   EXPECT_LE(switched_at, needed - 1);
   EXPECT_GE(switched_at, needed / 2);
+}
+
+TEST(DetectorTest, EachVerdictIsTheThresholdOnTheMedianAbsoluteDeviationBitForBit) {
+  // The detector counts deviations under the bar instead of selecting their median: the verdict
+  // must be the definition's (the median of the others, their MAD by a second selection) on every
+  // call, ties and leads at the bar included. Lags on a grid of quarters make those common, and a
+  // noise multiplier of 1 / 1.4826 puts many bars exactly on a lead.
+  std::mt19937 random(9);
+  std::uniform_int_distribution<int> grid(0, 12);
+  int lagged = 0, punctual = 0;
+  for (int trial = 0; trial < 6000; ++trial) {
+    const int n = 2 + trial % 15;
+    const DetectorConfig config{
+        .min_lag_s = 0.25 * (trial % 3),
+        .noise_multiplier = trial % 6 == 5 ? 1 / 1.4826 : 0.5 * (1 + trial % 5)};
+    std::vector<double> lag(n);
+    for (double& value : lag) value = 0.25 * grid(random);
+    const int last = static_cast<int>(std::max_element(lag.begin(), lag.end()) - lag.begin());
+    std::vector<double> others;
+    for (int r = 0; r < n; ++r) {
+      if (r != last) others.push_back(lag[r]);
+    }
+    const double typical = Median(others);
+    for (double& value : others) value = std::abs(value - typical);
+    const double spread = 1.4826 * Median(others);
+    const bool expected =
+        lag[last] - typical > std::max(config.min_lag_s, config.noise_multiplier * spread);
+    StragglerDetector detector(n, config);
+    detector.Observe(lag);
+    ASSERT_EQ(detector.persistence(last) == 1.0, expected) << "trial " << trial;
+    (expected ? lagged : punctual) += 1;
+  }
+  // Both verdicts are common, so neither side of the comparison went untested.
+  EXPECT_GT(lagged, 1000);
+  EXPECT_GT(punctual, 1000);
 }
 
 TEST(ChooserTest, PicksStragglarOnlyWhenTheDelayPaysForIt) {
