@@ -54,9 +54,10 @@ struct LinkClassQueues {
 LinkClassQueues SplitByLinkClass(const RankProgram& program, int ranks_per_node);
 
 // Runs `call`'s program on `queues` (SplitByLinkClass of it): the caller's thread serves one
-// class's receives, a thread of its own each other class with receives. Returns as running in
-// round order would: call.Finish()'s status, or the first error after call.Fail (which aborts
-// the transport, so the other threads and ranks return too).
+// class's receives, and a helper thread the other's. The helper belongs to the calling thread: it
+// starts on that thread's first call and ends when the thread does, so a rank's thread keeps one.
+// Returns as running in round order would: call.Finish()'s status, or the first error after
+// call.Fail (which aborts the transport, so the other threads and ranks return too).
 absl::Status RunOnLinkClassQueues(const LinkClassQueues& queues, HostCall& call);
 
 }  // namespace stragglar
