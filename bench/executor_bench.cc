@@ -74,15 +74,15 @@ double RunOnce(const std::vector<RankProgram>& programs, int64_t bytes, double d
   return *std::max_element(end_s.begin(), end_s.end());
 }
 
-void BM_ExecutedAllReduce(benchmark::State& state, Algorithm algorithm) {
-  const int64_t bytes = state.range(0);
-  const double delay_s = state.range(1) * 1e-3;
-  absl::StatusOr<Plan> plan =
-      SynthesizePlan(algorithm, kRanks,
-                     algorithm == Algorithm::kStragglar ? std::optional<int>(kLate) : std::nullopt);
+// Lowers `plan` for every rank and times one call of it per iteration (manual time), rank `late`
+// starting `delay_s` late. Returns the total, or nullopt after skipping the benchmark when there is
+// no plan.
+std::optional<double> TimeCalls(benchmark::State& state, const absl::StatusOr<Plan>& plan,
+                                int64_t bytes, double delay_s, const Machine& machine = {},
+                                int late = kLate) {
   if (!plan.ok()) {
     state.SkipWithError(std::string(plan.status().message()).c_str());
-    return;
+    return std::nullopt;
   }
   std::vector<RankProgram> programs;
   for (int rank = 0; rank < kRanks; ++rank) {
@@ -91,10 +91,22 @@ void BM_ExecutedAllReduce(benchmark::State& state, Algorithm algorithm) {
   std::vector<std::vector<float>> buffers(kRanks, std::vector<float>(bytes / sizeof(float), 1.0f));
   double total_s = 0;
   for (auto _ : state) {
-    const double seconds = RunOnce(programs, bytes, delay_s, buffers);
+    const double seconds = RunOnce(programs, bytes, delay_s, buffers, machine, late);
     total_s += seconds;
     state.SetIterationTime(seconds);
   }
+  return total_s;
+}
+
+void BM_ExecutedAllReduce(benchmark::State& state, Algorithm algorithm) {
+  const int64_t bytes = state.range(0);
+  const double delay_s = state.range(1) * 1e-3;
+  absl::StatusOr<Plan> plan =
+      SynthesizePlan(algorithm, kRanks,
+                     algorithm == Algorithm::kStragglar ? std::optional<int>(kLate) : std::nullopt);
+  const std::optional<double> timed = TimeCalls(state, plan, bytes, delay_s);
+  if (!timed.has_value()) return;
+  const double total_s = *timed;
   absl::StatusOr<SimulationResult> predicted = SimulatePlan(
       *plan, static_cast<double>(bytes), MeasuredLink(), OneLateRank(kRanks, kLate, delay_s));
   if (predicted.ok()) {
@@ -131,23 +143,10 @@ void BM_EmulatedNodes(benchmark::State& state) {
       .queues = state.range(2) != 0};
   const int late = kRanks - 1;
   const double delay_s = 20e-3;
-  absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(2, 4, late, 2, pieces);
-  if (!plan.ok()) {
-    state.SkipWithError(std::string(plan.status().message()).c_str());
-    return;
-  }
-  std::vector<RankProgram> programs;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    programs.push_back(*LowerPlan(*plan, rank, {.in_place = true}));
-  }
-  std::vector<std::vector<float>> buffers(kRanks, std::vector<float>(bytes / sizeof(float), 1.0f));
-  double total_s = 0;
-  for (auto _ : state) {
-    const double seconds = RunOnce(programs, bytes, delay_s, buffers, machine, late);
-    total_s += seconds;
-    state.SetIterationTime(seconds);
-  }
-  state.counters["after_arrival_s"] = benchmark::Counter(total_s / state.iterations() - delay_s);
+  const std::optional<double> total_s = TimeCalls(
+      state, SynthesizeHierarchicalStragglar(2, 4, late, 2, pieces), bytes, delay_s, machine, late);
+  if (!total_s.has_value()) return;
+  state.counters["after_arrival_s"] = benchmark::Counter(*total_s / state.iterations() - delay_s);
 }
 BENCHMARK(BM_EmulatedNodes)
     ->ArgsProduct({{4, 16}, {1, 2}, {0, 1}})
