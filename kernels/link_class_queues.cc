@@ -156,8 +156,8 @@ void QueueRun::ServeReceives(int link_class) {
     }
     changed_.notify_all();
     if (!status.ok()) {
-      // Wakes this rank's peers and, through them, nothing else of ours can wait forever: the
-      // other classes' threads wait in the transport (woken by the abort) or on changed_.
+      // Wakes the peers, and this rank's other thread if it waits in the transport; one waiting
+      // on changed_ has already seen failure_.
       call_.Abort(status);
       return;
     }
