@@ -70,6 +70,13 @@ ChunkList ChunkRange(int begin, int end) {
   return chunks;
 }
 
+absl::Status TransfersElidedError(const Plan& plan, absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(AlgorithmName(plan.algorithm), "'s plan for ", plan.num_ranks,
+                   " ranks has its transfers left out (kept for pricing) and cannot be ", what,
+                   "; materialize it first"));
+}
+
 absl::string_view PlanVariantName(PlanVariant variant) {
   switch (variant) {
     case PlanVariant::kLogDepth:

@@ -76,6 +76,13 @@ struct Plan {
   int pre_arrival_rounds = 0;
   PlanVariant variant = PlanVariant::kFlat;
   std::vector<Round> rounds;
+  // The rounds are here but their transfers are left out: every round is empty. Such a plan is a
+  // header and a round count, for pricing where the model needs no transfer (Ring's plan on one
+  // machine is one ring run, policy/ring_runs.h; its transfers are 1.35 GB at 4096 ranks). The
+  // policy's plan cache keeps Ring that way and fills the transfers in for an executor
+  // (PlanCache::Materialized). Whatever reads transfers refuses such a plan: LowerPlan,
+  // VerifyPlan, the simulators for a round no ring run covers.
+  bool transfers_elided = false;
 
   int num_rounds() const { return static_cast<int>(rounds.size()); }
   int post_arrival_rounds() const { return num_rounds() - pre_arrival_rounds; }
@@ -94,6 +101,10 @@ ElementRange ChunkElements(int64_t count, int num_chunks, int chunk);
 
 // Chunks begin, begin + 1, ..., end - 1: the list a transfer of a contiguous range carries.
 ChunkList ChunkRange(int begin, int end);
+
+// FailedPrecondition for a plan whose transfers are elided, which cannot be `what` ("lowered",
+// "verified", "simulated"): one message for every place that refuses one.
+absl::Status TransfersElidedError(const Plan& plan, absl::string_view what);
 
 // Returns `plan` with ranks `a` and `b` swapped everywhere (straggler included). Chunk numbering is
 // unchanged. This is how one synthesized StragglAR plan serves every straggler index.

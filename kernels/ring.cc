@@ -46,7 +46,7 @@ void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int piece
   }
 }
 
-absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {
+absl::StatusOr<Plan> SynthesizeRingWithoutTransfers(int num_ranks) {
   if (num_ranks < 2) {
     return absl::InvalidArgumentError(absl::StrCat("ring needs at least 2 ranks, got ", num_ranks));
   }
@@ -54,6 +54,17 @@ absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {
   plan.algorithm = Algorithm::kRing;
   plan.num_ranks = num_ranks;
   plan.num_chunks = num_ranks;
+  plan.rounds.resize(2 * (num_ranks - 1));
+  plan.transfers_elided = true;
+  return plan;
+}
+
+absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {
+  absl::StatusOr<Plan> header = SynthesizeRingWithoutTransfers(num_ranks);
+  if (!header.ok()) return header.status();
+  Plan plan = *std::move(header);
+  plan.rounds.clear();
+  plan.transfers_elided = false;
   std::vector<int> ring(num_ranks);
   std::iota(ring.begin(), ring.end(), 0);
   AppendRingReduceScatter(ring, plan);

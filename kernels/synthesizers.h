@@ -16,6 +16,9 @@ namespace stragglar {
 // Ring: a ReduceScatter then an AllGather around 0, 1, ..., n-1; 2(n-1) rounds of one chunk each,
 // with n chunks. num_ranks >= 2.
 absl::StatusOr<Plan> SynthesizeRing(int num_ranks);
+// SynthesizeRing's plan with its transfers left out (Plan::transfers_elided): the same header and
+// round count, every round empty. O(n) instead of O(n²).
+absl::StatusOr<Plan> SynthesizeRingWithoutTransfers(int num_ranks);
 
 // The hierarchical ring (kernels/ring_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
 // ranks, numbered node by node: a ring ReduceScatter inside every node, a ring AllReduce along

@@ -43,6 +43,7 @@ std::string Where(int round, int index, const Transfer& transfer) {
 }
 
 absl::Status CheckShape(const Plan& plan) {
+  if (plan.transfers_elided) return TransfersElidedError(plan, "verified");
   if (plan.num_ranks < 1) return absl::InvalidArgumentError("plan has fewer than 1 rank");
   if (plan.num_chunks < 1) return absl::InvalidArgumentError("plan has fewer than 1 chunk");
   if (plan.pre_arrival_rounds < 0 || plan.pre_arrival_rounds > plan.num_rounds()) {

@@ -45,6 +45,14 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
+  if (algorithm == Algorithm::kRing && !topology.multi_node()) {
+    // Priced by its one ring run alone: its transfers wait for an executor (Materialized).
+    absl::StatusOr<Plan> header = SynthesizeRingWithoutTransfers(num_ranks_);
+    if (!header.ok()) return header.status();
+    const Plan* plan = &plans_.emplace(key, *std::move(header)).first->second;
+    indexes_.emplace(plan, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks_)});
+    return plan;
+  }
   absl::StatusOr<Plan> plan =
       algorithm == Algorithm::kRing && topology.multi_node()
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
@@ -57,6 +65,19 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
           : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
   if (!plan.ok()) return plan.status();
   return &plans_.emplace(key, *std::move(plan)).first->second;
+}
+
+absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
+  if (!plan.transfers_elided) return &plan;
+  for (auto& [key, kept] : plans_) {
+    if (&kept != &plan) continue;
+    // Only Ring on one machine is kept without its transfers (WithShape).
+    absl::StatusOr<Plan> full = SynthesizeRing(kept.num_ranks);
+    if (!full.ok()) return full.status();
+    kept = *std::move(full);
+    return &kept;
+  }
+  return absl::InvalidArgumentError("the plan to materialize is not from this plan cache");
 }
 
 absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<int> straggler,

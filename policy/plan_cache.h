@@ -1,7 +1,7 @@
 // The plans a communicator runs and prices, built once and kept for its lifetime: the chooser
 // prices them, the calibration and the time-saved estimate re-price them on measured arrivals,
 // and executors lower them. Keyed by (algorithm, straggler, pieces); a plan's address never
-// changes, so `const Plan*` identifies it. Also memoizes what depends on a plan and a message size
+// changes (not even when Materialized fills in its transfers), so `const Plan*` identifies it. Also memoizes what depends on a plan and a message size
 // but not on the arrivals (StragglAR's pieces per chunk, its pre-arrival phase's time), so each is
 // simulated once, not once per call that needs it.
 #pragma once
@@ -68,6 +68,13 @@ class PlanCache {
   // kMaxFlatStragglarRanks ranks StragglAR's is log-depth StragglAR with the better block count.
   absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
                                   const LinkModel& link);
+  // What For and WithShape return is for pricing, and may have its transfers elided
+  // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices, is 1.35 GB
+  // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads. Materialized
+  // gives an executor the plan with its transfers, in place: the same address, so the same prices
+  // and memos. `plan` must come from this cache.
+  absl::StatusOr<const Plan*> Materialized(const Plan& plan);
+
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
   absl::StatusOr<const Plan*> WithPieces(Algorithm algorithm, std::optional<int> straggler,
                                          int pieces);

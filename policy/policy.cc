@@ -142,7 +142,7 @@ void Policy::Calibrate(const RecordedCall& call, absl::Span<const CallTiming> ti
   if (!(measured_s > 0)) return;  // no durations (e.g. a trace without them)
   // Best effort: a call the model cannot price (it ran, so its plan exists) is just not counted,
   // rather than leaving the epoch half absorbed.
-  absl::StatusOr<const Plan*> plan = PlanFor(call.decision, call.bytes);
+  absl::StatusOr<const Plan*> plan = PlanToPrice(call.decision, call.bytes);
   if (!plan.ok()) return;
   absl::StatusOr<double> predicted_s =
       ModelledShortestDuration(*plans_, **plan, call.bytes, link_, lag_s);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <numeric>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -229,6 +230,13 @@ int RingRun::transfers() const {
   int total = 0;
   for (const std::vector<int>& cycle : cycles) total += static_cast<int>(cycle.size());
   return total;
+}
+
+std::vector<RingRun> RingRunsOfRing(int num_ranks) {
+  RingRun run{.first_round = 0, .rounds = 2 * (num_ranks - 1), .cycles = {{}}, .chunks = 1};
+  run.cycles.front().resize(static_cast<size_t>(num_ranks));
+  std::iota(run.cycles.front().begin(), run.cycles.front().end(), 0);
+  return {std::move(run)};
 }
 
 std::vector<RingRun> FindRingRuns(const Plan& plan, int min_rounds) {

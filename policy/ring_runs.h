@@ -32,11 +32,18 @@ struct RingRun {
 
   // The transfers of each of its rounds.
   int transfers() const;
+
+  friend bool operator==(const RingRun&, const RingRun&) = default;
 };
 
 // The runs of at least `min_rounds` consecutive ring rounds of `plan`, in round order. One pass
 // over the plan's transfers: find them once per plan, not per simulation.
 std::vector<RingRun> FindRingRuns(const Plan& plan, int min_rounds = 2);
+
+// FindRingRuns(SynthesizeRing(num_ranks)) without the plan: Ring's 2(n - 1) rounds are one run
+// around 0, 1, ..., n - 1, one chunk per transfer. What prices Ring's plan with its transfers
+// elided (Plan::transfers_elided). num_ranks >= 2.
+std::vector<RingRun> RingRunsOfRing(int num_ranks);
 
 // `ready` after `rounds` rounds of `run` (at most run.rounds), each transfer taking
 // `transfer_seconds`. Ranks outside its cycles keep their time.

@@ -62,7 +62,7 @@ absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkMod
 
 std::optional<CompactRounds> CompactRoundsOf(const Plan& plan) {
   constexpr int kMax = std::numeric_limits<uint16_t>::max();
-  if (plan.num_ranks > kMax + 1) return std::nullopt;
+  if (plan.num_ranks > kMax + 1 || plan.transfers_elided) return std::nullopt;
   CompactRounds compact;
   compact.round_begin.reserve(plan.rounds.size() + 1);
   for (const Round& round : plan.rounds) {
@@ -169,6 +169,10 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
       }
       r += rounds;
       continue;
+    }
+    if (plan.transfers_elided) {
+      return TransfersElidedError(
+          plan, absl::StrCat("simulated in round ", r, ", which no ring run covers"));
     }
     if (compact != nullptr) {
       const absl::Span<const CompactRounds::Move> moves(

@@ -299,7 +299,7 @@ absl::StatusOr<CallDecision> Communicator::AllReduce(int64_t bytes, bool in_plac
   const CallDecision decision = Decide(bytes, &native);
   for (const auto& observer : observers_.all()) observer->OnStart(rank(), decision, bytes);
   CallOutcome outcome;
-  if (native) {
+  if (native || !work.RunsPlans()) {
     outcome = work.Run(decision, nullptr, nullptr);
   } else {
     absl::StatusOr<Planned> planned = ProgramFor(decision, bytes, in_place);

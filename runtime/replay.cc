@@ -90,6 +90,7 @@ class ReplayedCall final : public CallWork {
     gather_(std::move(timings->by_rank));
     return {.timing = mine, .measured = timings->measured};
   }
+  bool RunsPlans() const override { return false; }
 
  private:
   int num_ranks_;

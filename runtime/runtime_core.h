@@ -56,7 +56,7 @@ class RuntimeCore {
   // trace of thousands of ranks prices every call this way.
   absl::StatusOr<SimulationResult> Price(const CallDecision& decision, int64_t bytes,
                                          absl::Span<const double> arrival_s) {
-    absl::StatusOr<const Plan*> plan = PlanFor(decision, bytes);
+    absl::StatusOr<const Plan*> plan = policy_.PlanToPrice(decision, bytes);
     if (!plan.ok()) return plan.status();
     return policy_.plans().Simulate(**plan, static_cast<double>(bytes), link(), arrival_s);
   }

@@ -113,20 +113,25 @@ class ScriptedBackend final : public CommBackend {
 
 class ScriptedWork final : public CallWork {
  public:
-  ScriptedWork(int rank, ScriptedBackend& backend, bool deferred)
-      : rank_(rank), backend_(backend), deferred_(deferred) {}
+  ScriptedWork(int rank, ScriptedBackend& backend, bool deferred, bool runs_plans)
+      : rank_(rank), backend_(backend), deferred_(deferred), runs_plans_(runs_plans) {}
   CallOutcome Run(const CallDecision& decision, const Plan* plan,
                   const RankProgram* program) override {
-    EXPECT_NE(program, nullptr) << "no library collective here: every call runs a program";
+    // No library collective here: every call runs a program, unless the work runs none.
+    EXPECT_EQ(program != nullptr, runs_plans_);
+    EXPECT_EQ(plan != nullptr, runs_plans_);
     backend_.Ran(decision);
     if (deferred_) return {.ticket = static_cast<uint64_t>(decision.call)};
     return {.timing = Scripted(rank_, decision.call, decision)};
   }
 
+  bool RunsPlans() const override { return runs_plans_; }
+
  private:
   int rank_;
   ScriptedBackend& backend_;
   bool deferred_;
+  bool runs_plans_;
 };
 
 // What rank 0's observers saw.
@@ -153,7 +158,7 @@ struct ScriptedRun {
   std::shared_ptr<Watcher> watcher;                  // rank 0's
 };
 
-ScriptedRun RunThreads(bool deferred) {
+ScriptedRun RunThreads(bool deferred, bool runs_plans = true) {
   Rendezvous gathers, broadcasts;
   ScriptedRun run{.decisions = std::vector<std::vector<CallDecision>>(kRanks),
                   .watcher = std::make_shared<Watcher>()};
@@ -166,7 +171,7 @@ ScriptedRun RunThreads(bool deferred) {
       ASSERT_TRUE(comm.ok()) << comm.status();
       if (rank == 0) (*comm)->observers().Add(run.watcher);
       for (int64_t call = 0; call < kCalls; ++call) {
-        ScriptedWork work(rank, backend, deferred);
+        ScriptedWork work(rank, backend, deferred, runs_plans);
         absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
         ASSERT_TRUE(decision.ok()) << decision.status();
         EXPECT_EQ(decision->call, call);
@@ -257,6 +262,13 @@ TEST(CommunicatorTest, ImmediateExchangeDecidesAsTheReplay) {
   EXPECT_EQ(online.watcher->started, every);
   EXPECT_EQ(online.watcher->delivered, every);
   EXPECT_EQ(online.watcher->epochs.size(), static_cast<size_t>(kCalls / 8));
+}
+
+// Work that runs no plan (a replay's) is given none, so no plan is lowered or built whole for it,
+// and every decision, detection and calibration is the same.
+TEST(CommunicatorTest, WorkThatRunsNoPlanIsGivenNoneAndDecidesAlike) {
+  ExpectSameRun(RunThreads(/*deferred=*/false), RunThreads(/*deferred=*/false,
+                                                           /*runs_plans=*/false));
 }
 
 // A GPU backend: decisions come from the epochs absorbed an epoch late, and the replay told to

@@ -1,6 +1,7 @@
 // PlanCache::Simulate's closed form for StragglAR's post-arrival rounds: equal to the full
 // simulation up to rounding wherever it applies, and the full simulation, bit for bit, wherever
-// it does not. Also the compact rounds the cache simulates from: the same bits as the plan's.
+// it does not. Also the compact rounds the cache simulates from: the same bits as the plan's, and
+// Ring's plan kept without its transfers.
 #include "policy/plan_cache.h"
 
 #include <bit>
@@ -10,8 +11,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/program.h"
 #include "kernels/synthesizers.h"
+#include "kernels/verifier.h"
 #include "policy/queue_simulator.h"
+#include "policy/ring_runs.h"
 #include "policy/simulator.h"
 
 namespace stragglar {
@@ -272,6 +276,52 @@ TEST(PlanCacheTest, CompactRoundsSimulateBitForBit) {
   EXPECT_FALSE(SimulateRounds(plans[0], {}, &*other, 0, plans[0].num_rounds(), 1,
                               NetworkModel::Flat(9, LinkModel{}), std::vector<double>(9, 0.0))
                    .ok());
+}
+
+TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedForExecutors) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> lag(0, 2e-3);
+  for (int n : {2, 3, 5, 8, 16}) {
+    SCOPED_TRACE(n);
+    const Plan full = *SynthesizeRing(n);
+    Plan header = full;
+    for (Round& round : header.rounds) round.transfers.clear();
+    header.transfers_elided = true;
+    EXPECT_EQ(*SynthesizeRingWithoutTransfers(n), header);
+    EXPECT_EQ(RingRunsOfRing(n), FindRingRuns(full));
+
+    PlanCache cache(n);
+    const Plan* plan = *cache.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
+    EXPECT_EQ(*plan, header);
+    std::vector<double> arrival(n);
+    for (double& at : arrival) at = lag(random);
+    const SimulationResult want = *SimulatePlan(full, 12345678, LinkModel{}, arrival);
+    EXPECT_EQ(cache.Simulate(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
+
+    // Nothing that reads transfers takes it: each says so instead of running nothing.
+    for (const absl::Status& refused :
+         {LowerPlan(*plan, 0).status(), VerifyPlan(*plan),
+          SimulatePlan(*plan, 1, LinkModel{}, arrival).status(),
+          SimulatePlanWithQueues(*plan, 1, NetworkModel::Flat(n, LinkModel{}), arrival).status()}) {
+      EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_THAT(refused.message(), testing::HasSubstr("transfers left out"));
+    }
+
+    // Materialized fills it in where it is: the same plan, address and prices.
+    EXPECT_EQ(*cache.Materialized(*plan), plan);
+    EXPECT_EQ(*plan, full);
+    EXPECT_EQ(*cache.Materialized(*plan), plan);
+    EXPECT_EQ(cache.Simulate(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
+    EXPECT_TRUE(LowerPlan(*plan, n - 1).ok());
+  }
+  // A plan the cache does not hold is not filled in behind its owner's back.
+  PlanCache cache(4);
+  const Plan stranger = *SynthesizeRingWithoutTransfers(4);
+  EXPECT_EQ(cache.Materialized(stranger).status().code(), absl::StatusCode::kInvalidArgument);
+  // On a machine of nodes Ring is the hierarchical ring, built whole.
+  PlanCache nodes(8, 0, {.topology = {.nodes = 2, .ranks_per_node = 4}});
+  EXPECT_FALSE(
+      (*nodes.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{}))->transfers_elided);
 }
 
 }  // namespace
