@@ -1,11 +1,15 @@
 #include "kernels/plan.h"
 
 #include <algorithm>
+#include <ostream>
+#include <string>
+#include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
@@ -132,28 +136,62 @@ Plan SwapRanks(const Plan& plan, int a, int b) {
   return swapped;
 }
 
-nlohmann::json PlanToJson(const Plan& plan) {
-  nlohmann::json rounds = nlohmann::json::array();
-  for (const Round& round : plan.rounds) {
-    nlohmann::json transfers = nlohmann::json::array();
-    for (const Transfer& transfer : round.transfers) {
-      transfers.push_back(
-          {{"src", transfer.src},
-           {"dst", transfer.dst},
-           {"chunks", std::vector<int32_t>(transfer.chunks.begin(), transfer.chunks.end())},
-           {"op", OpName(transfer.op)}});
-    }
-    rounds.push_back({{"transfers", std::move(transfers)}});
+namespace {
+
+nlohmann::json RoundToJson(const Round& round) {
+  nlohmann::json transfers = nlohmann::json::array();
+  for (const Transfer& transfer : round.transfers) {
+    transfers.push_back(
+        {{"src", transfer.src},
+         {"dst", transfer.dst},
+         {"chunks", std::vector<int32_t>(transfer.chunks.begin(), transfer.chunks.end())},
+         {"op", OpName(transfer.op)}});
   }
+  return {{"transfers", std::move(transfers)}};
+}
+
+// Everything but the rounds, which are an empty array.
+nlohmann::json PlanHeaderToJson(const Plan& plan) {
   nlohmann::json json = {{"algorithm", AlgorithmName(plan.algorithm)},
                          {"ranks", plan.num_ranks},
                          {"straggler", nullptr},
                          {"chunks", plan.num_chunks},
                          {"pre_arrival_rounds", plan.pre_arrival_rounds},
-                         {"rounds", std::move(rounds)}};
+                         {"rounds", nlohmann::json::array()}};
   if (plan.straggler.has_value()) json["straggler"] = *plan.straggler;
   if (plan.variant != PlanVariant::kFlat) json["variant"] = PlanVariantName(plan.variant);
   return json;
+}
+
+}  // namespace
+
+nlohmann::json PlanToJson(const Plan& plan) {
+  nlohmann::json json = PlanHeaderToJson(plan);
+  nlohmann::json& rounds = json["rounds"];
+  for (const Round& round : plan.rounds) rounds.push_back(RoundToJson(round));
+  return json;
+}
+
+void WritePlanJson(const Plan& plan, const nlohmann::json& extra, std::ostream& out) {
+  nlohmann::json header = PlanHeaderToJson(plan);
+  header.update(extra);
+  const std::string text = header.dump(2);
+  // The header's one empty array at the top level; every round goes inside it, indented two
+  // levels deeper, as dump(2) of the whole document would put it.
+  constexpr std::string_view kEmptyRounds = "\n  \"rounds\": []";
+  const size_t at = text.find(kEmptyRounds);
+  if (plan.rounds.empty() || at == std::string::npos) {
+    out << text;
+    return;
+  }
+  const size_t open = at + kEmptyRounds.size() - 1;  // just past '['
+  out.write(text.data(), static_cast<std::streamsize>(open));
+  for (size_t r = 0; r < plan.rounds.size(); ++r) {
+    out << (r == 0 ? "\n    " : ",\n    ")
+        << absl::StrReplaceAll(RoundToJson(plan.rounds[r]).dump(2), {{"\n", "\n    "}});
+  }
+  out << "\n  ";
+  out.write(text.data() + open, static_cast<std::streamsize>(text.size() - open));
 }
 
 absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {

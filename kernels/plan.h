@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,6 +116,10 @@ Plan SwapRanks(const Plan& plan, int a, int b);
 // [{"src", "dst", "chunks", "op"}]}]} plus "pre_arrival_rounds", and "variant" for StragglAR plans
 // other than the flat schedule.
 nlohmann::json PlanToJson(const Plan& plan);
+// PlanToJson(plan) with `extra`'s members added (json::update), written as dump(2) writes it,
+// byte for byte, one round at a time: the document is never in memory whole (Ring's at 1024 ranks
+// is 293 MB of text and 1.7 GB as a json value). `stragglar plan --json` writes this.
+void WritePlanJson(const Plan& plan, const nlohmann::json& extra, std::ostream& out);
 // Parses the same shape; structural errors name the offending field. Does not verify correctness:
 // run VerifyPlan for that.
 absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json);

@@ -1,6 +1,9 @@
 #include "kernels/plan.h"
 
 #include <numeric>
+#include <sstream>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -108,6 +111,27 @@ TEST(PlanJsonTest, RoundTripsEveryAlgorithm) {
     EXPECT_EQ(*parsed, plan) << PlanVariantName(plan.variant);
   }
   EXPECT_FALSE(PlanToJson(*SynthesizeStragglar(6, 2)).contains("variant"));
+}
+
+// Streamed round by round, the text is exactly the whole document's dump(2), extra members and
+// all, for plans with one round, many rounds and none.
+TEST(PlanJsonTest, WrittenRoundByRoundIsTheWholeDocumentByteForByte) {
+  Plan empty = *SynthesizeRing(2);
+  empty.rounds.clear();
+  const nlohmann::json topology = {{"topology", {{"nodes", 3}, {"ranks_per_node", 2}}},
+                                   {"variant", "hierarchical"}};
+  for (const auto& [plan, extra] : std::vector<std::pair<Plan, nlohmann::json>>{
+           {*SynthesizeRing(2), nlohmann::json::object()},
+           {*SynthesizeStragglar(7, 3, 2), nlohmann::json::object()},
+           {*SynthesizeHalvingDoubling(6), {{"blocks", 4}}},
+           {*SynthesizeHierarchicalStragglar(3, 2, 1), topology},
+           {empty, nlohmann::json::object()}}) {
+    nlohmann::json whole = PlanToJson(plan);
+    whole.update(extra);
+    std::ostringstream streamed;
+    WritePlanJson(plan, extra, streamed);
+    EXPECT_EQ(streamed.str(), whole.dump(2)) << AlgorithmName(plan.algorithm);
+  }
 }
 
 TEST(PlanJsonTest, MalformedPlansNameTheProblem) {

@@ -14,9 +14,8 @@ absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentErro
 void Print(const Plan& plan, nlohmann::json extra, const PlanTableNote& note, bool json,
            std::ostream& out) {
   if (json) {
-    nlohmann::json document = PlanToJson(plan);
-    document.update(extra);
-    out << document.dump(2) << "\n";
+    WritePlanJson(plan, extra, out);
+    out << "\n";
   } else {
     PrintPlanTable(plan, out, note);
   }
