@@ -1,9 +1,10 @@
 // The plans a communicator runs and prices, built once and kept for its lifetime: the chooser
 // prices them, the calibration and the time-saved estimate re-price them on measured arrivals,
 // and executors lower them. Keyed by (algorithm, straggler, pieces); a plan's address never
-// changes (not even when Materialized fills in its transfers), so `const Plan*` identifies it. Also memoizes what depends on a plan and a message size
-// but not on the arrivals (StragglAR's pieces per chunk, its pre-arrival phase's time), so each is
-// simulated once, not once per call that needs it.
+// changes (not even when Materialized fills in its transfers), so `const Plan*` identifies it. Also
+// memoizes what depends on a plan and a message size but not on the arrivals (StragglAR's pieces
+// per chunk, its pre-arrival phase's time), so each is simulated once, not once per call that needs
+// it.
 #pragma once
 
 #include <cstdint>
