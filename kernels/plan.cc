@@ -194,7 +194,10 @@ void WritePlanJson(const Plan& plan, const nlohmann::json& extra, std::ostream& 
   out.write(text.data() + open, static_cast<std::streamsize>(text.size() - open));
 }
 
-absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
+namespace {
+
+// PlanFromJson's checks of everything but the rounds' contents: the plan without its rounds.
+absl::StatusOr<Plan> PlanHeaderFromJson(const nlohmann::json& json) {
   if (!json.is_object()) return absl::InvalidArgumentError("plan: not a JSON object");
   Plan plan;
   auto algorithm = json.find("algorithm");
@@ -239,13 +242,30 @@ absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
   if (rounds == json.end() || !rounds->is_array()) {
     return absl::InvalidArgumentError("plan: \"rounds\" must be an array");
   }
-  for (size_t r = 0; r < rounds->size(); ++r) {
-    const nlohmann::json& round_json = (*rounds)[r];
-    auto transfers = round_json.is_object() ? round_json.find("transfers") : round_json.end();
-    if (transfers == round_json.end() || !transfers->is_array()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan: round ", r, ": \"transfers\" must be an array"));
-    }
+  return plan;
+}
+
+// Round r's "transfers" array, or the error that names what is wrong with it.
+absl::StatusOr<const nlohmann::json*> TransfersOf(const nlohmann::json& round_json, size_t r) {
+  auto transfers = round_json.is_object() ? round_json.find("transfers") : round_json.end();
+  if (transfers == round_json.end() || !transfers->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: round ", r, ": \"transfers\" must be an array"));
+  }
+  return &*transfers;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
+  absl::StatusOr<Plan> header = PlanHeaderFromJson(json);
+  if (!header.ok()) return header.status();
+  Plan plan = *std::move(header);
+  const nlohmann::json& rounds = json["rounds"];
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    absl::StatusOr<const nlohmann::json*> transfers_or = TransfersOf(rounds[r], r);
+    if (!transfers_or.ok()) return transfers_or.status();
+    const nlohmann::json* transfers = *transfers_or;
     Round& round = plan.rounds.emplace_back();
     for (size_t t = 0; t < transfers->size(); ++t) {
       absl::StatusOr<Transfer> transfer =
@@ -254,6 +274,67 @@ absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& json) {
       round.transfers.push_back(*std::move(transfer));
     }
   }
+  return plan;
+}
+
+absl::StatusOr<Plan> ReadPlanJson(std::istream& in) {
+  // The parser calls back with the depth of each value: the document is 0, its members and the
+  // rounds array 1, a round 2, its "transfers" array 3, a transfer 4. Each transfer becomes a
+  // Transfer as soon as it is read and leaves the document; errors are kept in document order.
+  std::vector<std::string> keys(6);    // keys[d]: the last key read at depth d
+  std::vector<bool> arrays(6, false);  // arrays[d]: the container open at depth d is an array
+  std::vector<Round> rounds;
+  Round round;  // being read
+  absl::Status first_error;
+  auto keep = [&](const absl::Status& status) {
+    if (first_error.ok()) first_error = status;
+  };
+  using Event = nlohmann::json::parse_event_t;
+  const nlohmann::json::parser_callback_t callback = [&](int depth, Event event,
+                                                         nlohmann::json& parsed) {
+    const size_t d = static_cast<size_t>(depth);
+    if (d >= keys.size()) {
+      keys.resize(d + 1);
+      arrays.resize(d + 1);
+    }
+    if (event == Event::key) {
+      keys[d] = parsed.get<std::string>();
+      return true;
+    }
+    if (event == Event::object_start || event == Event::array_start) {
+      arrays[d] = event == Event::array_start;
+      return true;
+    }
+    // A whole value: a scalar, or the end of a container.
+    const bool in_rounds = d >= 2 && keys[1] == "rounds" && arrays[1];
+    if (d == 4 && in_rounds && !arrays[2] && keys[3] == "transfers" && arrays[3]) {
+      absl::StatusOr<Transfer> transfer = TransferFromJson(
+          parsed,
+          absl::StrCat("plan: round ", rounds.size(), " transfer ", round.transfers.size()));
+      if (transfer.ok()) {
+        round.transfers.push_back(*std::move(transfer));
+      } else {
+        keep(transfer.status());
+      }
+      return false;  // read: not kept in the document
+    }
+    if (d == 2 && in_rounds) {
+      if (absl::StatusOr<const nlohmann::json*> transfers = TransfersOf(parsed, rounds.size());
+          !transfers.ok()) {
+        keep(transfers.status());
+      }
+      rounds.push_back(std::move(round));
+      round = Round();
+      return false;
+    }
+    return true;
+  };
+  nlohmann::json json = nlohmann::json::parse(in, callback, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
+  absl::StatusOr<Plan> plan = PlanHeaderFromJson(json);
+  if (!plan.ok()) return plan.status();
+  if (!first_error.ok()) return first_error;
+  plan->rounds = std::move(rounds);
   return plan;
 }
 

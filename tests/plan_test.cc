@@ -158,6 +158,55 @@ TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
   EXPECT_THAT(message(bad), HasSubstr("\"variant\" must be"));
 }
 
+// Read from text transfer by transfer, a plan is what PlanFromJson makes of the whole value, and
+// a malformed one gets the same first error, in the same order PlanFromJson checks.
+TEST(PlanJsonTest, ReadFromTextIsPlanFromJsonErrorsIncluded) {
+  const nlohmann::json good = PlanToJson(*SynthesizeRing(3));
+  std::vector<nlohmann::json> documents = {good, PlanToJson(*SynthesizeStragglar(7, 3, 2)),
+                                           PlanToJson(*SynthesizeHierarchicalStragglar(3, 2, 1)),
+                                           nlohmann::json::array()};
+  documents[2]["topology"] = {{"nodes", 3}, {"rounds", {{"transfers", {{{"src", 1}}}}}}};
+  auto bad = [&](auto change) {
+    nlohmann::json json = good;
+    change(json);
+    documents.push_back(std::move(json));
+  };
+  bad([](nlohmann::json& j) { j.erase("ranks"); });
+  bad([](nlohmann::json& j) { j["rounds"][1]["transfers"][0]["op"] = "xor"; });
+  bad([](nlohmann::json& j) { j["rounds"][0]["transfers"][2]["chunks"] = "0"; });
+  // The earlier round's error first, whichever kind each is.
+  bad([](nlohmann::json& j) {
+    j["rounds"][1]["transfers"][0]["op"] = "xor";
+    j["rounds"][2]["transfers"] = 5;
+  });
+  bad([](nlohmann::json& j) {
+    j["rounds"][1] = 7;
+    j["rounds"][2]["transfers"][0]["op"] = "xor";
+  });
+  // A transfer that is not an object.
+  bad([](nlohmann::json& j) {
+    j["rounds"][0]["transfers"][0] = 3;
+    j["rounds"][0]["transfers"][1]["src"] = "x";
+  });
+  bad([](nlohmann::json& j) { j["rounds"][3]["transfers"][1]["src"] = "x"; });
+  // The header's errors come before any round's.
+  bad([](nlohmann::json& j) {
+    j["rounds"][0]["transfers"][0]["op"] = "xor";
+    j["variant"] = "diagonal";
+  });
+  bad([](nlohmann::json& j) { j["rounds"] = {{"a", {{"transfers", {{{"src", "x"}}}}}}}; });
+  for (const nlohmann::json& json : documents) {
+    std::istringstream text(json.dump(2));
+    const absl::StatusOr<Plan> read = ReadPlanJson(text);
+    const absl::StatusOr<Plan> parsed = PlanFromJson(json);
+    ASSERT_EQ(read.status(), parsed.status()) << json.dump();
+    if (parsed.ok()) EXPECT_EQ(*read, *parsed);
+  }
+  EXPECT_GE(documents.size(), 13u);
+  std::istringstream broken(R"({"algorithm": "ring", "rounds": [)");
+  EXPECT_EQ(ReadPlanJson(broken).status(), absl::InvalidArgumentError("not valid JSON"));
+}
+
 TEST(SwapRanksTest, SwapsEveryOccurrenceIncludingTheStraggler) {
   absl::StatusOr<Plan> plan = SynthesizeStragglar(5, 4);
   ASSERT_TRUE(plan.ok());

@@ -284,7 +284,7 @@ absl::Status RunSim() {
 absl::Status RunVerify() {
   const std::string path = absl::GetFlag(FLAGS_plan);
   if (path.empty()) return Usage("--plan is required");
-  nlohmann::json json;
+  absl::StatusOr<Plan> plan;
   {
     std::ifstream file;
     std::istream* in = &std::cin;
@@ -293,10 +293,11 @@ absl::Status RunVerify() {
       if (!file) return absl::NotFoundError(absl::StrCat("cannot open plan file ", path));
       in = &file;
     }
-    json = nlohmann::json::parse(*in, nullptr, /*allow_exceptions=*/false);
+    plan = ReadPlanJson(*in);
   }
-  if (json.is_discarded()) return Usage(absl::StrCat(path, ": not valid JSON"));
-  absl::StatusOr<Plan> plan = PlanFromJson(json);
+  if (!plan.ok() && plan.status().message() == "not valid JSON") {
+    return Usage(absl::StrCat(path, ": not valid JSON"));
+  }
   if (!plan.ok()) return plan.status();
   if (absl::Status status = VerifyPlan(*plan); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("plan is incorrect: ", status.message()));
