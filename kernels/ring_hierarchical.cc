@@ -17,11 +17,33 @@
 
 namespace stragglar {
 
-absl::StatusOr<Plan> SynthesizeHierarchicalRing(int nodes, int ranks_per_node) {
+namespace {
+
+absl::Status CheckLayout(int nodes, int ranks_per_node) {
   if (nodes < 1 || ranks_per_node < 1 || nodes * ranks_per_node < 2) {
     return absl::InvalidArgumentError(absl::StrCat("hierarchical ring needs at least 2 ranks, got ",
                                                    nodes, " nodes of ", ranks_per_node));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> SynthesizeHierarchicalRingWithoutTransfers(int nodes, int ranks_per_node) {
+  if (absl::Status status = CheckLayout(nodes, ranks_per_node); !status.ok()) return status;
+  const int num_ranks = nodes * ranks_per_node;
+  if (nodes == 1 || ranks_per_node == 1) return SynthesizeRingWithoutTransfers(num_ranks);
+  Plan plan{.algorithm = Algorithm::kRing,
+            .num_ranks = num_ranks,
+            .num_chunks = num_ranks,
+            .variant = PlanVariant::kHierarchical,
+            .transfers_elided = true};
+  plan.rounds.resize(2 * (ranks_per_node - 1) + 2 * (nodes - 1));  // the four steps above
+  return plan;
+}
+
+absl::StatusOr<Plan> SynthesizeHierarchicalRing(int nodes, int ranks_per_node) {
+  if (absl::Status status = CheckLayout(nodes, ranks_per_node); !status.ok()) return status;
   const int num_ranks = nodes * ranks_per_node;
   // One node, or one rank per node: there is only one level, and the flat ring is that level.
   if (nodes == 1 || ranks_per_node == 1) return SynthesizeRing(num_ranks);

@@ -45,17 +45,19 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
-  if (algorithm == Algorithm::kRing && !topology.multi_node()) {
-    // Priced by its one ring run alone: its transfers wait for an executor (Materialized).
-    absl::StatusOr<Plan> header = SynthesizeRingWithoutTransfers(num_ranks_);
+  if (algorithm == Algorithm::kRing && (!topology.multi_node() || machine_.ring_is_nccl)) {
+    // Priced without its transfers, which wait for an executor (Materialized): on one machine by
+    // its one ring run, on nodes as NCCL's closed form.
+    absl::StatusOr<Plan> header = SynthesizeRingPlan(/*with_transfers=*/false);
     if (!header.ok()) return header.status();
     const Plan* plan = &plans_.emplace(key, *std::move(header)).first->second;
-    indexes_.emplace(plan, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks_)});
+    if (!topology.multi_node()) {
+      indexes_.emplace(plan, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks_)});
+    }
     return plan;
   }
   absl::StatusOr<Plan> plan =
-      algorithm == Algorithm::kRing && topology.multi_node()
-          ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
+      algorithm == Algorithm::kRing ? SynthesizeRingPlan(/*with_transfers=*/true)
       : !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
       : shape.hierarchical
           ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
@@ -67,12 +69,22 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   return &plans_.emplace(key, *std::move(plan)).first->second;
 }
 
+absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
+  const Topology& topology = machine_.topology;
+  if (!topology.multi_node()) {
+    return with_transfers ? SynthesizeRing(num_ranks_) : SynthesizeRingWithoutTransfers(num_ranks_);
+  }
+  return with_transfers
+             ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
+             : SynthesizeHierarchicalRingWithoutTransfers(topology.nodes, topology.ranks_per_node);
+}
+
 absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
   if (!plan.transfers_elided) return &plan;
   for (auto& [key, kept] : plans_) {
     if (&kept != &plan) continue;
-    // Only Ring on one machine is kept without its transfers (WithShape).
-    absl::StatusOr<Plan> full = SynthesizeRing(kept.num_ranks);
+    // Only Ring is kept without its transfers (WithShape).
+    absl::StatusOr<Plan> full = SynthesizeRingPlan(/*with_transfers=*/true);
     if (!full.ok()) return full.status();
     kept = *std::move(full);
     return &kept;

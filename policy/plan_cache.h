@@ -70,8 +70,9 @@ class PlanCache {
   absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
                                   const LinkModel& link);
   // What For and WithShape return is for pricing, and may have its transfers elided
-  // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices, is 1.35 GB
-  // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads. Materialized
+  // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices (1.35 GB
+  // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads), and on nodes
+  // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8). Materialized
   // gives an executor the plan with its transfers, in place: the same address, so the same prices
   // and memos. `plan` must come from this cache.
   absl::StatusOr<const Plan*> Materialized(const Plan& plan);
@@ -165,6 +166,8 @@ class PlanCache {
     return machine_.per_class_queues && machine_.topology.multi_node();
   }
   NetworkModel NetworkOf(const LinkModel& link) const;
+  // Ring's plan on this machine: the flat ring, or the hierarchical ring on nodes.
+  absl::StatusOr<Plan> SynthesizeRingPlan(bool with_transfers) const;
   // Machine::ring_is_nccl's price of Ring on `arrival_s`.
   absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s) const;

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -318,10 +319,29 @@ TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedFo
   PlanCache cache(4);
   const Plan stranger = *SynthesizeRingWithoutTransfers(4);
   EXPECT_EQ(cache.Materialized(stranger).status().code(), absl::StatusCode::kInvalidArgument);
-  // On a machine of nodes Ring is the hierarchical ring, built whole.
-  PlanCache nodes(8, 0, {.topology = {.nodes = 2, .ranks_per_node = 4}});
+  // On a machine of nodes Ring is the hierarchical ring: built whole where its rounds price it,
+  // without its transfers where NCCL's closed form does.
+  for (const auto& [nodes, ranks_per_node] :
+       std::vector<std::pair<int, int>>{{1, 4}, {4, 1}, {2, 2}, {3, 4}, {4, 3}}) {
+    const Plan full = *SynthesizeHierarchicalRing(nodes, ranks_per_node);
+    Plan header = full;
+    for (Round& round : header.rounds) round.transfers.clear();
+    header.transfers_elided = true;
+    EXPECT_EQ(*SynthesizeHierarchicalRingWithoutTransfers(nodes, ranks_per_node), header)
+        << nodes << "x" << ranks_per_node;
+  }
+  const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
+  PlanCache rounds(8, 0, {.topology = two_by_four});
   EXPECT_FALSE(
-      (*nodes.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{}))->transfers_elided);
+      (*rounds.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{}))->transfers_elided);
+  PlanCache nccl(8, 0, {.topology = two_by_four, .ring_is_nccl = true});
+  const Plan* ring = *nccl.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
+  EXPECT_TRUE(ring->transfers_elided);
+  const std::vector<double> late = OneLateRank(8, 7, 1e-3);
+  const double nccl_s = nccl.Simulate(*ring, 1 << 20, LinkModel{}, late)->after_last_arrival_s;
+  EXPECT_EQ(*nccl.Materialized(*ring), ring);
+  EXPECT_EQ(*ring, *SynthesizeHierarchicalRing(2, 4));
+  EXPECT_EQ(nccl.Simulate(*ring, 1 << 20, LinkModel{}, late)->after_last_arrival_s, nccl_s);
 }
 
 }  // namespace
