@@ -200,7 +200,9 @@ TEST(PlanJsonTest, ReadFromTextIsPlanFromJsonErrorsIncluded) {
     const absl::StatusOr<Plan> read = ReadPlanJson(text);
     const absl::StatusOr<Plan> parsed = PlanFromJson(json);
     ASSERT_EQ(read.status(), parsed.status()) << json.dump();
-    if (parsed.ok()) EXPECT_EQ(*read, *parsed);
+    if (parsed.ok()) {
+      EXPECT_EQ(*read, *parsed);
+    }
   }
   EXPECT_GE(documents.size(), 13u);
   std::istringstream broken(R"({"algorithm": "ring", "rounds": [)");
