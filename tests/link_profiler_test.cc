@@ -253,7 +253,9 @@ TEST(LinkProfilerTest, NamesTheSlowLinkNotTheSlowStageAndAdvises) {
   for (int iteration = 8; iteration < 16; ++iteration) {
     ASSERT_TRUE((*profiler)->Absorb(Iteration(iteration, 10e-3, true, random)).ok());
     if (named_at < 0 && (*profiler)->slow_link().has_value()) named_at = iteration;
-    if (named_at >= 0) EXPECT_EQ((*profiler)->slow_link(), (Link{1, 2})) << iteration;
+    if (named_at >= 0) {
+      EXPECT_EQ((*profiler)->slow_link(), (Link{1, 2})) << iteration;
+    }
   }
   EXPECT_GE(named_at, 8);
   EXPECT_LE(named_at, 9);
