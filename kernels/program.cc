@@ -65,16 +65,17 @@ template <typename KeyOf, typename Describe>
 int32_t AppendPieces(const ChunkList& chunks, KeyOf key_of, Describe describe,
                      std::vector<ProgramPiece>& pieces) {
   const size_t before = pieces.size();
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const int32_t chunk = chunks[i];
-    const bool continues_run = i > 0 && chunks[i - 1] + 1 == chunk;
-    if (continues_run && key_of(chunks[i - 1]) == key_of(chunk)) {
-      ++pieces.back().num_chunks;
-      continue;
+  for (const ChunkList::Run& run : chunks.runs()) {
+    for (int32_t chunk = run.begin; chunk < run.end; ++chunk) {
+      const bool continues_run = chunk > run.begin;
+      if (continues_run && key_of(chunk - 1) == key_of(chunk)) {
+        ++pieces.back().num_chunks;
+        continue;
+      }
+      ProgramPiece piece{.first_chunk = chunk, .num_chunks = 1, .starts_run = !continues_run};
+      describe(chunk, piece);
+      pieces.push_back(piece);
     }
-    ProgramPiece piece{.first_chunk = chunk, .num_chunks = 1, .starts_run = !continues_run};
-    describe(chunk, piece);
-    pieces.push_back(piece);
   }
   return static_cast<int32_t>(pieces.size() - before);
 }
@@ -93,16 +94,14 @@ PreArrivalBlocks FindPreArrivalBlocks(const Plan& plan, int rank) {
   std::vector<int> owner(blocks, -1);
   std::vector<int> block_of(plan.num_ranks, -1);
   for (const Transfer& transfer : plan.rounds[plan.pre_arrival_rounds - 1].transfers) {
-    const ChunkList& chunks = transfer.chunks;
-    if (static_cast<int>(chunks.size()) != pieces || chunks[0] < 0 || chunks[0] % pieces != 0 ||
-        chunks[0] >= plan.num_chunks || transfer.dst < 0 || transfer.dst >= plan.num_ranks ||
-        transfer.dst == *plan.straggler) {
+    // One run of `pieces` chunks, starting on a block boundary.
+    const absl::Span<const ChunkList::Run> runs = transfer.chunks.runs();
+    if (runs.size() != 1 || runs[0].size() != pieces || runs[0].begin < 0 ||
+        runs[0].begin % pieces != 0 || runs[0].begin >= plan.num_chunks || transfer.dst < 0 ||
+        transfer.dst >= plan.num_ranks || transfer.dst == *plan.straggler) {
       return {};
     }
-    for (int i = 1; i < pieces; ++i) {
-      if (chunks[i] != chunks[0] + i) return {};
-    }
-    const int block = chunks[0] / pieces;
+    const int block = runs[0].begin / pieces;
     if (owner[block] != -1 || block_of[transfer.dst] != -1) return {};
     owner[block] = transfer.dst;
     block_of[transfer.dst] = block;

@@ -129,11 +129,13 @@ void SymbolicRun::ApplyPlanRound(int round) {
   }
   for (size_t t = 0; t < sent.size(); ++t) {
     const Transfer& transfer = plan_.rounds[round].transfers[t];
-    for (size_t i = 0; i < transfer.chunks.size(); ++i) {
-      Value& target = plan_values_[transfer.dst][transfer.chunks[i]];
+    size_t i = 0;
+    for (int32_t chunk : transfer.chunks) {
+      Value& target = plan_values_[transfer.dst][chunk];
       for (int m = 0; m <= n_; ++m) {
         target[m] = transfer.op == TransferOp::kCopy ? sent[t][i][m] : (target[m] || sent[t][i][m]);
       }
+      ++i;
     }
   }
 }

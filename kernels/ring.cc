@@ -8,9 +8,8 @@ namespace stragglar {
 namespace {
 
 ChunkList Block(int first_chunk, int pieces, int block) {
-  ChunkList chunks(pieces);
-  std::iota(chunks.begin(), chunks.end(), first_chunk + block * pieces);
-  return chunks;
+  const int first = first_chunk + block * pieces;
+  return ChunkRange(first, first + pieces);
 }
 
 int Mod(int value, int size) { return (value % size + size) % size; }

@@ -28,7 +28,6 @@
 // piece is ready earlier would hold it up. In the round model the copies then sit among the
 // rails' rounds and hold them back: slower there, which is why the policy does not offer it.
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,16 +53,14 @@ struct Layout {
   // Piece `piece` of `pieces` of a shard: consecutive chunks, in the rail plan's block order.
   ChunkList Piece(int shard, int piece, int pieces) const {
     const int per_piece = chunks_per_shard / pieces;
-    ChunkList chunks(per_piece);
-    std::iota(chunks.begin(), chunks.end(), shard * chunks_per_shard + piece * per_piece);
-    return chunks;
+    const int first = shard * chunks_per_shard + piece * per_piece;
+    return ChunkRange(first, first + per_piece);
   }
   // The shards rank `local` of `node` reduces before the straggler arrives.
   ChunkList OwnedShards(int node, int local) const {
     ChunkList chunks = Shard(local);
     if (node == straggler_node() && local == helper_local()) {
-      const ChunkList extra = Shard(straggler_local());
-      chunks.insert(chunks.end(), extra.begin(), extra.end());
+      chunks.Append(Shard(straggler_local()));
     }
     return chunks;
   }
@@ -100,8 +97,9 @@ void RunRails(const Layout& layout, const Plan& rail_plan, int begin, int end, i
       std::vector<Transfer> group;
       for (const Transfer& transfer : rail_plan.rounds[round].transfers) {
         ChunkList chunks;
-        for (int32_t chunk : transfer.chunks) {
-          chunks.push_back(rail * layout.chunks_per_shard + chunk);
+        for (const ChunkList::Run& run : transfer.chunks.runs()) {
+          const int offset = rail * layout.chunks_per_shard;
+          chunks.AppendRange(offset + run.begin, offset + run.end);
         }
         group.push_back({layout.Rank(transfer.src, rail), layout.Rank(transfer.dst, rail),
                          transfer.op, std::move(chunks)});

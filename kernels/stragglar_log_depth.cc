@@ -79,8 +79,8 @@ absl::Status AppendReadyAllReduce(const std::vector<int>& ready, int scale, Plan
     std::vector<Transfer>& transfers = plan.rounds.emplace_back().transfers;
     for (const Transfer& transfer : round.transfers) {
       ChunkList chunks;
-      for (int32_t chunk : transfer.chunks) {
-        for (int part = 0; part < scale; ++part) chunks.push_back(chunk * scale + part);
+      for (const ChunkList::Run& run : transfer.chunks.runs()) {
+        chunks.AppendRange(run.begin * scale, run.end * scale);
       }
       transfers.push_back({ready[transfer.src], ready[transfer.dst], transfer.op, chunks});
     }

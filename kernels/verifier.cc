@@ -233,7 +233,9 @@ std::vector<std::pair<int, int>> ChunkBatches(const Plan& plan, int64_t max_even
   std::vector<int64_t> events_per_chunk(plan.num_chunks, 0);
   for (const Round& round : plan.rounds) {
     for (const Transfer& transfer : round.transfers) {
-      for (int32_t chunk : transfer.chunks) ++events_per_chunk[chunk];
+      for (const ChunkList::Run& run : transfer.chunks.runs()) {
+        for (int chunk = run.begin; chunk < run.end; ++chunk) ++events_per_chunk[chunk];
+      }
     }
   }
   std::vector<std::pair<int, int>> batches;
@@ -263,9 +265,13 @@ absl::Status VerifyPlan(const Plan& plan, const VerifyOptions& options) {
     for (int r = 0; r < plan.num_rounds(); ++r) {
       const std::vector<Transfer>& transfers = plan.rounds[r].transfers;
       for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
-        const ChunkList& chunks = transfers[t].chunks;
-        for (int i = 0; i < static_cast<int>(chunks.size()); ++i) {
-          if (chunks[i] >= begin && chunks[i] < end) events[chunks[i] - begin].push_back({r, t, i});
+        // Event i is the transfer's i-th chunk; only the runs' overlap with the batch is read.
+        int first_of_run = 0;
+        for (const ChunkList::Run& run : transfers[t].chunks.runs()) {
+          for (int chunk = std::max(run.begin, begin); chunk < std::min(run.end, end); ++chunk) {
+            events[chunk - begin].push_back({r, t, first_of_run + chunk - run.begin});
+          }
+          first_of_run += run.size();
         }
       }
     }

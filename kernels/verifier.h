@@ -22,10 +22,11 @@ namespace stragglar {
 // Cost: O(transfers * chunks per transfer * ranks / 64) time and ranks^2 / 8 bytes of state (2 MiB
 // at 4096 ranks): the plan runs chunk by chunk, from an index of each chunk's transfers built for
 // as many chunks at a time as fit `max_index_bytes` (12 bytes per chunk per transfer; one pass over
-// the plan per batch). Of several errors, the one met first in execution order is reported,
-// whatever the batching.
+// the plan's chunk runs per batch, so small batches cost little: Halving-Doubling at 4096 ranks
+// verifies in 1.9 s either way, peaking at 43 MB with 32 MiB batches and 268 MB with 256 MiB).
+// Of several errors, the one met first in execution order is reported, whatever the batching.
 struct VerifyOptions {
-  int64_t max_index_bytes = int64_t{256} << 20;
+  int64_t max_index_bytes = int64_t{32} << 20;
 };
 absl::Status VerifyPlan(const Plan& plan, const VerifyOptions& options = {});
 

@@ -115,9 +115,11 @@ TEST(PlanJsonTest, RoundTripsEveryAlgorithm) {
 
 // Streamed round by round, the text is exactly the whole document's dump(2), extra members and
 // all, for plans with one round, many rounds and none.
-TEST(PlanJsonTest, WrittenRoundByRoundIsTheWholeDocumentByteForByte) {
+TEST(PlanJsonTest, WrittenTransferByTransferIsTheWholeDocumentByteForByte) {
   Plan empty = *SynthesizeRing(2);
   empty.rounds.clear();
+  Plan empty_round = *SynthesizeRing(3);
+  empty_round.rounds[1].transfers.clear();
   const nlohmann::json topology = {{"topology", {{"nodes", 3}, {"ranks_per_node", 2}}},
                                    {"variant", "hierarchical"}};
   for (const auto& [plan, extra] : std::vector<std::pair<Plan, nlohmann::json>>{
@@ -125,7 +127,8 @@ TEST(PlanJsonTest, WrittenRoundByRoundIsTheWholeDocumentByteForByte) {
            {*SynthesizeStragglar(7, 3, 2), nlohmann::json::object()},
            {*SynthesizeHalvingDoubling(6), {{"blocks", 4}}},
            {*SynthesizeHierarchicalStragglar(3, 2, 1), topology},
-           {empty, nlohmann::json::object()}}) {
+           {empty, nlohmann::json::object()},
+           {empty_round, nlohmann::json::object()}}) {
     nlohmann::json whole = PlanToJson(plan);
     whole.update(extra);
     std::ostringstream streamed;

@@ -77,7 +77,7 @@ TEST(RingRunsTest, NotARing) {
   const auto round = [](std::vector<std::pair<int, int>> pairs, int chunks) {
     Round r;
     for (auto [src, dst] : pairs)
-      r.transfers.push_back({src, dst, TransferOp::kCopy, ChunkList(chunks)});
+      r.transfers.push_back({src, dst, TransferOp::kCopy, ChunkRange(0, chunks)});
     return r;
   };
   plan.rounds = {round({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 1),  // a ring, but uneven chunks next
