@@ -188,11 +188,11 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
   shapes.push_back(*best_log_depth);
   if (machine_.topology.multi_node()) {
     // Hierarchical StragglAR with the better rails after arrival: the flat schedule over the
-    // nodes, or log-depth StragglAR with the block counts worth pricing for a rail's shard.
+    // nodes (up to kMaxFlatRailNodes), or log-depth StragglAR with the block counts worth pricing
+    // for a rail's shard.
     const Topology& topology = machine_.topology;
-    std::vector<StragglarShape> hierarchical = {{.hierarchical = true}};
-    for (int blocks : LogDepthBlockChoices(topology.nodes, bytes / topology.ranks_per_node,
-                                           machine_.inter_node_link)) {
+    std::vector<StragglarShape> hierarchical;
+    for (int blocks : HierarchicalRailBlockChoices(topology, bytes, machine_.inter_node_link)) {
       hierarchical.push_back({.log_depth_blocks = blocks, .hierarchical = true});
     }
     // On queues, the plan written for them too: each of those rails with its shards in pieces

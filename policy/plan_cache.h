@@ -86,8 +86,9 @@ class PlanCache {
   // The shapes of StragglAR's plan worth pricing for `bytes` on `link`, the flat schedule with
   // StragglarPieces first; then log-depth StragglAR with the better (after the straggler's
   // arrival) of LogDepthBlockChoices; then, on a machine of nodes, hierarchical StragglAR with the
-  // best of its rails (the flat schedule, or log-depth in LogDepthBlockChoices of a shard; with
-  // per-class queues, each also with its shards in HierarchicalQueuePieces). With
+  // best of its rails (HierarchicalRailBlockChoices: the flat schedule up to kMaxFlatRailNodes
+  // nodes, or log-depth in LogDepthBlockChoices of a shard; with per-class queues, each also with
+  // its shards in HierarchicalQueuePieces). With
   // forced pieces: the flat schedule only. Above kMaxFlatStragglarRanks ranks the flat schedule
   // is left out, forced pieces or not. A function of its inputs alone, so every rank gets the same.
   absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);

@@ -315,4 +315,17 @@ std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkMod
   return below == above ? std::vector<int>{below} : std::vector<int>{below, above};
 }
 
+std::vector<int> HierarchicalRailBlockChoices(const Topology& topology, double bytes,
+                                              const LinkModel& inter_node) {
+  std::vector<int> rail_blocks;
+  if (topology.nodes <= kMaxFlatRailNodes) rail_blocks.push_back(0);
+  if (topology.multi_node()) {
+    for (int blocks :
+         LogDepthBlockChoices(topology.nodes, bytes / topology.ranks_per_node, inter_node)) {
+      rail_blocks.push_back(blocks);
+    }
+  }
+  return rail_blocks;
+}
+
 }  // namespace stragglar

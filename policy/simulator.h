@@ -92,6 +92,17 @@ double StragglarPostArrivalSeconds(int num_ranks, int post_arrival_rounds, doubl
 // (docs/scale-model.md); one or two counts in [1, kMaxLogDepthBlocks].
 std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkModel& link);
 
+// The rails worth pricing for hierarchical StragglAR (kernels/stragglar_hierarchical.cc) on
+// `topology` for a call of `bytes`, as SynthesizeHierarchicalStragglar's rail_blocks: 0, the flat
+// schedule over the nodes, on up to kMaxFlatRailNodes nodes; then, on several nodes, log-depth
+// StragglAR in the LogDepthBlockChoices of a shard on `inter_node`. Above that many nodes flat
+// rails are slower after arrival than the best log-depth rails at every size from 4 KiB to 16 GiB,
+// round by round or on per-class queues (docs/scale-model.md), and their plan is the largest the
+// policy would build: 4.2 million transfers at 512x8, 340 MB at its peak.
+inline constexpr int kMaxFlatRailNodes = 128;
+std::vector<int> HierarchicalRailBlockChoices(const Topology& topology, double bytes,
+                                              const LinkModel& inter_node);
+
 inline constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // The smallest delay of `stragglar_plan`'s straggler above which the StragglAR plan completes

@@ -151,19 +151,14 @@ absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArg
       args);
 }
 
-// Hierarchical StragglAR with the best of its rails: the flat schedule over the nodes (0 blocks),
-// or log-depth StragglAR in the block counts worth pricing for a shard. With per-class queues also
+// Hierarchical StragglAR with the best of its rails (HierarchicalRailBlockChoices, as the policy
+// prices them): the flat schedule over the nodes (0 blocks), or log-depth StragglAR in the block
+// counts worth pricing for a shard. With per-class queues also
 // the best of 1, 2, 4, 8 and 16 pieces per shard (those that divide its chunks).
 absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
   const Topology& topology = args.network.topology;
-  std::vector<int> rail_blocks = {0};
-  if (topology.multi_node()) {
-    for (int blocks : LogDepthBlockChoices(
-             topology.nodes, static_cast<double>(args.bytes) / topology.ranks_per_node,
-             args.network.inter_node)) {
-      rail_blocks.push_back(blocks);
-    }
-  }
+  const std::vector<int> rail_blocks = HierarchicalRailBlockChoices(
+      topology, static_cast<double>(args.bytes), args.network.inter_node);
   const auto synthesize = [&](PlanShape shape) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler,
                                            shape.blocks, shape.pieces);
