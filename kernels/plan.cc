@@ -123,9 +123,8 @@ ElementRange ChunkElements(int64_t count, int num_chunks, int chunk) {
   return {count * chunk / num_chunks, count * (chunk + 1) / num_chunks};
 }
 
-Plan SwapRanks(const Plan& plan, int a, int b) {
+Plan SwapRanks(Plan swapped, int a, int b) {
   auto swap = [a, b](int rank) { return rank == a ? b : rank == b ? a : rank; };
-  Plan swapped = plan;
   if (swapped.straggler.has_value()) swapped.straggler = swap(*swapped.straggler);
   for (Round& round : swapped.rounds) {
     for (Transfer& transfer : round.transfers) {

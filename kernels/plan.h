@@ -105,8 +105,9 @@ ChunkList ChunkRange(int begin, int end);
 absl::Status TransfersElidedError(const Plan& plan, absl::string_view what);
 
 // Returns `plan` with ranks `a` and `b` swapped everywhere (straggler included). Chunk numbering is
-// unchanged. This is how one synthesized StragglAR plan serves every straggler index.
-Plan SwapRanks(const Plan& plan, int a, int b);
+// unchanged. This is how one synthesized StragglAR plan serves every straggler index. A plan passed
+// as an rvalue is relabelled in place.
+Plan SwapRanks(Plan plan, int a, int b);
 
 // JSON in the contract's shape: {"algorithm", "ranks", "straggler", "chunks", "rounds":
 // [{"transfers":

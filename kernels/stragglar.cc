@@ -41,36 +41,61 @@ absl::StatusOr<Plan> SynthesizeCanonical(int num_ranks, int pieces) {
   return plan;
 }
 
-// A job uses one or two rank counts, but a sweep (`stragglar rounds`) visits a thousand, whose
-// plans together would not fit in memory (O(n^2) transfers each): keep the most recent few.
-constexpr size_t kCachedPlans = 16;
+// A job uses one or two rank counts, but a sweep (`stragglar rounds`) visits a thousand, and a
+// plan has O(n^2) transfers: keep the most recent plans, kCachedTransfers transfers in all, and
+// none larger. That keeps 1024 ranks' (2.1 million transfers, what the policy prices and relabels
+// per straggler) but not 4096 ranks' (25 million, 1 GB), which a cached copy would double.
+constexpr int64_t kCachedTransfers = int64_t{1} << 22;
 
-absl::StatusOr<std::shared_ptr<const Plan>> CachedCanonical(int num_ranks, int pieces) {
-  // std::mutex: see HostTransport for why not absl::Mutex (ThreadSanitizer builds).
-  static std::mutex mutex;
+int64_t TransferCount(const Plan& plan) {
+  int64_t count = 0;
+  for (const Round& round : plan.rounds) count += static_cast<int64_t>(round.transfers.size());
+  return count;
+}
+
+class CanonicalCache {
+ public:
   using Key = std::pair<int, int>;  // (num_ranks, pieces)
-  static auto& cache = *new absl::flat_hash_map<Key, std::shared_ptr<const Plan>>();
-  static auto& insertion_order = *new std::deque<Key>();
-  const Key key = {num_ranks, pieces};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+
+  std::shared_ptr<const Plan> Find(Key key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = plans_.find(key);
+    return it == plans_.end() ? nullptr : it->second.plan;
   }
-  // Synthesize outside the lock; a concurrent duplicate is harmless (deterministic output).
-  absl::StatusOr<Plan> plan = SynthesizeCanonical(num_ranks, pieces);
-  if (!plan.ok()) return plan.status();
-  auto shared = std::make_shared<const Plan>(*std::move(plan));
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = cache.try_emplace(key, std::move(shared));
-  std::shared_ptr<const Plan> result = it->second;
-  if (inserted) {
-    insertion_order.push_back(key);
-    if (insertion_order.size() > kCachedPlans) {
-      cache.erase(insertion_order.front());  // callers still holding it keep it alive
-      insertion_order.pop_front();
+
+  // Keeps a copy of `plan` when it fits, dropping the oldest until it does.
+  void Keep(Key key, const Plan& plan) {
+    const int64_t transfers = TransferCount(plan);
+    if (transfers > kCachedTransfers) return;
+    auto shared = std::make_shared<const Plan>(plan);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A concurrent duplicate is harmless: the output is deterministic.
+    if (!plans_.try_emplace(key, Entry{std::move(shared), transfers}).second) return;
+    order_.push_back(key);
+    cached_transfers_ += transfers;
+    while (cached_transfers_ > kCachedTransfers) {
+      // Callers still holding a plan keep it alive.
+      cached_transfers_ -= plans_.at(order_.front()).transfers;
+      plans_.erase(order_.front());
+      order_.pop_front();
     }
   }
-  return result;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const Plan> plan;
+    int64_t transfers = 0;
+  };
+  // std::mutex: see HostTransport for why not absl::Mutex (ThreadSanitizer builds).
+  std::mutex mutex_;
+  absl::flat_hash_map<Key, Entry> plans_;
+  std::deque<Key> order_;
+  int64_t cached_transfers_ = 0;
+};
+
+CanonicalCache& Canonicals() {
+  static auto& cache = *new CanonicalCache();
+  return cache;
 }
 
 }  // namespace
@@ -84,10 +109,16 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int piece
     return absl::InvalidArgumentError(absl::StrCat("straggler ", straggler, " outside [0, ",
                                                    num_ranks - 1, "] for ", num_ranks, " ranks"));
   }
-  absl::StatusOr<std::shared_ptr<const Plan>> canonical = CachedCanonical(num_ranks, pieces);
+  const CanonicalCache::Key key = {num_ranks, pieces};
+  if (std::shared_ptr<const Plan> cached = Canonicals().Find(key)) {
+    return straggler == num_ranks - 1 ? *cached : SwapRanks(*cached, straggler, num_ranks - 1);
+  }
+  // Synthesized outside the cache's lock, and relabelled in place when the cache keeps no copy.
+  absl::StatusOr<Plan> canonical = SynthesizeCanonical(num_ranks, pieces);
   if (!canonical.ok()) return canonical.status();
-  if (straggler == num_ranks - 1) return **canonical;
-  return SwapRanks(**canonical, straggler, num_ranks - 1);
+  Canonicals().Keep(key, *canonical);
+  if (straggler == num_ranks - 1) return canonical;
+  return SwapRanks(*std::move(canonical), straggler, num_ranks - 1);
 }
 
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,

@@ -39,10 +39,11 @@ absl::StatusOr<Plan> SynthesizeHalvingDoubling(int num_ranks);
 
 // StragglAR for any num_ranks >= 2 and straggler in [0, num_ranks): a ring ReduceScatter among the
 // n-1 punctual ranks (pre-arrival, n-2 rounds), then the synthesized post-arrival schedule. The
-// canonical plan (straggler n-1) is synthesized once per (n, pieces) and cached; other stragglers
-// relabel it. `pieces` > 1 pipelines it: (n-1)*pieces chunks, rank r's block of the ReduceScatter
-// being chunks [r*pieces, (r+1)*pieces), and the post-arrival schedule of
-// SynthesizePipelinedPostArrival (InvalidArgument beyond kMaxPipelinedPieces chunks).
+// canonical plan (straggler n-1) is synthesized once per (n, pieces) and cached while it is small
+// enough (up to about 1400 ranks); other stragglers relabel it. `pieces` > 1 pipelines it:
+// (n-1)*pieces chunks, rank r's block of the ReduceScatter being chunks [r*pieces, (r+1)*pieces),
+// and the post-arrival schedule of SynthesizePipelinedPostArrival (InvalidArgument beyond
+// kMaxPipelinedPieces chunks).
 absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces = 1);
 
 // Hierarchical StragglAR (kernels/stragglar_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
