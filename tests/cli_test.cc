@@ -153,6 +153,19 @@ TEST(CliTest, PipelinedPlansPrintAndVerify) {
   EXPECT_THAT(verified.out, StartsWith("ok: stragglar plan for 4 ranks"));
 }
 
+TEST(CliTest, PlanTableNamesRunsOfChunksByTheirEnds) {
+  // Halving-Doubling on 6 ranks sends pairs of chunks; StragglAR in 3 pieces per chunk sends runs
+  // of three, named by their first and last.
+  CliResult pairs = RunCli("plan --algorithm halving-doubling --ranks 6");
+  ASSERT_EQ(pairs.exit_code, 0) << pairs.err;
+  EXPECT_THAT(pairs.out, HasSubstr("0->4 +c0,1  4->0 +c2,3"));
+  EXPECT_THAT(pairs.out, HasSubstr("4->5 +c1  5->4 +c0"));
+  CliResult runs = RunCli("plan --algorithm stragglar --ranks 4 --pieces 3");
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  EXPECT_THAT(runs.out, HasSubstr("cK-L is chunks K to L"));
+  EXPECT_THAT(runs.out, HasSubstr("0->1 +c6-8  1->2 +c0-2  2->0 +c3-5"));
+}
+
 TEST(CliTest, RoundsTableComparesWithTheLowerBound) {
   CliResult result = RunCli("rounds --min-ranks 2 --max-ranks 9 --verify --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;

@@ -105,10 +105,22 @@ void PrintScenarioReport(const nlohmann::json& report, const SuiteConfig& config
 
 namespace {
 
+// Runs of three chunks or more as "first-last": a transfer of Halving-Doubling's first round at
+// 4096 ranks is "c2048-4095", not 2048 numbers.
+std::string DescribeChunks(const ChunkList& chunks) {
+  return absl::StrJoin(chunks.runs(), ",", [](std::string* out, const ChunkList::Run& run) {
+    if (run.size() >= 3) {
+      absl::StrAppend(out, run.begin, "-", run.end - 1);
+    } else {
+      absl::StrAppend(out, run.begin, run.size() == 2 ? absl::StrCat(",", run.begin + 1) : "");
+    }
+  });
+}
+
 std::string DescribeTransfer(const Transfer& transfer) {
   return absl::StrCat(transfer.src, "->", transfer.dst, " ",
                       transfer.op == TransferOp::kReduce ? "+" : "", "c",
-                      absl::StrJoin(transfer.chunks, ","));
+                      DescribeChunks(transfer.chunks));
 }
 
 }  // namespace
@@ -128,7 +140,8 @@ void PrintPlanTable(const Plan& plan, std::ostream& out, const PlanTableNote& no
   } else {
     out << absl::StrFormat("\nrounds: %d\n", plan.num_rounds());
   }
-  out << "notation: a->b +cK adds chunk K of rank a into rank b; a->b cK copies it\n\n";
+  out << "notation: a->b +cK adds chunk K of rank a into rank b; a->b cK copies it; cK-L is "
+         "chunks K to L\n\n";
   out << absl::StrFormat("%5s  %-5s  %s\n", "round", "phase", "transfers");
   for (int r = 0; r < plan.num_rounds(); ++r) {
     std::vector<std::string> transfers;
