@@ -28,6 +28,7 @@
 namespace stragglar {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -115,6 +116,28 @@ TEST(CliTest, PlanPrintsLogDepthStragglar) {
   EXPECT_EQ(parsed["blocks"], 8);
   EXPECT_EQ(parsed["straggler"], 2);
   EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
+}
+
+TEST(CliTest, SimAtScaleLeavesFlatStragglarOutByDefaultAndSaysSo) {
+  // Above 1024 ranks the flat plan (millions of transfers) is not priced unless asked for; Ring is
+  // priced by its ring run, without its transfers.
+  CliResult json = RunCli("sim --ranks 1025 --bytes 1MiB --delay 1s --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  std::vector<std::string> algorithms;
+  for (const nlohmann::json& result : parsed["results"]) {
+    algorithms.push_back(result["algorithm"]);
+  }
+  EXPECT_THAT(algorithms, ElementsAre("ring", "halving-doubling", "stragglar-log-depth"));
+  CliResult table = RunCli("sim --ranks 1025 --bytes 1MiB --delay 1s");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("flat stragglar is left out above 1024 ranks"));
+  EXPECT_THAT(table.out, HasSubstr("--algorithms stragglar prices it"));
+  // Asked for, it is there, and the note is not.
+  CliResult asked = RunCli("sim --ranks 1025 --bytes 1MiB --delay 1s --algorithms ring,stragglar");
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_THAT(asked.out, HasSubstr("\nstragglar "));
+  EXPECT_THAT(asked.out, Not(HasSubstr("left out")));
 }
 
 TEST(CliTest, SimTableNamesTheBreakEvenDelay) {

@@ -336,10 +336,12 @@ TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedFo
     const SimulationResult want = *SimulatePlan(full, 12345678, LinkModel{}, arrival);
     EXPECT_EQ(cache.Simulate(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
 
-    // Nothing that reads transfers takes it: each says so instead of running nothing.
+    // SimulatePlan prices it by its run, as the cache does; nothing that reads its transfers
+    // takes it: each says so instead of running nothing.
+    EXPECT_EQ(SimulatePlan(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
     for (const absl::Status& refused :
          {LowerPlan(*plan, 0).status(), VerifyPlan(*plan),
-          SimulatePlan(*plan, 1, LinkModel{}, arrival).status(),
+          SimulateRounds(*plan, {}, 0, plan->num_rounds(), 1, LinkModel{}, arrival).status(),
           SimulatePlanWithQueues(*plan, 1, NetworkModel::Flat(n, LinkModel{}), arrival).status()}) {
       EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_THAT(refused.message(), testing::HasSubstr("transfers left out"));

@@ -199,6 +199,41 @@ TEST(SimulatorTest, LogDepthBlocksOfUnequalSizesAreNeverFaster) {
   EXPECT_TRUE(VerifyPlan(WithChunksCutInto(plan, units)).ok());
 }
 
+TEST(SimulatorTest, RingWithoutItsTransfersIsPricedByItsRun) {
+  std::mt19937 random(9);
+  std::uniform_real_distribution<double> lag(0, 1e-3);
+  const auto arrivals = [&](int n) {
+    std::vector<double> arrival(n);
+    for (double& at : arrival) at = lag(random);
+    return arrival;
+  };
+  for (int n : {2, 5, 8, 16}) {
+    const std::vector<double> arrival = arrivals(n);
+    EXPECT_EQ(
+        SimulatePlan(*SynthesizeRingWithoutTransfers(n), 12345678, kPaperLink, arrival)->finish_s,
+        SimulatePlan(*SynthesizeRing(n), 12345678, kPaperLink, arrival)->finish_s)
+        << n;
+  }
+  // On nodes its cycle crosses them: the same up to rounding.
+  for (const Topology& topology : {Topology{.nodes = 2, .ranks_per_node = 4}, Topology{3, 4}}) {
+    const NetworkModel network{
+        .topology = topology, .intra_node = kPaperLink, .inter_node = kTypicalInterNodeLink};
+    const int n = topology.num_ranks();
+    const std::vector<double> arrival = arrivals(n);
+    const SimulationResult elided =
+        *SimulatePlan(*SynthesizeRingWithoutTransfers(n), 12345678, network, arrival);
+    const SimulationResult whole = *SimulatePlan(*SynthesizeRing(n), 12345678, network, arrival);
+    for (int r = 0; r < n; ++r) EXPECT_THAT(elided.finish_s[r], NearlyEquals(whole.finish_s[r]));
+    // The hierarchical ring has no one run to price it by.
+    EXPECT_EQ(SimulatePlan(*SynthesizeHierarchicalRingWithoutTransfers(topology.nodes,
+                                                                       topology.ranks_per_node),
+                           1, network, arrival)
+                  .status()
+                  .code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
 TEST(SimulatorTest, BadInputsAreRejected) {
   const Plan ring = Synthesize(Algorithm::kRing, 4, 0);
   EXPECT_THAT(SimulatePlan(ring, 1e6, kPaperLink, {0, 0, 0}).status().message(),
