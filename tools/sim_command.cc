@@ -67,20 +67,20 @@ bool FlatStragglarByDefault(const Topology& topology) {
 
 absl::StatusOr<std::vector<Candidate>> ParseCandidates(absl::string_view names,
                                                        const Topology& topology) {
-  if (names.empty()) {
-    const bool flat = FlatStragglarByDefault(topology);
-    names = topology.multi_node()
-                ? (flat ? "ring,halving-doubling,stragglar,stragglar-hierarchical,nccl-ring,"
-                          "nccl-tree,stragglar-log-depth,ring-hierarchical"
-                        : "ring,halving-doubling,stragglar-hierarchical,nccl-ring,nccl-tree,"
-                          "stragglar-log-depth,ring-hierarchical")
-                : (flat ? "ring,halving-doubling,stragglar,stragglar-log-depth"
-                        : "ring,halving-doubling,stragglar-log-depth");
+  const bool defaults = names.empty();
+  if (defaults) {
+    names = topology.multi_node() ? "ring,halving-doubling,stragglar,stragglar-hierarchical,"
+                                    "nccl-ring,nccl-tree,stragglar-log-depth,ring-hierarchical"
+                                  : "ring,halving-doubling,stragglar,stragglar-log-depth";
   }
   std::vector<Candidate> candidates;
   for (absl::string_view name : absl::StrSplit(names, ',')) {
     absl::StatusOr<Candidate> candidate = ParseCandidate(name);
     if (!candidate.ok()) return candidate.status();
+    if (defaults && *candidate == Candidate(PlanFamily{.algorithm = Algorithm::kStragglar}) &&
+        !FlatStragglarByDefault(topology)) {
+      continue;
+    }
     for (const Candidate& seen : candidates) {
       if (seen == *candidate) {
         return absl::InvalidArgumentError(absl::StrCat("algorithm \"", name, "\" listed twice"));
@@ -166,8 +166,8 @@ absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArg
 
 // Hierarchical StragglAR with the best of its rails (HierarchicalRailBlockChoices, as the policy
 // prices them): the flat schedule over the nodes (0 blocks), or log-depth StragglAR in the block
-// counts worth pricing for a shard. With per-class queues also
-// the best of 1, 2, 4, 8 and 16 pieces per shard (those that divide its chunks).
+// counts worth pricing for a shard. With per-class queues also the best of 1, 2, 4, 8 and 16
+// pieces per shard (those that divide its chunks).
 absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
   const Topology& topology = args.network.topology;
   const std::vector<int> rail_blocks = HierarchicalRailBlockChoices(
