@@ -63,6 +63,16 @@ TEST(ChunkListTest, EqualExactlyWhenTheChunksAre) {
         << ::testing::PrintToString(a) << " vs " << ::testing::PrintToString(b);
   }
   // However a sequence is built, it is the same list.
+  const auto pushed_one_by_one = [](std::vector<int32_t> chunks) {
+    ChunkList list;
+    for (int32_t chunk : chunks) list.push_back(chunk);
+    return list;
+  };
+  EXPECT_EQ((ChunkList{5, 4, 3}), pushed_one_by_one({5, 4, 3}));
+  EXPECT_EQ((ChunkList{1, 1, 2}), pushed_one_by_one({1, 1, 2}));
+  EXPECT_EQ((ChunkList{2, 3, 3, 4, 7}), pushed_one_by_one({2, 3, 3, 4, 7}));
+  EXPECT_EQ((ChunkList{}), pushed_one_by_one({}));
+  EXPECT_THAT((ChunkList{2, 3, 3, 4, 7}), ElementsAre(2, 3, 3, 4, 7));
   ChunkList pushed = {3, 4, 5, 9};
   ChunkList appended;
   appended.AppendRange(3, 4);
