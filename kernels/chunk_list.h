@@ -62,8 +62,8 @@ class ChunkList {
   using size_type = size_t;
 
   ChunkList() = default;
-  // Run by run rather than chunk by chunk: the same list, and GCC 12's sanitizer builds then see
-  // no path through push_back's merge that they take for a read of uninitialized storage.
+  // Run by run rather than chunk by chunk: the same list, with fewer of GCC 12's false
+  // -Wmaybe-uninitialized warnings through InlinedVector in sanitizer builds (40 to 7).
   ChunkList(std::initializer_list<int32_t> chunks) {
     for (const int32_t* chunk = chunks.begin(); chunk != chunks.end();) {
       const int32_t* run_end = chunk + 1;
@@ -74,13 +74,7 @@ class ChunkList {
   }
 
   // Appends `chunk`, extending the last run when it follows it.
-  void push_back(int32_t chunk) {
-    if (!runs_.empty() && runs_.back().end == chunk) {
-      ++runs_.back().end;
-    } else {
-      runs_.push_back({chunk, chunk + 1});
-    }
-  }
+  void push_back(int32_t chunk) { AppendRange(chunk, chunk + 1); }
   // Appends chunks [begin, end); nothing when begin >= end.
   void AppendRange(int32_t begin, int32_t end) {
     if (begin >= end) return;
