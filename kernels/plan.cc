@@ -123,16 +123,21 @@ ElementRange ChunkElements(int64_t count, int num_chunks, int chunk) {
   return {count * chunk / num_chunks, count * (chunk + 1) / num_chunks};
 }
 
-Plan SwapRanks(Plan swapped, int a, int b) {
-  auto swap = [a, b](int rank) { return rank == a ? b : rank == b ? a : rank; };
-  if (swapped.straggler.has_value()) swapped.straggler = swap(*swapped.straggler);
-  for (Round& round : swapped.rounds) {
+Plan RenameRanks(Plan renamed, absl::FunctionRef<int(int)> rename) {
+  if (renamed.straggler.has_value()) renamed.straggler = rename(*renamed.straggler);
+  for (Round& round : renamed.rounds) {
     for (Transfer& transfer : round.transfers) {
-      transfer.src = swap(transfer.src);
-      transfer.dst = swap(transfer.dst);
+      transfer.src = rename(transfer.src);
+      transfer.dst = rename(transfer.dst);
     }
   }
-  return swapped;
+  return renamed;
+}
+
+Plan SwapRanks(Plan plan, int a, int b) {
+  return RenameRanks(std::move(plan), [a, b](int rank) {
+    return rank == a ? b : rank == b ? a : rank;
+  });
 }
 
 namespace {

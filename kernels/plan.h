@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/chunk_list.h"
@@ -77,7 +78,8 @@ struct Plan {
   // The rounds are here but their transfers are left out: every round is empty. Such a plan is a
   // header and a round count, for pricing where the model needs no transfer (Ring's plan on one
   // machine is one ring run, policy/ring_runs.h; its transfers are 1.35 GB at 4096 ranks). The
-  // policy's plan cache keeps Ring that way and fills the transfers in for an executor
+  // policy's plan cache keeps Ring that way, and StragglAR's plans that rename another
+  // (kernels/rank_relabel.h), and fills the transfers in for an executor
   // (PlanCache::Materialized). Whatever reads transfers refuses such a plan: LowerPlan,
   // VerifyPlan, the simulators for a round no ring run covers.
   bool transfers_elided = false;
@@ -104,9 +106,12 @@ ChunkList ChunkRange(int begin, int end);
 // "verified", "simulated"): one message for every place that refuses one.
 absl::Status TransfersElidedError(const Plan& plan, absl::string_view what);
 
-// Returns `plan` with ranks `a` and `b` swapped everywhere (straggler included). Chunk numbering is
-// unchanged. This is how one synthesized StragglAR plan serves every straggler index. A plan passed
-// as an rvalue is relabelled in place.
+// Returns `plan` with every rank r named rename(r) (straggler included); `rename` must be a
+// permutation of the ranks. Chunk numbering is unchanged. A plan passed as an rvalue is renamed in
+// place.
+Plan RenameRanks(Plan plan, absl::FunctionRef<int(int)> rename);
+// RenameRanks swapping ranks `a` and `b`. This is how one synthesized StragglAR plan serves every
+// straggler index.
 Plan SwapRanks(Plan plan, int a, int b);
 
 // JSON in the contract's shape: {"algorithm", "ranks", "straggler", "chunks", "rounds":

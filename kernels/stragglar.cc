@@ -47,9 +47,7 @@ PlanMemo& Canonicals() {
   return memo;
 }
 
-}  // namespace
-
-absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces) {
+absl::Status CheckRanks(int num_ranks, int straggler) {
   if (num_ranks < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("stragglar needs at least 2 ranks, got ", num_ranks));
@@ -58,6 +56,13 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int piece
     return absl::InvalidArgumentError(absl::StrCat("straggler ", straggler, " outside [0, ",
                                                    num_ranks - 1, "] for ", num_ranks, " ranks"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces) {
+  if (absl::Status status = CheckRanks(num_ranks, straggler); !status.ok()) return status;
   const PlanMemo::Key key = {num_ranks, pieces};
   if (std::shared_ptr<const Plan> cached = Canonicals().Find(key)) {
     return straggler == num_ranks - 1 ? *cached : SwapRanks(*cached, straggler, num_ranks - 1);
@@ -68,6 +73,12 @@ absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int piece
   Canonicals().Keep(key, *canonical);
   if (straggler == num_ranks - 1) return canonical;
   return SwapRanks(*std::move(canonical), straggler, num_ranks - 1);
+}
+
+absl::StatusOr<Plan> SynthesizeStragglarUnkept(int num_ranks, int pieces) {
+  if (absl::Status status = CheckRanks(num_ranks, num_ranks - 1); !status.ok()) return status;
+  if (std::shared_ptr<const Plan> cached = Canonicals().Find({num_ranks, pieces})) return *cached;
+  return SynthesizeCanonical(num_ranks, pieces);
 }
 
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,

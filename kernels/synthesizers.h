@@ -45,6 +45,10 @@ absl::StatusOr<Plan> SynthesizeHalvingDoubling(int num_ranks);
 // and the post-arrival schedule of SynthesizePipelinedPostArrival (InvalidArgument beyond
 // kMaxPipelinedPieces chunks).
 absl::StatusOr<Plan> SynthesizeStragglar(int num_ranks, int straggler, int pieces = 1);
+// SynthesizeStragglar(num_ranks, num_ranks - 1, pieces), the canonical plan, not kept for
+// relabelling: for a caller that keeps it and renames it itself (PlanCache), so that a job holds
+// it once (84 MB at 1024 ranks), not twice.
+absl::StatusOr<Plan> SynthesizeStragglarUnkept(int num_ranks, int pieces = 1);
 
 // Hierarchical StragglAR (kernels/stragglar_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
 // ranks, numbered node by node: the straggler's node is the late member of every rail, each rail

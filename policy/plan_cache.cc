@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/plan_memo.h"
 #include "kernels/stragglar_schedule.h"
 #include "kernels/synthesizers.h"
 #include "policy/nccl_models.h"
@@ -56,6 +57,27 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
     }
     return plan;
   }
+  const int last = num_ranks_ - 1;
+  if (stragglar && !topology.multi_node() && !shape.hierarchical && *straggler >= 0 &&
+      *straggler < last) {
+    // The plan around the last rank renamed (kernels/rank_relabel.h): kept as a header, priced
+    // through that plan, and given its transfers only for an executor (Materialized).
+    absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
+    if (!canonical.ok()) return canonical.status();
+    Plan header{.algorithm = (*canonical)->algorithm,
+                .num_ranks = (*canonical)->num_ranks,
+                .num_chunks = (*canonical)->num_chunks,
+                .straggler = *straggler,
+                .pre_arrival_rounds = (*canonical)->pre_arrival_rounds,
+                .variant = (*canonical)->variant,
+                .rounds = std::vector<Round>(static_cast<size_t>((*canonical)->num_rounds())),
+                .transfers_elided = true};
+    const Plan* plan = &plans_.emplace(key, std::move(header)).first->second;
+    renamed_.emplace(plan,
+                     Renamed{.canonical = *canonical,
+                             .relabel = RankRelabel::For(plan->variant, num_ranks_, *straggler)});
+    return plan;
+  }
   absl::StatusOr<Plan> plan =
       algorithm == Algorithm::kRing ? SynthesizeRingPlan(/*with_transfers=*/true)
       : !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
@@ -64,6 +86,8 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
                                             shape.log_depth_blocks, shape.pieces)
       : shape.log_depth_blocks > 0
           ? SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks)
+      : *straggler == last && !topology.multi_node()
+          ? SynthesizeStragglarUnkept(num_ranks_, shape.pieces)  // renamed for the others
           : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
   if (!plan.ok()) return plan.status();
   return &plans_.emplace(key, *std::move(plan)).first->second;
@@ -83,7 +107,11 @@ absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
   if (!plan.transfers_elided) return &plan;
   for (auto& [key, kept] : plans_) {
     if (&kept != &plan) continue;
-    // Only Ring is kept without its transfers (WithShape).
+    if (const Renamed* renamed = RenamedOf(plan)) {
+      kept = renamed->relabel.Apply(*renamed->canonical);
+      return &kept;
+    }
+    // Else Ring (WithShape).
     absl::StatusOr<Plan> full = SynthesizeRingPlan(/*with_transfers=*/true);
     if (!full.ok()) return full.status();
     kept = *std::move(full);
@@ -107,6 +135,9 @@ absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<in
 
 absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double bytes,
                                                      const LinkModel& link) {
+  if (const Renamed* renamed = RenamedOf(plan)) {
+    return PostArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
+  }
   if (PricedWithQueues()) {
     // Later than the pre-arrival rounds take round by round, which queues never make longer.
     absl::StatusOr<SimulationResult> together =
@@ -219,6 +250,9 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
 absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double bytes,
                                                     const LinkModel& link) {
   if (plan.pre_arrival_rounds == 0) return 0.0;
+  if (const Renamed* renamed = RenamedOf(plan)) {
+    return PreArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
+  }
   const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = pre_arrival_s_.find(key); it != pre_arrival_s_.end()) return it->second;
   absl::StatusOr<SimulationResult> simulated =
@@ -271,6 +305,10 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
 absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
                                                      const LinkModel& link,
                                                      absl::Span<const double> arrival_s) {
+  if (const Renamed* renamed = RenamedOf(plan)) {
+    return renamed->FromCanonical(
+        Simulate(*renamed->canonical, bytes, link, renamed->relabel.ToCanonical(arrival_s)));
+  }
   ++simulate_calls_;
   if (plan.algorithm == Algorithm::kRing && machine_.ring_is_nccl &&
       machine_.topology.multi_node()) {
@@ -334,6 +372,10 @@ absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, doub
       plan.pre_arrival_rounds == 0 || PricedWithQueues()) {
     return 0.0;
   }
+  if (const Renamed* renamed = RenamedOf(plan)) {
+    return AfterLastArrivalAtLeast(*renamed->canonical, bytes, link,
+                                   renamed->relabel.ToCanonical(arrival_s));
+  }
   absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
   if (!profile.ok()) return profile.status();
   const std::vector<double>& from_straggler_s = (*profile)->from_straggler_s;
@@ -368,6 +410,10 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
                                                          int end_round, double bytes,
                                                          const LinkModel& link,
                                                          absl::Span<const double> arrival_s) {
+  if (const Renamed* renamed = RenamedOf(plan)) {
+    return renamed->FromCanonical(SimulatePart(*renamed->canonical, begin_round, end_round, bytes,
+                                               link, renamed->relabel.ToCanonical(arrival_s)));
+  }
   auto index = indexes_.find(&plan);
   if (index == indexes_.end()) {
     SimulationIndex found{.ring_runs = FindRingRuns(plan)};
@@ -386,6 +432,23 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
   return SimulateRounds(plan, found.ring_runs,
                         found.compact.has_value() ? &*found.compact : nullptr, begin_round,
                         end_round, bytes, network, arrival_s);
+}
+
+int64_t PlanCache::kept_transfers() const {
+  int64_t transfers = 0;
+  for (const auto& [key, plan] : plans_) transfers += TransferCount(plan);
+  return transfers;
+}
+
+const PlanCache::Renamed* PlanCache::RenamedOf(const Plan& plan) const {
+  auto it = renamed_.find(&plan);
+  return it == renamed_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<SimulationResult> PlanCache::Renamed::FromCanonical(
+    absl::StatusOr<SimulationResult> result) const {
+  if (result.ok()) result->finish_s = relabel.FromCanonical(result->finish_s);
+  return result;
 }
 
 NetworkModel PlanCache::NetworkOf(const LinkModel& link) const {

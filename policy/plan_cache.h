@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan.h"
+#include "kernels/rank_relabel.h"
 #include "policy/calibration.h"
 #include "policy/network_model.h"
 #include "policy/simulator.h"
@@ -72,9 +73,11 @@ class PlanCache {
   // What For and WithShape return is for pricing, and may have its transfers elided
   // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices (1.35 GB
   // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads), and on nodes
-  // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8). Materialized
-  // gives an executor the plan with its transfers, in place: the same address, so the same prices
-  // and memos. `plan` must come from this cache.
+  // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8); and on one
+  // machine StragglAR's flat and log-depth plans around a straggler other than the last rank,
+  // which the plan around the last rank prices (kernels/rank_relabel.h). Materialized gives an
+  // executor the plan with its transfers, in place: the same address, so the same prices and
+  // memos. `plan` must come from this cache.
   absl::StatusOr<const Plan*> Materialized(const Plan& plan);
 
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
@@ -139,6 +142,9 @@ class PlanCache {
                                                  const LinkModel& link,
                                                  absl::Span<const double> arrival_s);
 
+  // The transfers of the plans kept (a header has none): what the cache's memory grows with.
+  int64_t kept_transfers() const;
+
   // Calls of Simulate, and those priced with the post-arrival closed form, for tests and
   // benchmarks.
   int64_t simulate_calls() const { return simulate_calls_; }
@@ -182,6 +188,16 @@ class PlanCache {
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical) -> plan; node-based, so
   // addresses stay valid.
   std::map<std::tuple<Algorithm, int, int, int, bool>, Plan> plans_;
+  // StragglAR's plans around a straggler other than the last rank, on one machine: kept as
+  // headers, priced as the plan around the last rank on renamed arrivals (kernels/rank_relabel.h).
+  struct Renamed {
+    const Plan* canonical;
+    RankRelabel relabel;
+    // `result` of the canonical plan, per rank of the renamed one.
+    absl::StatusOr<SimulationResult> FromCanonical(absl::StatusOr<SimulationResult> result) const;
+  };
+  const Renamed* RenamedOf(const Plan& plan) const;
+  std::map<const Plan*, Renamed> renamed_;
   std::map<LinkKey, int> pieces_;
   std::map<LinkKey, std::vector<StragglarShape>> shapes_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;

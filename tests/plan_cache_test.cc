@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/plan_memo.h"
 #include "kernels/program.h"
 #include "kernels/synthesizers.h"
 #include "kernels/verifier.h"
@@ -54,7 +55,10 @@ TEST(PlanCacheTest, StragglarsPostArrivalClosedFormIsTheSimulation) {
                                             << " straggler=" << straggler << " trial " << trial);
             const int64_t before = cache.closed_form_calls();
             const SimulationResult got = *cache.Simulate(plan, bytes, link, arrival);
-            const SimulationResult want = *SimulatePlan(plan, bytes, link, arrival);
+            // Around another straggler than the last rank the cache prices the plan around the
+            // last rank; the plan an executor gets is what it must cost.
+            const SimulationResult want =
+                *SimulatePlan(**cache.Materialized(plan), bytes, link, arrival);
             if (cache.closed_form_calls() > before) {
               ExpectClose(got, want);
             } else {
@@ -95,7 +99,8 @@ TEST(PlanCacheTest, LogDepthClosedFormIsTheSimulationWhereItApplies) {
                                           << " straggler=" << straggler << " trial " << trial);
           const int64_t before = cache.closed_form_calls();
           const SimulationResult got = *cache.Simulate(plan, 1 << 22, link, arrival);
-          const SimulationResult want = *SimulatePlan(plan, 1 << 22, link, arrival);
+          const SimulationResult want =
+              *SimulatePlan(**cache.Materialized(plan), 1 << 22, link, arrival);
           const bool closed_form = cache.closed_form_calls() > before;
           // Ready ranks arriving together always leave in the pattern.
           if (butterfly || trial >= 3) {
@@ -381,6 +386,69 @@ TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedFo
   EXPECT_EQ(*nccl.Materialized(*ring), ring);
   EXPECT_EQ(*ring, *SynthesizeHierarchicalRing(2, 4));
   EXPECT_EQ(nccl.Simulate(*ring, 1 << 20, LinkModel{}, late)->after_last_arrival_s, nccl_s);
+}
+
+TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnExecutorAsks) {
+  // One machine: only the plan around the last rank is built; around any other straggler the
+  // cache keeps a header, prices it through that plan, and builds it only when asked.
+  std::mt19937 random(5);
+  std::uniform_real_distribution<double> lag(0, 2e-3);
+  const int n = 21;
+  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
+  for (const StragglarShape& shape : {StragglarShape{.pieces = 1}, StragglarShape{.pieces = 2},
+                                      StragglarShape{.log_depth_blocks = 4}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "pieces " << shape.pieces << " blocks " << shape.log_depth_blocks);
+    PlanCache cache(n);
+    const Plan* last = *cache.WithShape(Algorithm::kStragglar, n - 1, shape);
+    EXPECT_FALSE(last->transfers_elided);
+    for (int straggler = 0; straggler < n - 1; ++straggler) {
+      const Plan* plan = *cache.WithShape(Algorithm::kStragglar, straggler, shape);
+      EXPECT_EQ(*cache.WithShape(Algorithm::kStragglar, straggler, shape), plan);
+      ASSERT_TRUE(plan->transfers_elided) << "straggler " << straggler;
+      EXPECT_EQ(TransferCount(*plan), 0);
+      EXPECT_EQ(plan->straggler, straggler);
+      EXPECT_EQ(plan->num_rounds(), last->num_rounds());
+      EXPECT_EQ(plan->pre_arrival_rounds, last->pre_arrival_rounds);
+      EXPECT_EQ(LowerPlan(*plan, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+
+      std::vector<double> arrival(n);
+      for (double& at : arrival) at = lag(random);
+      arrival[straggler] = 0.25;
+      const SimulationResult priced = *cache.Simulate(*plan, 1 << 22, link, arrival);
+      const double phase_s = *cache.PreArrivalSeconds(*plan, 1 << 22, link);
+      const double bound_s = *cache.AfterLastArrivalAtLeast(*plan, 1 << 22, link, arrival);
+      // What the synthesizer builds around this straggler, where the header was.
+      EXPECT_EQ(*cache.Materialized(*plan), plan);
+      EXPECT_EQ(*plan, shape.log_depth_blocks > 0
+                           ? *SynthesizeLogDepthStragglar(n, straggler, shape.log_depth_blocks)
+                           : *SynthesizeStragglar(n, straggler, shape.pieces));
+      EXPECT_TRUE(VerifyPlan(*plan).ok());
+      // The same prices before and after, and those of the plan itself.
+      const SimulationResult after = *cache.Simulate(*plan, 1 << 22, link, arrival);
+      EXPECT_EQ(after.finish_s, priced.finish_s);
+      EXPECT_EQ(after.after_last_arrival_s, priced.after_last_arrival_s);
+      ExpectClose(priced, *SimulatePlan(*plan, 1 << 22, link, arrival));
+      EXPECT_EQ(*cache.PreArrivalSeconds(*plan, 1 << 22, link), phase_s);
+      EXPECT_EQ(phase_s, *cache.PreArrivalSeconds(*last, 1 << 22, link));
+      EXPECT_LE(bound_s, priced.after_last_arrival_s);
+      EXPECT_EQ(*cache.AfterLastArrivalAtLeast(*plan, 1 << 22, link, arrival), bound_s);
+    }
+  }
+  // A straggler outside the ranks is still refused, by the synthesizer's message.
+  PlanCache cache(n);
+  const absl::Status outside = cache.WithPieces(Algorithm::kStragglar, n, 1).status();
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outside.message(), testing::HasSubstr("outside"));
+  // On a machine of nodes a rank's name decides its links: every plan is built whole.
+  const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
+  PlanCache nodes(8, 0, {.topology = two_by_four});
+  for (bool hierarchical : {false, true}) {
+    const Plan* plan =
+        *nodes.WithShape(Algorithm::kStragglar, 1, {.pieces = 1, .hierarchical = hierarchical});
+    EXPECT_FALSE(plan->transfers_elided);
+    EXPECT_GT(TransferCount(*plan), 0);
+  }
 }
 
 }  // namespace

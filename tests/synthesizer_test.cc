@@ -114,6 +114,16 @@ TEST(StragglarTest, EveryStragglerIsARelabellingOfTheCanonicalPlan) {
   }
 }
 
+TEST(StragglarTest, TheUnkeptPlanIsTheCanonicalOneWhetherOrNotItIsKept) {
+  // Asked before the plan is kept (n = 41 is not synthesized elsewhere in this file) and after.
+  for (int pieces : {1, 3}) {
+    const Plan unkept = *SynthesizeStragglarUnkept(41, pieces);
+    EXPECT_EQ(unkept, *SynthesizeStragglar(41, 40, pieces));
+    EXPECT_EQ(*SynthesizeStragglarUnkept(41, pieces), unkept);
+    EXPECT_EQ(unkept.straggler, 40);
+  }
+}
+
 TEST(StragglarTest, TheCacheStaysCorrectAcrossManyRankCounts) {
   // More rank counts than the cache holds: evicted entries are rebuilt identically.
   absl::StatusOr<Plan> first = SynthesizeStragglar(9, 3);
@@ -245,6 +255,9 @@ TEST(SynthesizerTest, BadArgumentsGetClearErrors) {
   EXPECT_THAT(SynthesizeStragglar(4, 4).status().message(), HasSubstr("straggler 4 outside"));
   EXPECT_THAT(SynthesizeStragglar(4, -1).status().message(), HasSubstr("outside"));
   EXPECT_THAT(SynthesizeStragglar(4, 3, 0).status().message(), HasSubstr("got 4 ranks x 0 pieces"));
+  EXPECT_THAT(SynthesizeStragglarUnkept(1).status().message(), HasSubstr("at least 2 ranks"));
+  EXPECT_THAT(SynthesizeStragglarUnkept(4, 0).status().message(),
+              HasSubstr("got 4 ranks x 0 pieces"));
   EXPECT_THAT(SynthesizeStragglar(33, 3, 8).status().message(),
               HasSubstr("pipelined, 1 to 128 pieces in all, got 33 ranks x 8 pieces"));
   EXPECT_THAT(SynthesizePlan(Algorithm::kRing, 4, 1).status().message(),

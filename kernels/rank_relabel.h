@@ -1,0 +1,47 @@
+// A StragglAR plan around any straggler is its plan around the last rank with the ranks renamed:
+// the flat schedule's by swapping the straggler and the last rank (SynthesizeStragglar), log-depth
+// StragglAR's by putting the straggler first and the ready ranks after it in order
+// (SynthesizeLogDepthStragglar). Where a rank's name does not change its links (one machine), the
+// two plans cost the same on arrivals renamed alike, so one plan prices every straggler: the
+// plan cache prices the plan around the last rank and builds a renamed one only for an executor.
+// Without that a job whose latest rank wanders would keep a plan per rank (84 MB each for the
+// flat schedule at 1024 ranks).
+#pragma once
+
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kernels/plan.h"
+
+namespace stragglar {
+
+class RankRelabel {
+ public:
+  // How the plan of `variant` (kFlat or kLogDepth) around `straggler` of `num_ranks` renames the
+  // ranks of the same plan around rank num_ranks - 1.
+  static RankRelabel For(PlanVariant variant, int num_ranks, int straggler);
+
+  // The renamed plan's name of the canonical plan's rank `canonical_rank`, and back.
+  int Renamed(int canonical_rank) const;
+  int Canonical(int rank) const;
+
+  // `canonical` (the plan around the last rank) renamed: the plan around this straggler.
+  Plan Apply(Plan canonical) const;
+
+  // Values per rank of the renamed plan, reordered per rank of the canonical one, and back.
+  // Spans of another length than the rank count are returned as they are, for the callee to
+  // refuse with its own message.
+  std::vector<double> ToCanonical(absl::Span<const double> by_rank) const;
+  std::vector<double> FromCanonical(absl::Span<const double> by_canonical_rank) const;
+
+  int straggler() const { return straggler_; }
+
+ private:
+  RankRelabel(bool rotate, int num_ranks, int straggler)
+      : rotate_(rotate), num_ranks_(num_ranks), straggler_(straggler) {}
+  bool rotate_;  // log-depth's order; else a swap
+  int num_ranks_;
+  int straggler_;
+};
+
+}  // namespace stragglar
