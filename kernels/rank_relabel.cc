@@ -3,21 +3,43 @@
 namespace stragglar {
 
 RankRelabel RankRelabel::For(PlanVariant variant, int num_ranks, int straggler) {
-  return RankRelabel(variant == PlanVariant::kLogDepth, num_ranks, straggler);
+  return RankRelabel(variant == PlanVariant::kLogDepth ? Kind::kRotate : Kind::kSwap, num_ranks,
+                     straggler);
+}
+
+RankRelabel RankRelabel::KeepingNodes(int nodes, int ranks_per_node, int straggler) {
+  return RankRelabel(Kind::kSwapKeepNodes, nodes * ranks_per_node, straggler, ranks_per_node);
 }
 
 int RankRelabel::Renamed(int canonical_rank) const {
   const int last = num_ranks_ - 1;
-  if (canonical_rank == last) return straggler_;
-  if (rotate_) return canonical_rank < straggler_ ? canonical_rank : canonical_rank + 1;
-  return canonical_rank == straggler_ ? last : canonical_rank;
+  switch (kind_) {
+    case Kind::kSwap:
+      return canonical_rank == last         ? straggler_
+             : canonical_rank == straggler_ ? last
+                                            : canonical_rank;
+    case Kind::kRotate:
+      return canonical_rank == last        ? straggler_
+             : canonical_rank < straggler_ ? canonical_rank
+                                           : canonical_rank + 1;
+    case Kind::kSwapKeepNodes: {
+      // Two swaps that commute: of nodes, and of GPUs within a node.
+      const int per_node = ranks_per_node_;
+      const int last_node = last / per_node, last_local = per_node - 1;
+      const int straggler_node = straggler_ / per_node, straggler_local = straggler_ % per_node;
+      auto swap = [](int x, int a, int b) { return x == a ? b : x == b ? a : x; };
+      return swap(canonical_rank / per_node, last_node, straggler_node) * per_node +
+             swap(canonical_rank % per_node, last_local, straggler_local);
+    }
+  }
+  return canonical_rank;
 }
 
 int RankRelabel::Canonical(int rank) const {
+  if (kind_ != Kind::kRotate) return Renamed(rank);  // swaps undo themselves
   const int last = num_ranks_ - 1;
   if (rank == straggler_) return last;
-  if (rotate_) return rank < straggler_ ? rank : rank - 1;
-  return rank == last ? straggler_ : rank;
+  return rank < straggler_ ? rank : rank - 1;
 }
 
 Plan RankRelabel::Apply(Plan canonical) const {

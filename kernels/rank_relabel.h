@@ -6,8 +6,17 @@
 // plan cache prices the plan around the last rank and builds a renamed one only for an executor.
 // Without that a job whose latest rank wanders would keep a plan per rank (84 MB each for the
 // flat schedule at 1024 ranks).
+//
+// On a machine of nodes a renaming keeps the costs only if it keeps every pair of ranks on one
+// node or apart: KeepingNodes swaps the straggler's node with the last node and, in every node,
+// its GPU with the last GPU. The renamed plan is then not the synthesizer's around that straggler
+// but another valid plan around it (renaming the ranks of a plan keeps it an AllReduce), which
+// costs what the plan around the last rank costs. The plan cache renames only hierarchical
+// StragglAR that way: the synthesizer's flat and log-depth plans around some stragglers are
+// faster on nodes than the renamed ones (docs/policy.md).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -20,6 +29,8 @@ class RankRelabel {
   // How the plan of `variant` (kFlat or kLogDepth) around `straggler` of `num_ranks` renames the
   // ranks of the same plan around rank num_ranks - 1.
   static RankRelabel For(PlanVariant variant, int num_ranks, int straggler);
+  // On `nodes` nodes of `ranks_per_node` ranks (numbered node by node), for every variant.
+  static RankRelabel KeepingNodes(int nodes, int ranks_per_node, int straggler);
 
   // The renamed plan's name of the canonical plan's rank `canonical_rank`, and back.
   int Renamed(int canonical_rank) const;
@@ -37,11 +48,20 @@ class RankRelabel {
   int straggler() const { return straggler_; }
 
  private:
-  RankRelabel(bool rotate, int num_ranks, int straggler)
-      : rotate_(rotate), num_ranks_(num_ranks), straggler_(straggler) {}
-  bool rotate_;  // log-depth's order; else a swap
+  enum class Kind : uint8_t {
+    kSwap,          // the straggler and the last rank
+    kRotate,        // log-depth's order
+    kSwapKeepNodes  // the straggler's node and the last; its GPU and the last, in every node
+  };
+  RankRelabel(Kind kind, int num_ranks, int straggler, int ranks_per_node = 1)
+      : kind_(kind),
+        num_ranks_(num_ranks),
+        straggler_(straggler),
+        ranks_per_node_(ranks_per_node) {}
+  Kind kind_;
   int num_ranks_;
   int straggler_;
+  int ranks_per_node_;
 };
 
 }  // namespace stragglar

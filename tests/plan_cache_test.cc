@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/plan_memo.h"
 #include "kernels/program.h"
+#include "kernels/rank_relabel.h"
 #include "kernels/synthesizers.h"
 #include "kernels/verifier.h"
 #include "policy/queue_simulator.h"
@@ -136,8 +137,10 @@ TEST(PlanCacheTest, ALateStragglerIsPricedInClosedFormHoweverApartTheOthersLeave
   // On a machine of nodes the ready ranks leave flat StragglAR's ReduceScatter (a ring across
   // nodes) and hierarchical StragglAR's pre-arrival rounds apart. Their side of the post-arrival
   // rounds is then only bounded, which is enough where the straggler's side is later everywhere:
-  // a late straggler is priced in closed form, one that is barely late is simulated.
+  // a late straggler is priced in closed form, one that is barely late is simulated unless the
+  // bound happens to suffice for its arrivals.
   std::mt19937 random(3);
+  int barely_late_simulated = 0;
   std::uniform_real_distribution<double> lag(0, 2e-3);
   const LinkModel nvlink{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
   const LinkModel nic{.alpha_s = 20e-6, .bandwidth_bytes_per_s = 1e9};
@@ -160,9 +163,14 @@ TEST(PlanCacheTest, ALateStragglerIsPricedInClosedFormHoweverApartTheOthersLeave
                        << (hierarchical ? " hierarchical" : " flat") << " trial " << trial);
           const int64_t before = cache.closed_form_calls();
           const SimulationResult got = *cache.Simulate(plan, 1 << 22, nvlink, arrival);
-          const SimulationResult want = *SimulatePlan(plan, 1 << 22, network, arrival);
+          const SimulationResult want =
+              *SimulatePlan(**cache.Materialized(plan), 1 << 22, network, arrival);
           const bool closed_form = cache.closed_form_calls() > before;
-          EXPECT_EQ(closed_form, late);
+          if (late) {
+            EXPECT_TRUE(closed_form);
+          } else if (!closed_form) {
+            ++barely_late_simulated;
+          }
           if (closed_form) {
             ExpectClose(got, want);
           } else {
@@ -174,6 +182,8 @@ TEST(PlanCacheTest, ALateStragglerIsPricedInClosedFormHoweverApartTheOthersLeave
       }
     }
   }
+  // Of 3 layouts x 3 stragglers x 2 families x 2 barely-late trials.
+  EXPECT_GT(barely_late_simulated, 30);
 }
 
 TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
@@ -197,7 +207,8 @@ TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
       const bool late = trial % 2 == 0;
       arrival[straggler] = late ? 1.0 : lag(random);
       const double bound = *cache.AfterLastArrivalAtLeast(plan, 1 << 20, link, arrival);
-      const double simulated = SimulatePlan(plan, 1 << 20, network, arrival)->after_last_arrival_s;
+      const double simulated =
+          SimulatePlan(**cache.Materialized(plan), 1 << 20, network, arrival)->after_last_arrival_s;
       EXPECT_LE(bound, simulated) << trial;
       // Short of it by the margin kept for rounding alone.
       if (late) {
@@ -440,14 +451,41 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
   const absl::Status outside = cache.WithPieces(Algorithm::kStragglar, n, 1).status();
   EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(outside.message(), testing::HasSubstr("outside"));
-  // On a machine of nodes a rank's name decides its links: every plan is built whole.
-  const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
-  PlanCache nodes(8, 0, {.topology = two_by_four});
-  for (bool hierarchical : {false, true}) {
-    const Plan* plan =
-        *nodes.WithShape(Algorithm::kStragglar, 1, {.pieces = 1, .hierarchical = hierarchical});
-    EXPECT_FALSE(plan->transfers_elided);
-    EXPECT_GT(TransferCount(*plan), 0);
+  // On a machine of nodes a rank's name decides its links. For hierarchical StragglAR the renaming
+  // keeps every pair of ranks on one node or apart, so the prices hold there too; the plan is then
+  // another valid plan around the straggler than the synthesizer's, costing what the plan around
+  // the last rank costs. The flat and log-depth plans are built around each straggler.
+  const Topology three_by_four{.nodes = 3, .ranks_per_node = 4};
+  const NetworkModel network{
+      .topology = three_by_four, .intra_node = link, .inter_node = kTypicalInterNodeLink};
+  PlanCache nodes(12, 0, {.topology = three_by_four});
+  for (const StragglarShape& shape :
+       {StragglarShape{.pieces = 1}, StragglarShape{.log_depth_blocks = 2}}) {
+    const Plan& plan = **nodes.WithShape(Algorithm::kStragglar, 1, shape);
+    EXPECT_FALSE(plan.transfers_elided);
+    EXPECT_EQ(plan, shape.log_depth_blocks > 0 ? *SynthesizeLogDepthStragglar(12, 1, 2)
+                                               : *SynthesizeStragglar(12, 1));
+  }
+  for (const StragglarShape& shape :
+       {StragglarShape{.hierarchical = true},
+        StragglarShape{.log_depth_blocks = 2, .hierarchical = true}}) {
+    const Plan& last = **nodes.WithShape(Algorithm::kStragglar, 11, shape);
+    for (int straggler = 0; straggler < 11; ++straggler) {
+      SCOPED_TRACE(testing::Message()
+                   << "3x4 straggler " << straggler << " blocks " << shape.log_depth_blocks
+                   << " hierarchical " << shape.hierarchical);
+      const Plan* plan = *nodes.WithShape(Algorithm::kStragglar, straggler, shape);
+      ASSERT_TRUE(plan->transfers_elided);
+      std::vector<double> arrival(12);
+      for (double& at : arrival) at = lag(random);
+      arrival[straggler] = 0.25;
+      const SimulationResult priced = *nodes.Simulate(*plan, 1 << 22, link, arrival);
+      ASSERT_TRUE(nodes.Materialized(*plan).ok());
+      EXPECT_EQ(*plan, RankRelabel::KeepingNodes(3, 4, straggler).Apply(last));
+      EXPECT_EQ(plan->straggler, straggler);
+      EXPECT_TRUE(VerifyPlan(*plan).ok());
+      ExpectClose(priced, *SimulatePlan(*plan, 1 << 22, network, arrival));
+    }
   }
 }
 

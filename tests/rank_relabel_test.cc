@@ -1,8 +1,10 @@
 // RankRelabel: StragglAR's plans around every straggler are the plan around the last rank renamed,
-// exactly as the synthesizers build them, and values per rank move with the names.
+// exactly as the synthesizers build them, and values per rank move with the names; on nodes the
+// renaming keeps every pair of ranks on one node or apart.
 #include "kernels/rank_relabel.h"
 
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -55,6 +57,30 @@ TEST(RankRelabelTest, NamesAreAPermutationAndValuesPerRankMoveWithThem) {
           EXPECT_EQ(by_canonical[relabel.Canonical(rank)], by_rank[rank]);
         }
         EXPECT_EQ(relabel.FromCanonical(by_canonical), by_rank);
+      }
+    }
+  }
+  // On nodes: a permutation that keeps every pair of ranks on one node or apart.
+  for (const auto& [nodes, per_node] :
+       {std::pair{2, 4}, std::pair{3, 4}, std::pair{4, 1}, std::pair{5, 3}}) {
+    const int n = nodes * per_node;
+    for (int straggler = 0; straggler < n; ++straggler) {
+      SCOPED_TRACE(testing::Message() << nodes << "x" << per_node << " straggler " << straggler);
+      const RankRelabel relabel = RankRelabel::KeepingNodes(nodes, per_node, straggler);
+      EXPECT_EQ(relabel.Renamed(n - 1), straggler);
+      std::vector<bool> named(n, false);
+      for (int a = 0; a < n; ++a) {
+        const int renamed = relabel.Renamed(a);
+        ASSERT_GE(renamed, 0);
+        ASSERT_LT(renamed, n);
+        EXPECT_FALSE(named[renamed]);
+        named[renamed] = true;
+        EXPECT_EQ(relabel.Canonical(renamed), a);
+        for (int b = 0; b < n; ++b) {
+          EXPECT_EQ(a / per_node == b / per_node,
+                    renamed / per_node == relabel.Renamed(b) / per_node)
+              << a << " and " << b;
+        }
       }
     }
   }
