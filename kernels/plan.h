@@ -78,10 +78,11 @@ struct Plan {
   // The rounds are here but their transfers are left out: every round is empty. Such a plan is a
   // header and a round count, for pricing where the model needs no transfer (Ring's plan on one
   // machine is one ring run, policy/ring_runs.h; its transfers are 1.35 GB at 4096 ranks). The
-  // policy's plan cache keeps Ring that way, and StragglAR's plans that rename another
-  // (kernels/rank_relabel.h), and fills the transfers in for an executor
-  // (PlanCache::Materialized). Whatever reads transfers refuses such a plan: LowerPlan,
-  // VerifyPlan, the simulators for a round no ring run covers.
+  // policy's plan cache keeps Ring that way, StragglAR's plans that rename another
+  // (kernels/rank_relabel.h), and on nodes StragglAR's other plans once their compact rounds
+  // are built, and fills the transfers in for an executor (PlanCache::Materialized). Whatever reads
+  // transfers refuses such a plan: LowerPlan, VerifyPlan, the simulators for a round no ring run
+  // covers.
   bool transfers_elided = false;
 
   int num_rounds() const { return static_cast<int>(rounds.size()); }

@@ -58,10 +58,7 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
     return plan;
   }
   const int last = num_ranks_ - 1;
-  // On nodes only hierarchical StragglAR: renaming keeps its cost whoever the straggler is, while
-  // the flat and log-depth plans around some stragglers are faster than the plan around the last
-  // rank renamed (up to 5% and 24% at 32x8 in the model, docs/policy.md).
-  const bool by_renaming = topology.multi_node() == shape.hierarchical;
+  const bool by_renaming = RenamesStragglars(shape);
   if (stragglar && by_renaming && *straggler >= 0 && *straggler < last) {
     // The plan around the last rank renamed (kernels/rank_relabel.h): kept as a header, priced
     // through that plan, and given its transfers only for an executor (Materialized). On nodes
@@ -85,19 +82,42 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
                                      : RankRelabel::For(plan->variant, num_ranks_, *straggler)});
     return plan;
   }
-  absl::StatusOr<Plan> plan =
-      algorithm == Algorithm::kRing ? SynthesizeRingPlan(/*with_transfers=*/true)
-      : !stragglar ? SynthesizePlan(algorithm, num_ranks_, straggler)
-      : shape.hierarchical
-          ? SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
-                                            shape.log_depth_blocks, shape.pieces)
-      : shape.log_depth_blocks > 0
-          ? SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks)
-      : *straggler == last && by_renaming
-          ? SynthesizeStragglarUnkept(num_ranks_, shape.pieces)  // renamed for the others
-          : SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
+  absl::StatusOr<Plan> plan = Synthesize(algorithm, straggler, shape);
   if (!plan.ok()) return plan.status();
-  return &plans_.emplace(key, *std::move(plan)).first->second;
+  Plan& kept = plans_.emplace(key, *std::move(plan)).first->second;
+  if (stragglar && !by_renaming && !PricedWithQueues()) ElideAfterIndexing(kept);
+  return &kept;
+}
+
+bool PlanCache::RenamesStragglars(const StragglarShape& shape) const {
+  return machine_.topology.multi_node() == shape.hierarchical;
+}
+
+absl::StatusOr<Plan> PlanCache::Synthesize(Algorithm algorithm, std::optional<int> straggler,
+                                           const StragglarShape& shape) const {
+  if (algorithm == Algorithm::kRing) return SynthesizeRingPlan(/*with_transfers=*/true);
+  if (algorithm != Algorithm::kStragglar || !straggler.has_value()) {
+    return SynthesizePlan(algorithm, num_ranks_, straggler);
+  }
+  const Topology& topology = machine_.topology;
+  if (shape.hierarchical) {
+    return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
+                                           shape.log_depth_blocks, shape.pieces);
+  }
+  if (shape.log_depth_blocks > 0) {
+    return SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks);
+  }
+  if (*straggler == num_ranks_ - 1 && RenamesStragglars(shape)) {
+    return SynthesizeStragglarUnkept(num_ranks_, shape.pieces);  // renamed for the others
+  }
+  return SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
+}
+
+void PlanCache::ElideAfterIndexing(Plan& plan) {
+  const SimulationIndex& index = IndexOf(plan);
+  if (!index.compact.has_value()) return;  // a rank or chunk count over 16 bits: read the plan
+  for (Round& round : plan.rounds) std::vector<Transfer>().swap(round.transfers);
+  plan.transfers_elided = true;
 }
 
 absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
@@ -118,8 +138,10 @@ absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
       kept = renamed->relabel.Apply(*renamed->canonical);
       return &kept;
     }
-    // Else Ring (WithShape).
-    absl::StatusOr<Plan> full = SynthesizeRingPlan(/*with_transfers=*/true);
+    const auto& [algorithm, straggler, pieces, blocks, hierarchical] = key;
+    absl::StatusOr<Plan> full =
+        Synthesize(algorithm, straggler >= 0 ? std::optional<int>(straggler) : std::nullopt,
+                   {.pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical});
     if (!full.ok()) return full.status();
     kept = *std::move(full);
     return &kept;
@@ -421,20 +443,7 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
     return renamed->FromCanonical(SimulatePart(*renamed->canonical, begin_round, end_round, bytes,
                                                link, renamed->relabel.ToCanonical(arrival_s)));
   }
-  auto index = indexes_.find(&plan);
-  if (index == indexes_.end()) {
-    SimulationIndex found{.ring_runs = FindRingRuns(plan)};
-    // Compact rounds only for a plan with rounds simulated one by one: outside its ring runs, or
-    // on a machine of nodes, where a run may mix link classes. Ring's are all runs (200 MB saved
-    // at 4096 ranks).
-    int in_runs = 0;
-    for (const RingRun& run : found.ring_runs) in_runs += run.rounds;
-    if (in_runs < plan.num_rounds() || machine_.topology.multi_node()) {
-      found.compact = CompactRoundsOf(plan);
-    }
-    index = indexes_.emplace(&plan, std::move(found)).first;
-  }
-  const SimulationIndex& found = index->second;
+  const SimulationIndex& found = IndexOf(plan);
   const NetworkModel network = NetworkOf(link);
   return SimulateRounds(plan, found.ring_runs,
                         found.compact.has_value() ? &*found.compact : nullptr, begin_round,
@@ -445,6 +454,21 @@ int64_t PlanCache::kept_transfers() const {
   int64_t transfers = 0;
   for (const auto& [key, plan] : plans_) transfers += TransferCount(plan);
   return transfers;
+}
+
+const PlanCache::SimulationIndex& PlanCache::IndexOf(const Plan& plan) {
+  auto index = indexes_.find(&plan);
+  if (index != indexes_.end()) return index->second;
+  SimulationIndex found{.ring_runs = FindRingRuns(plan)};
+  // Compact rounds only for a plan with rounds simulated one by one: outside its ring runs, or
+  // on a machine of nodes, where a run may mix link classes. Ring's are all runs (200 MB saved
+  // at 4096 ranks).
+  int in_runs = 0;
+  for (const RingRun& run : found.ring_runs) in_runs += run.rounds;
+  if (in_runs < plan.num_rounds() || machine_.topology.multi_node()) {
+    found.compact = CompactRoundsOf(plan);
+  }
+  return indexes_.emplace(&plan, std::move(found)).first->second;
 }
 
 const PlanCache::Renamed* PlanCache::RenamedOf(const Plan& plan) const {

@@ -175,6 +175,19 @@ class PlanCache {
   NetworkModel NetworkOf(const LinkModel& link) const;
   // Ring's plan on this machine: the flat ring, or the hierarchical ring on nodes.
   absl::StatusOr<Plan> SynthesizeRingPlan(bool with_transfers) const;
+  // The plan for (algorithm, straggler, shape) with its transfers, as the synthesizers build it.
+  absl::StatusOr<Plan> Synthesize(Algorithm algorithm, std::optional<int> straggler,
+                                  const StragglarShape& shape) const;
+  // Whether StragglAR's plans of `shape` around stragglers other than the last rank are that
+  // plan renamed (Renamed): on one machine the flat and log-depth plans, on nodes hierarchical
+  // StragglAR only, whose renaming keeps its cost whoever the straggler is; the synthesizer's
+  // flat and log-depth plans around some stragglers are faster there than the renamed ones (up to
+  // 5% and 24% at 32x8 in the model, docs/policy.md).
+  bool RenamesStragglars(const StragglarShape& shape) const;
+  // Drops `plan`'s transfers once its index is built, when the index prices it alone (compact
+  // rounds, 6 bytes a transfer against 40): what StragglAR's plans that are not renamed get on
+  // nodes, one per straggler the chooser asks about. Materialized rebuilds them for an executor.
+  void ElideAfterIndexing(Plan& plan);
   // Machine::ring_is_nccl's price of Ring on `arrival_s`.
   absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s) const;
@@ -207,6 +220,7 @@ class PlanCache {
     std::optional<CompactRounds> compact;
   };
   std::map<const Plan*, SimulationIndex> indexes_;
+  const SimulationIndex& IndexOf(const Plan& plan);
 
   // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
   // finish from the ready ranks' start (ready ranks at 0, the straggler too early to matter) and

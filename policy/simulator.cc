@@ -175,7 +175,7 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
       r += rounds;
       continue;
     }
-    if (plan.transfers_elided) {
+    if (plan.transfers_elided && compact == nullptr) {
       return TransfersElidedError(
           plan, absl::StrCat("simulated in round ", r, ", which no ring run covers"));
     }

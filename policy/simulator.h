@@ -72,7 +72,8 @@ struct CompactRounds {
 // nullopt when a rank, or a transfer's chunk count, does not fit in 16 bits.
 std::optional<CompactRounds> CompactRoundsOf(const Plan& plan);
 // SimulateRounds reading the rounds that no ring run covers from `compact` (CompactRoundsOf(plan);
-// nullptr: from the plan): the same result, bit for bit.
+// nullptr: from the plan): the same result, bit for bit. With `compact` the plan's transfers are
+// never read, so a plan whose transfers were dropped after indexing is priced too.
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
                                                 const CompactRounds* compact, int begin_round,
                                                 int end_round, double bytes,

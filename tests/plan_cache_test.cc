@@ -1,7 +1,8 @@
 // PlanCache::Simulate's closed form for StragglAR's post-arrival rounds: equal to the full
 // simulation up to rounding wherever it applies, and the full simulation, bit for bit, wherever
-// it does not. Also the compact rounds the cache simulates from: the same bits as the plan's, and
-// Ring's plan kept without its transfers.
+// it does not. Also the compact rounds the cache simulates from: the same bits as the plan's;
+// Ring's plan kept without its transfers; and StragglAR's plans kept as a renamed header or as
+// their compact rounds, one plan's transfers however many stragglers are asked about.
 #include "policy/plan_cache.h"
 
 #include <bit>
@@ -17,6 +18,7 @@
 #include "kernels/rank_relabel.h"
 #include "kernels/synthesizers.h"
 #include "kernels/verifier.h"
+#include "policy/chooser.h"
 #include "policy/queue_simulator.h"
 #include "policy/ring_runs.h"
 #include "policy/simulator.h"
@@ -454,18 +456,34 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
   // On a machine of nodes a rank's name decides its links. For hierarchical StragglAR the renaming
   // keeps every pair of ranks on one node or apart, so the prices hold there too; the plan is then
   // another valid plan around the straggler than the synthesizer's, costing what the plan around
-  // the last rank costs. The flat and log-depth plans are built around each straggler.
+  // the last rank costs. The flat and log-depth plans are the synthesizer's around each
+  // straggler, priced from their compact rounds, and rebuilt whole for an executor.
   const Topology three_by_four{.nodes = 3, .ranks_per_node = 4};
   const NetworkModel network{
       .topology = three_by_four, .intra_node = link, .inter_node = kTypicalInterNodeLink};
   PlanCache nodes(12, 0, {.topology = three_by_four});
   for (const StragglarShape& shape :
        {StragglarShape{.pieces = 1}, StragglarShape{.log_depth_blocks = 2}}) {
-    const Plan& plan = **nodes.WithShape(Algorithm::kStragglar, 1, shape);
-    EXPECT_FALSE(plan.transfers_elided);
-    EXPECT_EQ(plan, shape.log_depth_blocks > 0 ? *SynthesizeLogDepthStragglar(12, 1, 2)
-                                               : *SynthesizeStragglar(12, 1));
+    for (int straggler : {1, 11}) {
+      const Plan& plan = **nodes.WithShape(Algorithm::kStragglar, straggler, shape);
+      EXPECT_TRUE(plan.transfers_elided);
+      EXPECT_EQ(TransferCount(plan), 0);
+      std::vector<double> arrival(12);
+      for (double& at : arrival) at = lag(random);
+      arrival[straggler] = 0.25;
+      const SimulationResult priced = *nodes.Simulate(plan, 1 << 22, link, arrival);
+      const double phase_s = *nodes.PreArrivalSeconds(plan, 1 << 22, link);
+      ASSERT_TRUE(nodes.Materialized(plan).ok());
+      EXPECT_EQ(plan, shape.log_depth_blocks > 0 ? *SynthesizeLogDepthStragglar(12, straggler, 2)
+                                                 : *SynthesizeStragglar(12, straggler));
+      EXPECT_EQ(nodes.Simulate(plan, 1 << 22, link, arrival)->finish_s, priced.finish_s);
+      EXPECT_EQ(*nodes.PreArrivalSeconds(plan, 1 << 22, link), phase_s);
+      ExpectClose(priced, *SimulatePlan(plan, 1 << 22, network, arrival));
+    }
   }
+  // On per-class queues every plan is simulated from its transfers: none is dropped.
+  PlanCache queues(12, 0, {.topology = three_by_four, .per_class_queues = true});
+  EXPECT_FALSE((*queues.WithShape(Algorithm::kStragglar, 1, {}))->transfers_elided);
   for (const StragglarShape& shape :
        {StragglarShape{.hierarchical = true},
         StragglarShape{.log_depth_blocks = 2, .hierarchical = true}}) {
@@ -487,6 +505,61 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
       ExpectClose(priced, *SimulatePlan(*plan, 1 << 22, network, arrival));
     }
   }
+}
+
+// Arrivals within a microsecond of each other, `late` a millisecond after them.
+std::vector<double> OneLateAmongNoise(int num_ranks, std::mt19937& random, int late) {
+  std::uniform_real_distribution<double> noise(0, 1e-6);
+  std::vector<double> arrival(num_ranks);
+  for (double& at : arrival) at = noise(random);
+  arrival[late] += 1e-3;
+  return arrival;
+}
+
+TEST(PlanCacheTest, ALatestRankThatWandersBuildsNoPlanPerRank) {
+  // Without a persistent straggler the latest rank changes call by call. StragglAR around each is
+  // priced through the plan around the last rank, so the cache holds that one plan, not one per
+  // rank (at 1024 ranks 84 MB each).
+  std::mt19937 random(17);
+  const int n = 64;
+  PlanCache plans(n);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
+  ASSERT_TRUE(
+      chooser.Choose(1 << 24, OneLateAmongNoise(n, random, n - 1), n - 1, LinkModel{}).ok());
+  const int64_t kept = plans.kept_transfers();
+  EXPECT_GE(kept, TransferCount(*SynthesizeStragglar(n, n - 1)));
+  int stragglar_chosen = 0;
+  for (int latest = 0; latest < n - 1; ++latest) {
+    absl::StatusOr<Choice> choice =
+        chooser.Choose(1 << 24, OneLateAmongNoise(n, random, latest), latest, LinkModel{});
+    ASSERT_TRUE(choice.ok());
+    if (choice->algorithm == Algorithm::kStragglar && choice->straggler == latest) {
+      ++stragglar_chosen;
+    }
+  }
+  EXPECT_EQ(stragglar_chosen, n - 1);
+  EXPECT_EQ(plans.kept_transfers(), kept);
+  // The plan an executor asks for is built then, and only it.
+  const StragglarShape shape = plans.StragglarShapes(1 << 24, LinkModel{})->front();
+  const Plan* plan = *plans.WithShape(Algorithm::kStragglar, 5, shape);
+  ASSERT_TRUE(plans.Materialized(*plan).ok());
+  EXPECT_EQ(plans.kept_transfers(), kept + TransferCount(*plan));
+
+  // On nodes the flat and log-depth plans are built around each straggler but kept as their
+  // compact rounds, and hierarchical StragglAR is renamed: no transfers are kept per rank either.
+  const Topology four_by_eight{.nodes = 4, .ranks_per_node = 8};
+  PlanCache on_nodes(32, 0, {.topology = four_by_eight});
+  Chooser node_chooser(on_nodes, {Algorithm::kRing, Algorithm::kStragglar});
+  ASSERT_TRUE(
+      node_chooser.Choose(1 << 24, OneLateAmongNoise(32, random, 31), 31, LinkModel{}).ok());
+  const int64_t kept_on_nodes = on_nodes.kept_transfers();
+  EXPECT_EQ(on_nodes.StragglarShapes(1 << 24, LinkModel{})->size(), 3u);
+  for (int latest = 0; latest < 31; ++latest) {
+    ASSERT_TRUE(
+        node_chooser.Choose(1 << 24, OneLateAmongNoise(32, random, latest), latest, LinkModel{})
+            .ok());
+  }
+  EXPECT_EQ(on_nodes.kept_transfers(), kept_on_nodes);
 }
 
 }  // namespace

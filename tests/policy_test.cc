@@ -5,7 +5,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/plan_memo.h"
 #include "kernels/rank_relabel.h"
 #include "kernels/synthesizers.h"
 #include "policy/calibration.h"
@@ -510,35 +509,6 @@ TEST(ChooserTest, TriesStragglarAroundThePredictedLastRankToo) {
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
   EXPECT_EQ(choice->straggler, 6);
-}
-
-TEST(ChooserTest, ALatestRankThatWandersBuildsNoPlanPerRank) {
-  // Without a persistent straggler the latest rank changes call by call. StragglAR around each is
-  // priced through the plan around the last rank, so the cache holds that one plan, not one per
-  // rank (at 1024 ranks 84 MB each).
-  std::mt19937 random(17);
-  const int n = 64;
-  PlanCache plans(n);
-  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
-  ASSERT_TRUE(chooser.Choose(1 << 24, Lags(n, random, 1e-6, n - 1, 1e-3), n - 1, LinkModel{}).ok());
-  const int64_t kept = plans.kept_transfers();
-  EXPECT_GE(kept, TransferCount(*SynthesizeStragglar(n, n - 1)));
-  int stragglar_chosen = 0;
-  for (int latest = 0; latest < n - 1; ++latest) {
-    absl::StatusOr<Choice> choice =
-        chooser.Choose(1 << 24, Lags(n, random, 1e-6, latest, 1e-3), latest, LinkModel{});
-    ASSERT_TRUE(choice.ok());
-    if (choice->algorithm == Algorithm::kStragglar && choice->straggler == latest) {
-      ++stragglar_chosen;
-    }
-  }
-  EXPECT_EQ(stragglar_chosen, n - 1);
-  EXPECT_EQ(plans.kept_transfers(), kept);
-  // The plan an executor asks for is built then, and only it.
-  const StragglarShape shape = plans.StragglarShapes(1 << 24, LinkModel{})->front();
-  const Plan* plan = *plans.WithShape(Algorithm::kStragglar, 5, shape);
-  ASSERT_TRUE(plans.Materialized(*plan).ok());
-  EXPECT_EQ(plans.kept_transfers(), kept + TransferCount(*plan));
 }
 
 TEST(CalibrationTest, MedianRatioPerAlgorithmAndSizeBucket) {
