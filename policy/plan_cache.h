@@ -73,11 +73,11 @@ class PlanCache {
   // What For and WithShape return is for pricing, and may have its transfers elided
   // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices (1.35 GB
   // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads), and on nodes
-  // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8); and on one
-  // machine StragglAR's flat and log-depth plans around a straggler other than the last rank,
-  // which the plan around the last rank prices (kernels/rank_relabel.h). Materialized gives an
-  // executor the plan with its transfers, in place: the same address, so the same prices and
-  // memos. `plan` must come from this cache.
+  // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8); StragglAR's
+  // plans that rename the plan around the last rank, which that plan prices (RenamesStragglars,
+  // kernels/rank_relabel.h); and StragglAR's other plans on nodes, which their compact rounds
+  // price (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, in
+  // place: the same address, so the same prices and memos. `plan` must come from this cache.
   absl::StatusOr<const Plan*> Materialized(const Plan& plan);
 
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
