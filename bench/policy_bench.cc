@@ -59,6 +59,54 @@ BENCHMARK(BM_PolicyEpoch)
     ->ArgsProduct({{64, 128, 256, 512, 1024, 4096}, {16 << 20}, {0, 20000}, {8}})
     ->Unit(benchmark::kMicrosecond);
 
+// One epoch of 16 calls of 16 MiB where no rank stays late: the latest rank, late by 2 us per
+// rank, moves each epoch among `wander` ranks spread over the job, and the chooser prices StragglAR
+// around it. The plan cache renames one plan for every straggler on one machine and keeps
+// compact rounds per straggler on nodes (docs/policy.md), so an epoch costs about what it costs
+// with one late rank, and memory (`/usr/bin/time`) does not grow with the ranks visited.
+// Args: ranks, wander, ranks per node (0: one machine).
+void BM_PolicyEpochWanderingLatest(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const int wander = static_cast<int>(state.range(1));
+  RuntimeConfig config;
+  config.epoch_calls = 16;
+  if (const int per_node = static_cast<int>(state.range(2)); per_node > 0) {
+    config.topology = Topology{.nodes = n / per_node, .ranks_per_node = per_node};
+  }
+  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
+  RuntimeCore core = *RuntimeCore::Create(config, 0, n, link);
+  const int64_t bytes = 16 << 20;
+  int64_t call = 0;
+  int64_t epochs = 0;
+  const auto epoch = [&] {
+    const int latest = static_cast<int>(epochs++ % wander) * (n / wander);
+    for (int i = 0; i < config.epoch_calls; ++i, ++call) {
+      benchmark::DoNotOptimize(core.Decide(bytes));
+      core.Record({.arrival_s = 1.0 * call, .duration_s = 0.01});
+    }
+    const std::vector<double> mine = core.EpochPayload();
+    std::vector<double> all;
+    for (int rank = 0; rank < n; ++rank) {
+      for (size_t i = 0; i < mine.size(); i += 2) {
+        all.push_back(mine[i] + (rank == latest ? 2e-6 * n : 1e-6 * ((rank * 31 + epochs) % n)));
+        all.push_back(mine[i + 1]);
+      }
+    }
+    benchmark::DoNotOptimize(core.AbsorbEpoch(all));
+  };
+  for (int i = 0; i < wander; ++i) epoch();  // each rank's first visit, untimed
+  for (auto _ : state) epoch();
+  state.SetLabel("one epoch of 16 calls");
+}
+BENCHMARK(BM_PolicyEpochWanderingLatest)
+    ->Args({256, 8, 0})
+    ->Args({1024, 8, 0})
+    ->Args({1024, 64, 0})
+    ->Args({256, 8, 8})
+    ->Args({1024, 8, 8})
+    ->ArgNames({"ranks", "wander", "per_node"})
+    ->Unit(benchmark::kMicrosecond);
+
 // One simulation of a whole plan on arrivals with one rank 20 ms late, round by round (runs 0:
 // SimulatePlan) or with its ring runs in closed form (runs 1: what the policy does), side by side.
 // Args: algorithm (0 ring, 1 stragglar), ranks, runs.

@@ -85,7 +85,9 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   absl::StatusOr<Plan> plan = Synthesize(algorithm, straggler, shape);
   if (!plan.ok()) return plan.status();
   Plan& kept = plans_.emplace(key, *std::move(plan)).first->second;
-  if (stragglar && !by_renaming && !PricedWithQueues()) ElideAfterIndexing(kept);
+  if (stragglar && !by_renaming && !PricedWithQueues()) {
+    if (absl::Status status = ElideAfterIndexing(kept); !status.ok()) return status;
+  }
   return &kept;
 }
 
@@ -113,11 +115,23 @@ absl::StatusOr<Plan> PlanCache::Synthesize(Algorithm algorithm, std::optional<in
   return SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
 }
 
-void PlanCache::ElideAfterIndexing(Plan& plan) {
-  const SimulationIndex& index = IndexOf(plan);
-  if (!index.compact.has_value()) return;  // a rank or chunk count over 16 bits: read the plan
+absl::Status PlanCache::ElideAfterIndexing(Plan& plan) {
+  absl::StatusOr<const SimulationIndex*> index = IndexOf(plan);
+  if (!index.ok()) return index.status();
+  if (!(*index)->compact.has_value()) return absl::OkStatus();  // a rank over 16 bits: keep it
   for (Round& round : plan.rounds) std::vector<Transfer>().swap(round.transfers);
   plan.transfers_elided = true;
+  // The newest indexes are kept within the budget; an older one is rebuilt from a synthesis when
+  // asked for again (IndexOf).
+  elided_order_.push_back(&plan);
+  elided_moves_ += static_cast<int64_t>((*index)->compact->moves.size());
+  while (elided_moves_ > max_elided_moves_ && elided_order_.size() > 1) {
+    auto oldest = indexes_.find(elided_order_.front());
+    elided_order_.pop_front();
+    elided_moves_ -= static_cast<int64_t>(oldest->second.compact->moves.size());
+    indexes_.erase(oldest);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
@@ -132,8 +146,15 @@ absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
 
 absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
   if (!plan.transfers_elided) return &plan;
+  absl::StatusOr<Plan*> kept = MaterializedInPlace(plan);
+  if (!kept.ok()) return kept.status();
+  return *kept;
+}
+
+absl::StatusOr<Plan*> PlanCache::MaterializedInPlace(const Plan& plan) {
   for (auto& [key, kept] : plans_) {
     if (&kept != &plan) continue;
+    if (!kept.transfers_elided) return &kept;
     if (const Renamed* renamed = RenamedOf(plan)) {
       kept = renamed->relabel.Apply(*renamed->canonical);
       return &kept;
@@ -443,10 +464,11 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
     return renamed->FromCanonical(SimulatePart(*renamed->canonical, begin_round, end_round, bytes,
                                                link, renamed->relabel.ToCanonical(arrival_s)));
   }
-  const SimulationIndex& found = IndexOf(plan);
+  absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
+  if (!found.ok()) return found.status();
   const NetworkModel network = NetworkOf(link);
-  return SimulateRounds(plan, found.ring_runs,
-                        found.compact.has_value() ? &*found.compact : nullptr, begin_round,
+  return SimulateRounds(plan, (*found)->ring_runs,
+                        (*found)->compact.has_value() ? &*(*found)->compact : nullptr, begin_round,
                         end_round, bytes, network, arrival_s);
 }
 
@@ -456,9 +478,16 @@ int64_t PlanCache::kept_transfers() const {
   return transfers;
 }
 
-const PlanCache::SimulationIndex& PlanCache::IndexOf(const Plan& plan) {
+absl::StatusOr<const PlanCache::SimulationIndex*> PlanCache::IndexOf(const Plan& plan) {
   auto index = indexes_.find(&plan);
-  if (index != indexes_.end()) return index->second;
+  if (index != indexes_.end()) return &index->second;
+  if (plan.transfers_elided && plan.algorithm == Algorithm::kStragglar) {
+    // Its index was dropped (ElideAfterIndexing): rebuild its transfers, index them, drop them.
+    absl::StatusOr<Plan*> whole = MaterializedInPlace(plan);
+    if (!whole.ok()) return whole.status();
+    if (absl::Status status = ElideAfterIndexing(**whole); !status.ok()) return status;
+    return &indexes_.at(&plan);
+  }
   SimulationIndex found{.ring_runs = FindRingRuns(plan)};
   // Compact rounds only for a plan with rounds simulated one by one: outside its ring runs, or
   // on a machine of nodes, where a run may mix link classes. Ring's are all runs (200 MB saved
@@ -468,7 +497,7 @@ const PlanCache::SimulationIndex& PlanCache::IndexOf(const Plan& plan) {
   if (in_runs < plan.num_rounds() || machine_.topology.multi_node()) {
     found.compact = CompactRoundsOf(plan);
   }
-  return indexes_.emplace(&plan, std::move(found)).first->second;
+  return &indexes_.emplace(&plan, std::move(found)).first->second;
 }
 
 const PlanCache::Renamed* PlanCache::RenamedOf(const Plan& plan) const {

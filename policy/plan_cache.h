@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -144,6 +145,10 @@ class PlanCache {
 
   // The transfers of the plans kept (a header has none): what the cache's memory grows with.
   int64_t kept_transfers() const;
+  // The compact moves indexed for plans kept without their transfers on nodes
+  // (ElideAfterIndexing), and their budget: kMaxElidedIndexMoves unless set (tests).
+  int64_t elided_index_moves() const { return elided_moves_; }
+  void set_max_elided_index_moves(int64_t moves) { max_elided_moves_ = moves; }
 
   // Calls of Simulate, and those priced with the post-arrival closed form, for tests and
   // benchmarks.
@@ -187,7 +192,15 @@ class PlanCache {
   // Drops `plan`'s transfers once its index is built, when the index prices it alone (compact
   // rounds, 6 bytes a transfer against 40): what StragglAR's plans that are not renamed get on
   // nodes, one per straggler the chooser asks about. Materialized rebuilds them for an executor.
-  void ElideAfterIndexing(Plan& plan);
+  // The indexes of such plans are kept, newest first, within kMaxElidedIndexMoves moves (about 8
+  // flat plans at 1024 ranks, 100 MB); an older one is rebuilt from a synthesis when asked for.
+  absl::Status ElideAfterIndexing(Plan& plan);
+  static constexpr int64_t kMaxElidedIndexMoves = int64_t{1} << 24;
+  int64_t max_elided_moves_ = kMaxElidedIndexMoves;
+  std::deque<const Plan*> elided_order_;  // oldest first
+  int64_t elided_moves_ = 0;
+  // Materialized, with the plans_ entry it fills in.
+  absl::StatusOr<Plan*> MaterializedInPlace(const Plan& plan);
   // Machine::ring_is_nccl's price of Ring on `arrival_s`.
   absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s) const;
@@ -220,7 +233,8 @@ class PlanCache {
     std::optional<CompactRounds> compact;
   };
   std::map<const Plan*, SimulationIndex> indexes_;
-  const SimulationIndex& IndexOf(const Plan& plan);
+  // The index of `plan`, built at its first simulation (or rebuilt, ElideAfterIndexing).
+  absl::StatusOr<const SimulationIndex*> IndexOf(const Plan& plan);
 
   // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
   // finish from the ready ranks' start (ready ranks at 0, the straggler too early to matter) and

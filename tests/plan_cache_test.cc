@@ -507,6 +507,46 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
   }
 }
 
+TEST(PlanCacheTest, OnNodesTheOldestDroppedPlansIndexesGoAndAreRebuiltWithTheSamePrices) {
+  // Flat StragglAR around each of 11 stragglers on 3x4 nodes, with room for the indexes of about
+  // three: pricing them all twice rebuilds the evicted ones, bit for bit the same prices.
+  std::mt19937 random(9);
+  std::uniform_real_distribution<double> lag(0, 1e-3);
+  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
+  const Topology three_by_four{.nodes = 3, .ranks_per_node = 4};
+  PlanCache cache(12, 0, {.topology = three_by_four});
+  const std::optional<CompactRounds> one = CompactRoundsOf(*SynthesizeStragglar(12, 0));
+  const int64_t budget = 3 * static_cast<int64_t>(one->moves.size());
+  cache.set_max_elided_index_moves(budget);
+  std::vector<std::vector<double>> arrivals;
+  std::vector<SimulationResult> first;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int straggler = 0; straggler < 11; ++straggler) {
+      SCOPED_TRACE(testing::Message() << "pass " << pass << " straggler " << straggler);
+      const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, {});
+      ASSERT_TRUE(plan.transfers_elided);
+      if (pass == 0) {
+        arrivals.emplace_back(12);
+        for (double& at : arrivals.back()) at = lag(random);
+        arrivals.back()[straggler] += 2e-3;
+      }
+      const SimulationResult priced = *cache.Simulate(plan, 1 << 22, link, arrivals[straggler]);
+      if (pass == 0) {
+        first.push_back(priced);
+      } else {
+        EXPECT_EQ(priced.finish_s, first[straggler].finish_s);
+        EXPECT_EQ(priced.completion_s, first[straggler].completion_s);
+      }
+      EXPECT_LE(cache.elided_index_moves(), budget);
+      EXPECT_TRUE(plan.transfers_elided);
+    }
+  }
+  // An evicted plan still becomes the synthesizer's for an executor, and prices as before.
+  const Plan& plan = **cache.WithShape(Algorithm::kStragglar, 0, {});
+  EXPECT_EQ(**cache.Materialized(plan), *SynthesizeStragglar(12, 0));
+  EXPECT_EQ(cache.Simulate(plan, 1 << 22, link, arrivals[0])->finish_s, first[0].finish_s);
+}
+
 // Arrivals within a microsecond of each other, `late` a millisecond after them.
 std::vector<double> OneLateAmongNoise(int num_ranks, std::mt19937& random, int late) {
   std::uniform_real_distribution<double> noise(0, 1e-6);
