@@ -65,15 +65,7 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
     // the renaming keeps every pair of ranks on one node or apart, so the prices hold there too.
     absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
     if (!canonical.ok()) return canonical.status();
-    Plan header{.algorithm = (*canonical)->algorithm,
-                .num_ranks = (*canonical)->num_ranks,
-                .num_chunks = (*canonical)->num_chunks,
-                .straggler = *straggler,
-                .pre_arrival_rounds = (*canonical)->pre_arrival_rounds,
-                .variant = (*canonical)->variant,
-                .rounds = std::vector<Round>(static_cast<size_t>((*canonical)->num_rounds())),
-                .transfers_elided = true};
-    const Plan* plan = &plans_.emplace(key, std::move(header)).first->second;
+    const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;
     renamed_.emplace(
         plan, Renamed{.canonical = *canonical,
                       .relabel = topology.multi_node()
@@ -82,10 +74,25 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
                                      : RankRelabel::For(plan->variant, num_ranks_, *straggler)});
     return plan;
   }
+  const bool on_nodes_by_index =
+      stragglar && topology.multi_node() && !shape.hierarchical && !PricedWithQueues();
+  if (on_nodes_by_index && *straggler >= 0 && *straggler < last) {
+    // On nodes the synthesizer's plan around another straggler is the plan around the last rank
+    // renamed too, but names decide link classes, so it costs otherwise. Its index is that plan's
+    // renamed (IndexOf): its exact price, without building its transfers (84 MB at 1024 ranks)
+    // until an executor asks (Materialized synthesizes it).
+    absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
+    if (!canonical.ok()) return canonical.status();
+    const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;
+    indexed_by_renaming_.emplace(
+        plan, Renamed{.canonical = *canonical,
+                      .relabel = RankRelabel::For(plan->variant, num_ranks_, *straggler)});
+    return plan;
+  }
   absl::StatusOr<Plan> plan = Synthesize(algorithm, straggler, shape);
   if (!plan.ok()) return plan.status();
   Plan& kept = plans_.emplace(key, *std::move(plan)).first->second;
-  if (stragglar && !by_renaming && !PricedWithQueues()) {
+  if (on_nodes_by_index) {
     if (absl::Status status = ElideAfterIndexing(kept); !status.ok()) return status;
   }
   return &kept;
@@ -109,10 +116,23 @@ absl::StatusOr<Plan> PlanCache::Synthesize(Algorithm algorithm, std::optional<in
   if (shape.log_depth_blocks > 0) {
     return SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks);
   }
-  if (*straggler == num_ranks_ - 1 && RenamesStragglars(shape)) {
-    return SynthesizeStragglarUnkept(num_ranks_, shape.pieces);  // renamed for the others
+  if (*straggler == num_ranks_ - 1) {
+    // The others are this plan renamed, or priced by its index renamed: the synthesizer need not
+    // keep a copy.
+    return SynthesizeStragglarUnkept(num_ranks_, shape.pieces);
   }
   return SynthesizeStragglar(num_ranks_, *straggler, shape.pieces);
+}
+
+Plan PlanCache::HeaderOf(const Plan& canonical, int straggler) {
+  return Plan{.algorithm = canonical.algorithm,
+              .num_ranks = canonical.num_ranks,
+              .num_chunks = canonical.num_chunks,
+              .straggler = straggler,
+              .pre_arrival_rounds = canonical.pre_arrival_rounds,
+              .variant = canonical.variant,
+              .rounds = std::vector<Round>(static_cast<size_t>(canonical.num_rounds())),
+              .transfers_elided = true};
 }
 
 absl::Status PlanCache::ElideAfterIndexing(Plan& plan) {
@@ -121,16 +141,6 @@ absl::Status PlanCache::ElideAfterIndexing(Plan& plan) {
   if (!(*index)->compact.has_value()) return absl::OkStatus();  // a rank over 16 bits: keep it
   for (Round& round : plan.rounds) std::vector<Transfer>().swap(round.transfers);
   plan.transfers_elided = true;
-  // The newest indexes are kept within the budget; an older one is rebuilt from a synthesis when
-  // asked for again (IndexOf).
-  elided_order_.push_back(&plan);
-  elided_moves_ += static_cast<int64_t>((*index)->compact->moves.size());
-  while (elided_moves_ > max_elided_moves_ && elided_order_.size() > 1) {
-    auto oldest = indexes_.find(elided_order_.front());
-    elided_order_.pop_front();
-    elided_moves_ -= static_cast<int64_t>(oldest->second.compact->moves.size());
-    indexes_.erase(oldest);
-  }
   return absl::OkStatus();
 }
 
@@ -146,15 +156,8 @@ absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
 
 absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
   if (!plan.transfers_elided) return &plan;
-  absl::StatusOr<Plan*> kept = MaterializedInPlace(plan);
-  if (!kept.ok()) return kept.status();
-  return *kept;
-}
-
-absl::StatusOr<Plan*> PlanCache::MaterializedInPlace(const Plan& plan) {
   for (auto& [key, kept] : plans_) {
     if (&kept != &plan) continue;
-    if (!kept.transfers_elided) return &kept;
     if (const Renamed* renamed = RenamedOf(plan)) {
       kept = renamed->relabel.Apply(*renamed->canonical);
       return &kept;
@@ -481,12 +484,41 @@ int64_t PlanCache::kept_transfers() const {
 absl::StatusOr<const PlanCache::SimulationIndex*> PlanCache::IndexOf(const Plan& plan) {
   auto index = indexes_.find(&plan);
   if (index != indexes_.end()) return &index->second;
-  if (plan.transfers_elided && plan.algorithm == Algorithm::kStragglar) {
-    // Its index was dropped (ElideAfterIndexing): rebuild its transfers, index them, drop them.
-    absl::StatusOr<Plan*> whole = MaterializedInPlace(plan);
-    if (!whole.ok()) return whole.status();
-    if (absl::Status status = ElideAfterIndexing(**whole); !status.ok()) return status;
-    return &indexes_.at(&plan);
+  if (auto renamed = indexed_by_renaming_.find(&plan); renamed != indexed_by_renaming_.end()) {
+    absl::StatusOr<const SimulationIndex*> canonical = IndexOf(*renamed->second.canonical);
+    if (!canonical.ok()) return canonical.status();
+    std::vector<int> renamed_rank(static_cast<size_t>(num_ranks_));
+    for (int rank = 0; rank < num_ranks_; ++rank) {
+      renamed_rank[rank] = renamed->second.relabel.Renamed(rank);
+    }
+    SimulationIndex found = **canonical;
+    for (RingRun& run : found.ring_runs) {
+      for (std::vector<int>& cycle : run.cycles) {
+        for (int& rank : cycle) rank = renamed_rank[rank];
+      }
+    }
+    int64_t moves = 0;
+    if (found.compact.has_value()) {
+      for (CompactRounds::Move& move : found.compact->moves) {
+        move.src = static_cast<uint16_t>(renamed_rank[move.src]);
+        move.dst = static_cast<uint16_t>(renamed_rank[move.dst]);
+      }
+      moves = static_cast<int64_t>(found.compact->moves.size());
+    }
+    const SimulationIndex* kept = &indexes_.emplace(&plan, std::move(found)).first->second;
+    // The newest of these indexes are kept within the budget; an older one is renamed again when
+    // asked for.
+    renamed_index_order_.push_back(&plan);
+    renamed_index_moves_ += moves;
+    while (renamed_index_moves_ > max_renamed_index_moves_ && renamed_index_order_.size() > 1) {
+      auto oldest = indexes_.find(renamed_index_order_.front());
+      renamed_index_order_.pop_front();
+      if (oldest->second.compact.has_value()) {
+        renamed_index_moves_ -= static_cast<int64_t>(oldest->second.compact->moves.size());
+      }
+      indexes_.erase(oldest);
+    }
+    return kept;
   }
   SimulationIndex found{.ring_runs = FindRingRuns(plan)};
   // Compact rounds only for a plan with rounds simulated one by one: outside its ring runs, or

@@ -145,10 +145,10 @@ class PlanCache {
 
   // The transfers of the plans kept (a header has none): what the cache's memory grows with.
   int64_t kept_transfers() const;
-  // The compact moves indexed for plans kept without their transfers on nodes
-  // (ElideAfterIndexing), and their budget: kMaxElidedIndexMoves unless set (tests).
-  int64_t elided_index_moves() const { return elided_moves_; }
-  void set_max_elided_index_moves(int64_t moves) { max_elided_moves_ = moves; }
+  // The compact moves of the renamed indexes kept on nodes (indexed_by_renaming_), and their
+  // budget: kMaxRenamedIndexMoves unless set (tests).
+  int64_t renamed_index_moves() const { return renamed_index_moves_; }
+  void set_max_renamed_index_moves(int64_t moves) { max_renamed_index_moves_ = moves; }
 
   // Calls of Simulate, and those priced with the post-arrival closed form, for tests and
   // benchmarks.
@@ -189,18 +189,13 @@ class PlanCache {
   // flat and log-depth plans around some stragglers are faster there than the renamed ones (up to
   // 5% and 24% at 32x8 in the model, docs/policy.md).
   bool RenamesStragglars(const StragglarShape& shape) const;
+  // The header of the plan around `straggler` that renames `canonical`: its rounds, no transfers.
+  static Plan HeaderOf(const Plan& canonical, int straggler);
   // Drops `plan`'s transfers once its index is built, when the index prices it alone (compact
-  // rounds, 6 bytes a transfer against 40): what StragglAR's plans that are not renamed get on
-  // nodes, one per straggler the chooser asks about. Materialized rebuilds them for an executor.
-  // The indexes of such plans are kept, newest first, within kMaxElidedIndexMoves moves (about 8
-  // flat plans at 1024 ranks, 100 MB); an older one is rebuilt from a synthesis when asked for.
+  // rounds, 6 bytes a transfer against 40): StragglAR's flat and log-depth plans around the last
+  // rank on nodes, whose index the plans around the other ranks rename. Materialized rebuilds
+  // them for an executor.
   absl::Status ElideAfterIndexing(Plan& plan);
-  static constexpr int64_t kMaxElidedIndexMoves = int64_t{1} << 24;
-  int64_t max_elided_moves_ = kMaxElidedIndexMoves;
-  std::deque<const Plan*> elided_order_;  // oldest first
-  int64_t elided_moves_ = 0;
-  // Materialized, with the plans_ entry it fills in.
-  absl::StatusOr<Plan*> MaterializedInPlace(const Plan& plan);
   // Machine::ring_is_nccl's price of Ring on `arrival_s`.
   absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s) const;
@@ -224,6 +219,16 @@ class PlanCache {
   };
   const Renamed* RenamedOf(const Plan& plan) const;
   std::map<const Plan*, Renamed> renamed_;
+  // On nodes, StragglAR's flat and log-depth plans around ranks other than the last: headers
+  // whose index is their canonical plan's renamed (IndexOf), the exact price of the plan the
+  // synthesizer builds around them. Those indexes are kept newest first within
+  // kMaxRenamedIndexMoves moves (about 8 flat plans at 1024 ranks, 100 MB); an older one is
+  // renamed again when asked for.
+  std::map<const Plan*, Renamed> indexed_by_renaming_;
+  static constexpr int64_t kMaxRenamedIndexMoves = int64_t{1} << 24;
+  int64_t max_renamed_index_moves_ = kMaxRenamedIndexMoves;
+  std::deque<const Plan*> renamed_index_order_;  // oldest first
+  int64_t renamed_index_moves_ = 0;
   std::map<LinkKey, int> pieces_;
   std::map<LinkKey, std::vector<StragglarShape>> shapes_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;

@@ -508,8 +508,9 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
 }
 
 TEST(PlanCacheTest, OnNodesTheOldestDroppedPlansIndexesGoAndAreRebuiltWithTheSamePrices) {
-  // Flat StragglAR around each of 11 stragglers on 3x4 nodes, with room for the indexes of about
-  // three: pricing them all twice rebuilds the evicted ones, bit for bit the same prices.
+  // Flat StragglAR around each of 11 stragglers on 3x4 nodes, each priced by the index of the plan
+  // around the last rank renamed, with room for about three of those: pricing them all twice
+  // renames the evicted ones again, bit for bit the same prices.
   std::mt19937 random(9);
   std::uniform_real_distribution<double> lag(0, 1e-3);
   const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
@@ -517,7 +518,7 @@ TEST(PlanCacheTest, OnNodesTheOldestDroppedPlansIndexesGoAndAreRebuiltWithTheSam
   PlanCache cache(12, 0, {.topology = three_by_four});
   const std::optional<CompactRounds> one = CompactRoundsOf(*SynthesizeStragglar(12, 0));
   const int64_t budget = 3 * static_cast<int64_t>(one->moves.size());
-  cache.set_max_elided_index_moves(budget);
+  cache.set_max_renamed_index_moves(budget);
   std::vector<std::vector<double>> arrivals;
   std::vector<SimulationResult> first;
   for (int pass = 0; pass < 2; ++pass) {
@@ -537,10 +538,13 @@ TEST(PlanCacheTest, OnNodesTheOldestDroppedPlansIndexesGoAndAreRebuiltWithTheSam
         EXPECT_EQ(priced.finish_s, first[straggler].finish_s);
         EXPECT_EQ(priced.completion_s, first[straggler].completion_s);
       }
-      EXPECT_LE(cache.elided_index_moves(), budget);
+      EXPECT_LE(cache.renamed_index_moves(), budget);
       EXPECT_TRUE(plan.transfers_elided);
     }
   }
+  EXPECT_TRUE((*cache.WithShape(Algorithm::kStragglar, 11, {}))->transfers_elided);
+  EXPECT_EQ(cache.kept_transfers(), TransferCount(**cache.For(Algorithm::kRing, std::nullopt, 1,
+                                                              link)));  // Ring's alone
   // An evicted plan still becomes the synthesizer's for an executor, and prices as before.
   const Plan& plan = **cache.WithShape(Algorithm::kStragglar, 0, {});
   EXPECT_EQ(**cache.Materialized(plan), *SynthesizeStragglar(12, 0));
