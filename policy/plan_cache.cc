@@ -59,34 +59,23 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   }
   const int last = num_ranks_ - 1;
   const bool by_renaming = RenamesStragglars(shape);
-  if (stragglar && by_renaming && *straggler >= 0 && *straggler < last) {
-    // The plan around the last rank renamed (kernels/rank_relabel.h): kept as a header, priced
-    // through that plan, and given its transfers only for an executor (Materialized). On nodes
-    // the renaming keeps every pair of ranks on one node or apart, so the prices hold there too.
-    absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
-    if (!canonical.ok()) return canonical.status();
-    const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;
-    renamed_.emplace(
-        plan, Renamed{.canonical = *canonical,
-                      .relabel = topology.multi_node()
-                                     ? RankRelabel::KeepingNodes(
-                                           topology.nodes, topology.ranks_per_node, *straggler)
-                                     : RankRelabel::For(plan->variant, num_ranks_, *straggler)});
-    return plan;
-  }
   const bool on_nodes_by_index =
       stragglar && topology.multi_node() && !shape.hierarchical && !PricedWithQueues();
-  if (on_nodes_by_index && *straggler >= 0 && *straggler < last) {
-    // On nodes the synthesizer's plan around another straggler is the plan around the last rank
-    // renamed too, but names decide link classes, so it costs otherwise. Its index is that plan's
-    // renamed (IndexOf): its exact price, without building its transfers (84 MB at 1024 ranks)
-    // until an executor asks (Materialized synthesizes it).
+  if (stragglar && (by_renaming || on_nodes_by_index) && *straggler >= 0 && *straggler < last) {
+    // The plan around the last rank renamed (kernels/rank_relabel.h), kept as a header and given
+    // its transfers only for an executor (Materialized). Priced through that plan where renaming
+    // keeps the costs (renamed_: one machine; hierarchical StragglAR on nodes, renamed keeping
+    // nodes). On nodes the flat and log-depth plans are the synthesizer's, which rename that plan
+    // but cost otherwise: priced exactly by its index renamed (indexed_by_renaming_, IndexOf).
     absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
     if (!canonical.ok()) return canonical.status();
     const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;
-    indexed_by_renaming_.emplace(
-        plan, Renamed{.canonical = *canonical,
-                      .relabel = RankRelabel::For(plan->variant, num_ranks_, *straggler)});
+    const Renamed renamed{.canonical = *canonical,
+                          .relabel = shape.hierarchical
+                                         ? RankRelabel::KeepingNodes(
+                                               topology.nodes, topology.ranks_per_node, *straggler)
+                                         : RankRelabel::For(plan->variant, num_ranks_, *straggler)};
+    (by_renaming ? renamed_ : indexed_by_renaming_).emplace(plan, renamed);
     return plan;
   }
   absl::StatusOr<Plan> plan = Synthesize(algorithm, straggler, shape);

@@ -75,10 +75,11 @@ class PlanCache {
   // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices (1.35 GB
   // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads), and on nodes
   // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8); StragglAR's
-  // plans that rename the plan around the last rank, which that plan prices (RenamesStragglars,
-  // kernels/rank_relabel.h); and StragglAR's other plans on nodes, which their compact rounds
-  // price (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, in
-  // place: the same address, so the same prices and memos. `plan` must come from this cache.
+  // plans around a straggler other than the last rank, which rename the plan around it
+  // (kernels/rank_relabel.h) and are priced through it (RenamesStragglars) or through its index
+  // renamed (on nodes); and on nodes that plan itself, which its index prices
+  // (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, in place:
+  // the same address, so the same prices and memos. `plan` must come from this cache.
   absl::StatusOr<const Plan*> Materialized(const Plan& plan);
 
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
@@ -209,8 +210,9 @@ class PlanCache {
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical) -> plan; node-based, so
   // addresses stay valid.
   std::map<std::tuple<Algorithm, int, int, int, bool>, Plan> plans_;
-  // StragglAR's plans around a straggler other than the last rank, on one machine: kept as
-  // headers, priced as the plan around the last rank on renamed arrivals (kernels/rank_relabel.h).
+  // StragglAR's plans around a straggler other than the last rank where RenamesStragglars: kept
+  // as headers, priced as the plan around the last rank on renamed arrivals
+  // (kernels/rank_relabel.h).
   struct Renamed {
     const Plan* canonical;
     RankRelabel relabel;
@@ -238,7 +240,8 @@ class PlanCache {
     std::optional<CompactRounds> compact;
   };
   std::map<const Plan*, SimulationIndex> indexes_;
-  // The index of `plan`, built at its first simulation (or rebuilt, ElideAfterIndexing).
+  // The index of `plan`, built at its first simulation: read from its transfers, or for a plan
+  // in indexed_by_renaming_, its canonical plan's renamed (again once dropped).
   absl::StatusOr<const SimulationIndex*> IndexOf(const Plan& plan);
 
   // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
