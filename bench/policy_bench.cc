@@ -13,6 +13,19 @@
 namespace stragglar {
 namespace {
 
+constexpr int kEpochCalls = 16;
+
+// A CPU host's link, as the MPI preload measures one: 5 us, 3 GB/s.
+LinkModel HostLink() { return {.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9}; }
+
+// Rank 0's runtime on `n` ranks, `per_node` to a node (0: one machine), kEpochCalls an epoch.
+RuntimeCore EpochCore(int n, int per_node, const LinkModel& link) {
+  RuntimeConfig config;
+  config.epoch_calls = kEpochCalls;
+  if (per_node > 0) config.topology = Topology{.nodes = n / per_node, .ranks_per_node = per_node};
+  return *RuntimeCore::Create(config, 0, n, link);
+}
+
 // Args: ranks, bytes, the last rank's delay in microseconds (0: nobody late).
 // Args: ranks, bytes, delay in us, and ranks per node (0: one node; else the policy prices a
 // machine of nodes, hierarchical StragglAR among its shapes).
@@ -20,19 +33,13 @@ void BM_PolicyEpoch(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const int64_t bytes = state.range(1);
   const double delay_s = static_cast<double>(state.range(2)) * 1e-6;
-  RuntimeConfig config;
-  config.epoch_calls = 16;
-  if (const int per_node = static_cast<int>(state.range(3)); per_node > 0) {
-    config.topology = Topology{.nodes = n / per_node, .ranks_per_node = per_node};
-  }
-  // A CPU host's link, as the MPI preload measures one: 5 us, 3 GB/s.
-  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
-  RuntimeCore core = *RuntimeCore::Create(config, 0, n, link);
+  const LinkModel link = HostLink();
+  RuntimeCore core = EpochCore(n, static_cast<int>(state.range(3)), link);
   const double duration_s = 2.0 * static_cast<double>(bytes) / link.bandwidth_bytes_per_s;
   int64_t call = 0;
   const auto epoch = [&] {
     std::vector<double> all;
-    for (int i = 0; i < config.epoch_calls; ++i, ++call) {
+    for (int i = 0; i < kEpochCalls; ++i, ++call) {
       benchmark::DoNotOptimize(core.Decide(bytes));
       core.Record({.arrival_s = 1.0 * call, .duration_s = duration_s});
     }
@@ -61,26 +68,20 @@ BENCHMARK(BM_PolicyEpoch)
 
 // One epoch of 16 calls of 16 MiB where no rank stays late: the latest rank, late by 2 us per
 // rank, moves each epoch among `wander` ranks spread over the job, and the chooser prices StragglAR
-// around it. The plan cache renames one plan for every straggler on one machine and keeps
-// compact rounds per straggler on nodes (docs/policy.md), so an epoch costs about what it costs
-// with one late rank, and memory (`/usr/bin/time`) does not grow with the ranks visited.
+// around it. The plan cache prices every straggler through the plan around the last rank, on
+// nodes through its index renamed (docs/policy.md), so memory (`/usr/bin/time`) does not grow
+// with the ranks visited; on one machine an epoch costs about what it costs with one late rank.
 // Args: ranks, wander, ranks per node (0: one machine).
 void BM_PolicyEpochWanderingLatest(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const int wander = static_cast<int>(state.range(1));
-  RuntimeConfig config;
-  config.epoch_calls = 16;
-  if (const int per_node = static_cast<int>(state.range(2)); per_node > 0) {
-    config.topology = Topology{.nodes = n / per_node, .ranks_per_node = per_node};
-  }
-  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
-  RuntimeCore core = *RuntimeCore::Create(config, 0, n, link);
+  RuntimeCore core = EpochCore(n, static_cast<int>(state.range(2)), HostLink());
   const int64_t bytes = 16 << 20;
   int64_t call = 0;
   int64_t epochs = 0;
   const auto epoch = [&] {
     const int latest = static_cast<int>(epochs++ % wander) * (n / wander);
-    for (int i = 0; i < config.epoch_calls; ++i, ++call) {
+    for (int i = 0; i < kEpochCalls; ++i, ++call) {
       benchmark::DoNotOptimize(core.Decide(bytes));
       core.Record({.arrival_s = 1.0 * call, .duration_s = 0.01});
     }
@@ -116,7 +117,7 @@ void BM_SimulatePlan(benchmark::State& state) {
   const std::vector<RingRun> runs =
       state.range(2) != 0 ? FindRingRuns(plan) : std::vector<RingRun>{};
   const std::vector<double> arrival = OneLateRank(n, n - 1, 20e-3);
-  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
+  const LinkModel link = HostLink();
   for (auto _ : state) {
     benchmark::DoNotOptimize(
         SimulateRounds(plan, runs, 0, plan.num_rounds(), 16 << 20, link, arrival));
