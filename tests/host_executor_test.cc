@@ -379,7 +379,7 @@ TEST_F(HostExecutorValidationTest, RejectsUnknownTypeAndOp) {
 }
 
 TEST_F(HostExecutorValidationTest, RejectsPlanThatIsUnsafeForThisRank) {
-  plan_.rounds[0].transfers[0].chunks = {7};  // chunk 7 of 3
+  plan_.rounds[0].transfers[0].chunks = ChunkRange(7, 8);  // chunk 7 of 3
   const absl::Status status = RunAlone(args_, plan_.rounds[0].transfers[0].src);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("chunk 7 outside [0, 3)"));

@@ -118,7 +118,7 @@ TEST(LowerPlanTest, PiecesSplitRunsByBufferAndKeepTheirMessage) {
 TEST(LowerPlanTest, UnsafePlansAreRefused) {
   Plan plan = *SynthesizeRing(3);
   EXPECT_THAT(LowerPlan(plan, 3).status().message(), HasSubstr("rank 3"));
-  plan.rounds[1].transfers[0].chunks = {7};
+  plan.rounds[1].transfers[0].chunks = ChunkRange(7, 8);
   EXPECT_THAT(LowerPlan(plan, 0).status().message(), HasSubstr("chunk 7 outside [0, 3)"));
   plan = *SynthesizeRing(3);
   plan.rounds[0].transfers.push_back(plan.rounds[0].transfers[0]);
