@@ -45,8 +45,6 @@ class RankRelabel {
   std::vector<double> ToCanonical(absl::Span<const double> by_rank) const;
   std::vector<double> FromCanonical(absl::Span<const double> by_canonical_rank) const;
 
-  int straggler() const { return straggler_; }
-
  private:
   enum class Kind : uint8_t {
     kSwap,          // the straggler and the last rank
