@@ -17,12 +17,12 @@ Chooser::Chooser(PlanCache& plans, std::vector<Algorithm> candidates, double min
 absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double bytes,
                                                     const LinkModel& link,
                                                     absl::Span<const double> arrival_s) {
-  return RegimeFromPhase(plan, arrival_s, [&]() -> absl::StatusOr<double> {
+  return RegimeFromPhase(plan, arrival_s, [&](double gap_s) -> absl::StatusOr<bool> {
     absl::StatusOr<SimulationResult> simulated =
         SimulateRounds(plan, {}, 0, plan.pre_arrival_rounds, bytes, link,
                        std::vector<double>(arrival_s.size(), 0.0));
     if (!simulated.ok()) return simulated.status();
-    return simulated->completion_s;
+    return gap_s >= simulated->completion_s;
   });
 }
 
@@ -69,15 +69,50 @@ absl::StatusOr<Chooser::Priced> Chooser::PriceShapes(const Call& call,
   // last arrival; then the fastest other runs (the first on ties). The others are priced first:
   // when the fastest is under that bar even at the least the flat schedule can cost, its exact
   // price (a million transfers to simulate at 1024 ranks) cannot change the outcome.
-  std::optional<Priced> fastest_other;
+  absl::StatusOr<std::optional<Priced>> fastest_other = FastestOther(call, plan_straggler, shapes);
+  if (!fastest_other.ok()) return fastest_other.status();
+  return FlatOrFastestOther(call, plan_straggler, shapes.front(), *std::move(fastest_other));
+}
+
+absl::StatusOr<std::optional<Chooser::Priced>> Chooser::FastestOther(
+    const Call& call, std::optional<int> plan_straggler, absl::Span<const StragglarShape> shapes) {
+  // The others' least prices first, when there are several: one whose least is already over the
+  // fastest exact price cannot be the fastest (nor tie it), so it is never priced exactly. On
+  // nodes that spares log-depth StragglAR's post-arrival profile around each new rank predicted
+  // last, which hierarchical StragglAR beats.
+  std::vector<std::pair<double, size_t>> by_least;  // (least predicted_s, index in shapes)
   for (size_t s = 1; s < shapes.size(); ++s) {
+    double least_s = 0;
+    if (shapes.size() > 2) {
+      absl::StatusOr<Priced> least =
+          Price(call, Algorithm::kStragglar, plan_straggler, shapes[s], Pricing::kAtLeast);
+      if (!least.ok()) return least.status();
+      least_s = least->choice.predicted_s;
+    }
+    by_least.emplace_back(least_s, s);
+  }
+  std::stable_sort(by_least.begin(), by_least.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::optional<Priced> fastest;
+  size_t fastest_index = 0;
+  for (const auto& [least_s, s] : by_least) {
+    if (fastest.has_value() && least_s > fastest->choice.predicted_s) break;
     absl::StatusOr<Priced> other = Price(call, Algorithm::kStragglar, plan_straggler, shapes[s]);
     if (!other.ok()) return other.status();
-    if (!fastest_other.has_value() ||
-        other->choice.predicted_s < fastest_other->choice.predicted_s) {
-      fastest_other = *std::move(other);
+    // The fastest; of equals, the first in `shapes`.
+    if (!fastest.has_value() || other->choice.predicted_s < fastest->choice.predicted_s ||
+        (other->choice.predicted_s == fastest->choice.predicted_s && s < fastest_index)) {
+      fastest = *std::move(other);
+      fastest_index = s;
     }
   }
+  return fastest;
+}
+
+absl::StatusOr<Chooser::Priced> Chooser::FlatOrFastestOther(const Call& call,
+                                                            std::optional<int> plan_straggler,
+                                                            const StragglarShape& flat_shape,
+                                                            std::optional<Priced> fastest_other) {
   const auto other_wins = [&](const Priced& flat) {
     return fastest_other.has_value() &&
            fastest_other->choice.predicted_s <
@@ -86,11 +121,11 @@ absl::StatusOr<Chooser::Priced> Chooser::PriceShapes(const Call& call,
   };
   if (fastest_other.has_value()) {
     absl::StatusOr<Priced> least =
-        Price(call, Algorithm::kStragglar, plan_straggler, shapes.front(), Pricing::kAtLeast);
+        Price(call, Algorithm::kStragglar, plan_straggler, flat_shape, Pricing::kAtLeast);
     if (!least.ok()) return least.status();
     if (other_wins(*least)) return *fastest_other;
   }
-  absl::StatusOr<Priced> flat = Price(call, Algorithm::kStragglar, plan_straggler, shapes.front());
+  absl::StatusOr<Priced> flat = Price(call, Algorithm::kStragglar, plan_straggler, flat_shape);
   if (!flat.ok()) return flat.status();
   return other_wins(*flat) ? *fastest_other : *flat;
 }

@@ -96,6 +96,15 @@ class Chooser {
   // StragglAR around `plan_straggler` in the shape it would run among `shapes` (kShapeMinGain).
   absl::StatusOr<Priced> PriceShapes(const Call& call, std::optional<int> plan_straggler,
                                      absl::Span<const StragglarShape> shapes);
+  // Of `shapes` after the first, the fastest exactly priced (the first of equals); none if there
+  // are no others.
+  absl::StatusOr<std::optional<Priced>> FastestOther(const Call& call,
+                                                     std::optional<int> plan_straggler,
+                                                     absl::Span<const StragglarShape> shapes);
+  // The flat schedule unless `fastest_other` is faster by kShapeMinGain.
+  absl::StatusOr<Priced> FlatOrFastestOther(const Call& call, std::optional<int> plan_straggler,
+                                            const StragglarShape& flat_shape,
+                                            std::optional<Priced> fastest_other);
 
   PlanCache* plans_;
   std::vector<Algorithm> candidates_;

@@ -17,7 +17,7 @@ namespace {}  // namespace
 
 absl::StatusOr<CalibrationRegime> RegimeFromPhase(
     const Plan& plan, absl::Span<const double> arrival_s,
-    absl::FunctionRef<absl::StatusOr<double>()> phase_seconds) {
+    absl::FunctionRef<absl::StatusOr<bool>(double gap_s)> gap_hides_phase) {
   if (!plan.straggler.has_value() || plan.pre_arrival_rounds == 0 ||
       arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
     return CalibrationRegime::kPhaseExposed;
@@ -29,9 +29,9 @@ absl::StatusOr<CalibrationRegime> RegimeFromPhase(
   }
   const double gap_s = arrival_s[straggler] - latest_other_s;
   if (!(gap_s > 0)) return CalibrationRegime::kPhaseExposed;
-  absl::StatusOr<double> phase_s = phase_seconds();
-  if (!phase_s.ok()) return phase_s.status();
-  return gap_s >= *phase_s ? CalibrationRegime::kPhaseHidden : CalibrationRegime::kPhaseExposed;
+  absl::StatusOr<bool> hidden = gap_hides_phase(gap_s);
+  if (!hidden.ok()) return hidden.status();
+  return *hidden ? CalibrationRegime::kPhaseHidden : CalibrationRegime::kPhaseExposed;
 }
 
 absl::StatusOr<const Plan*> PlanCache::WithPieces(Algorithm algorithm, std::optional<int> straggler,
@@ -418,15 +418,79 @@ absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, doub
     return AfterLastArrivalAtLeast(*renamed->canonical, bytes, link,
                                    renamed->relabel.ToCanonical(arrival_s));
   }
-  absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
-  if (!profile.ok()) return profile.status();
-  const std::vector<double>& from_straggler_s = (*profile)->from_straggler_s;
+  double straggler_path_s = 0;
+  auto renamed = indexed_by_renaming_.find(&plan);
+  if (renamed != indexed_by_renaming_.end() &&
+      !post_arrival_.contains({&plan, KeyOf(bytes, link)})) {
+    // Its own profile would rename its index and simulate it three times; the bound on every
+    // renamed plan is found once.
+    absl::StatusOr<const RenamingBounds*> bounds =
+        RenamingBoundsOf(*renamed->second.canonical, bytes, link);
+    if (!bounds.ok()) return bounds.status();
+    straggler_path_s = (*bounds)->straggler_path_at_least_s;
+  } else {
+    absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
+    if (!profile.ok()) return profile.status();
+    const std::vector<double>& from_straggler_s = (*profile)->from_straggler_s;
+    straggler_path_s = *std::max_element(from_straggler_s.begin(), from_straggler_s.end());
+  }
   const double last_arrival_s = *std::max_element(arrival_s.begin(), arrival_s.end());
-  const double bound_s = arrival_s[*plan.straggler] +
-                         *std::max_element(from_straggler_s.begin(), from_straggler_s.end()) -
-                         last_arrival_s;
+  const double bound_s = arrival_s[*plan.straggler] + straggler_path_s - last_arrival_s;
   // The simulation adds the same hops in another order: keep clear of its rounding.
-  return std::max(0.0, bound_s - 1e-9 * std::abs(bound_s) - 1e-12 * std::abs(last_arrival_s));
+  return std::max(0.0,
+                  bound_s - kBoundMargin * std::abs(bound_s) - 1e-12 * std::abs(last_arrival_s));
+}
+
+absl::StatusOr<const PlanCache::RenamingBounds*> PlanCache::RenamingBoundsOf(
+    const Plan& canonical, double bytes, const LinkModel& link) {
+  const std::pair<const Plan*, LinkKey> key = {&canonical, KeyOf(bytes, link)};
+  if (auto it = renaming_bounds_.find(key); it != renaming_bounds_.end()) return &it->second;
+  const NetworkModel network = NetworkOf(link);
+  const LinkModel& intra = network.intra_node;
+  const LinkModel& inter = network.inter_node;
+  // Fewer sharers slow a transfer less; none (0) not at all.
+  const double most_lanes = intra.shared_lanes > 0 && inter.shared_lanes > 0
+                                ? std::max(intra.shared_lanes, inter.shared_lanes)
+                                : 0;
+  const double fewest_lanes = intra.shared_lanes > 0 && inter.shared_lanes > 0
+                                  ? std::min(intra.shared_lanes, inter.shared_lanes)
+                                  : std::max(intra.shared_lanes, inter.shared_lanes);
+  const NetworkModel fastest = NetworkModel::Flat(
+      num_ranks_,
+      {.alpha_s = std::min(intra.alpha_s, inter.alpha_s),
+       .bandwidth_bytes_per_s = std::max(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s),
+       .shared_lanes = most_lanes});
+  const NetworkModel slowest = NetworkModel::Flat(
+      num_ranks_,
+      {.alpha_s = std::max(intra.alpha_s, inter.alpha_s),
+       .bandwidth_bytes_per_s = std::min(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s),
+       .shared_lanes = fewest_lanes});
+  const int pre_rounds = canonical.pre_arrival_rounds;
+  const int rounds = canonical.num_rounds();
+  std::vector<double> start(static_cast<size_t>(num_ranks_), 0.0);
+  absl::StatusOr<SimulationResult> pre_fastest =
+      SimulatePartOn(canonical, 0, pre_rounds, bytes, fastest, start);
+  if (!pre_fastest.ok()) return pre_fastest.status();
+  absl::StatusOr<SimulationResult> pre_slowest =
+      SimulatePartOn(canonical, 0, pre_rounds, bytes, slowest, start);
+  if (!pre_slowest.ok()) return pre_slowest.status();
+  // The straggler's paths: it starts later than any ready rank's path is long, as in ProfileOf.
+  absl::StatusOr<SimulationResult> together =
+      SimulatePartOn(canonical, pre_rounds, rounds, bytes, fastest, start);
+  if (!together.ok()) return together.status();
+  const double far_s =
+      2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
+  start[*canonical.straggler] = far_s;
+  absl::StatusOr<SimulationResult> from_straggler =
+      SimulatePartOn(canonical, pre_rounds, rounds, bytes, fastest, start);
+  if (!from_straggler.ok()) return from_straggler.status();
+  const RenamingBounds bounds{
+      .straggler_path_at_least_s =
+          *std::max_element(from_straggler->finish_s.begin(), from_straggler->finish_s.end()) -
+          far_s,
+      .pre_arrival_at_least_s = pre_fastest->completion_s,
+      .pre_arrival_at_most_s = pre_slowest->completion_s};
+  return &renaming_bounds_.emplace(key, bounds).first->second;
 }
 
 absl::StatusOr<SimulationResult> PlanCache::NcclRing(double bytes, const LinkModel& link,
@@ -456,9 +520,15 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int b
     return renamed->FromCanonical(SimulatePart(*renamed->canonical, begin_round, end_round, bytes,
                                                link, renamed->relabel.ToCanonical(arrival_s)));
   }
+  return SimulatePartOn(plan, begin_round, end_round, bytes, NetworkOf(link), arrival_s);
+}
+
+absl::StatusOr<SimulationResult> PlanCache::SimulatePartOn(const Plan& plan, int begin_round,
+                                                           int end_round, double bytes,
+                                                           const NetworkModel& network,
+                                                           absl::Span<const double> arrival_s) {
   absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
   if (!found.ok()) return found.status();
-  const NetworkModel network = NetworkOf(link);
   return SimulateRounds(plan, (*found)->ring_runs,
                         (*found)->compact.has_value() ? &*(*found)->compact : nullptr, begin_round,
                         end_round, bytes, network, arrival_s);
@@ -542,7 +612,19 @@ NetworkModel PlanCache::NetworkOf(const LinkModel& link) const {
 absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,
                                                       const LinkModel& link,
                                                       absl::Span<const double> arrival_s) {
-  return RegimeFromPhase(plan, arrival_s, [&] { return PreArrivalSeconds(plan, bytes, link); });
+  return RegimeFromPhase(plan, arrival_s, [&](double gap_s) -> absl::StatusOr<bool> {
+    if (auto renamed = indexed_by_renaming_.find(&plan); renamed != indexed_by_renaming_.end()) {
+      absl::StatusOr<const RenamingBounds*> bounds =
+          RenamingBoundsOf(*renamed->second.canonical, bytes, link);
+      if (!bounds.ok()) return bounds.status();
+      // Clear of the rounding by which the simulations may differ.
+      if (gap_s < (*bounds)->pre_arrival_at_least_s * (1 - kBoundMargin)) return false;
+      if (gap_s >= (*bounds)->pre_arrival_at_most_s * (1 + kBoundMargin)) return true;
+    }
+    absl::StatusOr<double> phase_s = PreArrivalSeconds(plan, bytes, link);
+    if (!phase_s.ok()) return phase_s.status();
+    return gap_s >= *phase_s;
+  });
 }
 
 }  // namespace stragglar

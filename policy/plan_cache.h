@@ -138,8 +138,10 @@ class PlanCache {
   // A lower bound of Simulate(plan, ...)->after_last_arrival_s that simulates nothing once the
   // plan's post-arrival profile is known: the straggler's own chains after its arrival (every
   // rank waits for its data). 0 for plans without a straggler and a pre-arrival phase, and with
-  // per-class queues (the round model bounds nothing there). The chooser skips pricing a shape
-  // exactly when this bound already rules it out.
+  // per-class queues (the round model bounds nothing there). On nodes, a flat or log-depth plan
+  // around a rank other than the last whose profile is not known yet takes the looser bound of
+  // RenamingBoundsOf instead, which needs neither its index nor its profile. The chooser skips
+  // pricing a shape exactly when this bound already rules it out.
   absl::StatusOr<double> AfterLastArrivalAtLeast(const Plan& plan, double bytes,
                                                  const LinkModel& link,
                                                  absl::Span<const double> arrival_s);
@@ -156,7 +158,8 @@ class PlanCache {
   int64_t simulate_calls() const { return simulate_calls_; }
   int64_t closed_form_calls() const { return closed_form_calls_; }
 
-  // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds.
+  // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds; for the plans that
+  // RenamingBoundsOf bounds, only when the straggler's lead falls between the bounds.
   absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes, const LinkModel& link,
                                              absl::Span<const double> arrival_s);
 
@@ -240,6 +243,10 @@ class PlanCache {
     std::optional<CompactRounds> compact;
   };
   std::map<const Plan*, SimulationIndex> indexes_;
+  // SimulatePart on `network` instead of this machine's network for a link.
+  absl::StatusOr<SimulationResult> SimulatePartOn(const Plan& plan, int begin_round, int end_round,
+                                                  double bytes, const NetworkModel& network,
+                                                  absl::Span<const double> arrival_s);
   // The index of `plan`, built at its first simulation: read from its transfers, or for a plan
   // in indexed_by_renaming_, its canonical plan's renamed (again once dropped).
   absl::StatusOr<const SimulationIndex*> IndexOf(const Plan& plan);
@@ -257,15 +264,39 @@ class PlanCache {
   absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
                                                       const LinkModel& link);
   std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
+
+  // What holds of every plan in indexed_by_renaming_ with `canonical` as its canonical plan,
+  // whoever its straggler: `canonical` simulated with every transfer on the fastest link of the
+  // machine's classes (least alpha, most bandwidth, fewest sharers) and on the slowest. On one
+  // link a renamed plan costs what its canonical plan costs, renamed, and the model's times never
+  // fall when a transfer costs more (they are sums and maxima of costs), so these bound every
+  // renamed plan's times on the real classes. They let the chooser rule a renamed plan out, and
+  // find its regime, without renaming its index or finding its post-arrival profile: at 128x8
+  // those were 2 million moves for each rank predicted last, three quarters of a policy epoch
+  // when that rank wanders.
+  // How far, relative, a bound keeps from the rounding by which two simulations of the same paths
+  // (summed in another order) may differ.
+  static constexpr double kBoundMargin = 1e-9;
+  struct RenamingBounds {
+    // The straggler's longest path to a finish after its arrival (from_straggler_s's maximum).
+    double straggler_path_at_least_s = 0;
+    // The pre-arrival rounds' time, ranks arriving together (PreArrivalSeconds).
+    double pre_arrival_at_least_s = 0;
+    double pre_arrival_at_most_s = 0;
+  };
+  absl::StatusOr<const RenamingBounds*> RenamingBoundsOf(const Plan& canonical, double bytes,
+                                                         const LinkModel& link);
+  std::map<std::pair<const Plan*, LinkKey>, RenamingBounds> renaming_bounds_;
   int64_t simulate_calls_ = 0;
   int64_t closed_form_calls_ = 0;
 };
 
-// The calibration regime of `plan` on a call with these arrivals, given the model's time for its
-// pre-arrival rounds: kPhaseHidden when its straggler arrives later than every other rank by at
-// least that time, else kPhaseExposed. `phase_seconds` is asked only when it matters.
+// The calibration regime of `plan` on a call with these arrivals: kPhaseHidden when its straggler
+// arrives later than every other rank by at least the model's time for its pre-arrival rounds,
+// else kPhaseExposed. `gap_hides_phase(gap_s)` says whether a lead of gap_s > 0 is that long; it
+// is asked only when it matters.
 absl::StatusOr<CalibrationRegime> RegimeFromPhase(
     const Plan& plan, absl::Span<const double> arrival_s,
-    absl::FunctionRef<absl::StatusOr<double>()> phase_seconds);
+    absl::FunctionRef<absl::StatusOr<bool>(double gap_s)> gap_hides_phase);
 
 }  // namespace stragglar

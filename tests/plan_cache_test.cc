@@ -189,8 +189,11 @@ TEST(PlanCacheTest, ALateStragglerIsPricedInClosedFormHoweverApartTheOthersLeave
 }
 
 TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
-  // AfterLastArrivalAtLeast never exceeds the simulation, and meets it when the straggler is so
-  // late that its own chains decide; plans without a straggler get 0; wrong input, an error.
+  // AfterLastArrivalAtLeast never exceeds the simulation, and once the plan's post-arrival
+  // profile is known (the cache has simulated it) meets it when the straggler is so late that its
+  // own chains decide; plans without a straggler get 0; wrong input, an error. (On nodes the flat
+  // and log-depth plans around a rank other than the last are bounded before that by their
+  // renaming bounds, looser: OnNodesEveryRenamedPlanIsBoundedWithoutRenamingItsIndex.)
   std::mt19937 random(21);
   std::uniform_real_distribution<double> lag(0, 1e-3);
   const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
@@ -208,9 +211,12 @@ TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
       for (double& a : arrival) a = lag(random);
       const bool late = trial % 2 == 0;
       arrival[straggler] = late ? 1.0 : lag(random);
-      const double bound = *cache.AfterLastArrivalAtLeast(plan, 1 << 20, link, arrival);
+      const double unsimulated_bound = *cache.AfterLastArrivalAtLeast(plan, 1 << 20, link, arrival);
       const double simulated =
           SimulatePlan(**cache.Materialized(plan), 1 << 20, network, arrival)->after_last_arrival_s;
+      EXPECT_LE(unsimulated_bound, simulated) << trial;
+      ASSERT_TRUE(cache.Simulate(plan, 1 << 20, link, arrival).ok());
+      const double bound = *cache.AfterLastArrivalAtLeast(plan, 1 << 20, link, arrival);
       EXPECT_LE(bound, simulated) << trial;
       // Short of it by the margin kept for rounding alone.
       if (late) {
@@ -549,6 +555,72 @@ TEST(PlanCacheTest, OnNodesTheOldestDroppedPlansIndexesGoAndAreRebuiltWithTheSam
   const Plan& plan = **cache.WithShape(Algorithm::kStragglar, 0, {});
   EXPECT_EQ(**cache.Materialized(plan), *SynthesizeStragglar(12, 0));
   EXPECT_EQ(cache.Simulate(plan, 1 << 22, link, arrivals[0])->finish_s, first[0].finish_s);
+}
+
+TEST(PlanCacheTest, OnNodesEveryRenamedPlanIsBoundedWithoutRenamingItsIndex) {
+  // On nodes the flat and log-depth plans around a rank other than the last are priced by their
+  // canonical plan's index renamed. Their least time after the last arrival, and their regime
+  // where the straggler's lead is clearly shorter or longer than their pre-arrival rounds, come
+  // from bounds found once on the canonical plan, so asking renames no index. The bounds hold
+  // (at most the exact price) for every straggler, whichever class is faster and with or without
+  // shared lanes, and the regime is always the one the exact phase gives.
+  std::mt19937 random(4);
+  std::uniform_real_distribution<double> lag(0, 1e-4);
+  const Topology three_by_four{.nodes = 3, .ranks_per_node = 4};
+  const LinkModel host{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
+  const LinkModel slow{.alpha_s = 20e-6, .bandwidth_bytes_per_s = 1e9, .shared_lanes = 2};
+  const LinkModel host_later{.alpha_s = 20e-6, .bandwidth_bytes_per_s = 3e9};
+  const LinkModel host_shared{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9, .shared_lanes = 2};
+  for (const auto& [intra, inter] :
+       {std::pair{host, kTypicalInterNodeLink}, std::pair{slow, host}, std::pair{host, slow},
+        std::pair{kTypicalInterNodeLink, slow}, std::pair{host, host_later},
+        std::pair{host_shared, host}, std::pair{host, host}, std::pair{host_shared, host_shared}}) {
+    for (const StragglarShape& shape :
+         {StragglarShape{}, StragglarShape{.pieces = 2}, StragglarShape{.log_depth_blocks = 2}}) {
+      PlanCache cache(12, 0, {.topology = three_by_four, .inter_node_link = inter});
+      for (int straggler = 0; straggler < 11; ++straggler) {
+        SCOPED_TRACE(testing::Message() << "alpha " << intra.alpha_s << "/" << inter.alpha_s
+                                        << " blocks " << shape.log_depth_blocks << " pieces "
+                                        << shape.pieces << " straggler " << straggler);
+        const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, shape);
+        std::vector<double> arrival(12);
+        for (double& at : arrival) at = lag(random);
+        arrival[straggler] = straggler % 2 == 0 ? 1.0 : 1e-4 + lag(random);
+        const int64_t moves = cache.renamed_index_moves();
+        const double bound = *cache.AfterLastArrivalAtLeast(plan, 1 << 22, intra, arrival);
+        // The straggler's lead over the others: far shorter and far longer than its phase.
+        std::vector<double> short_lead(12, 0.0), long_lead(12, 0.0);
+        short_lead[straggler] = 1e-9;
+        long_lead[straggler] = 10.0;
+        EXPECT_EQ(*cache.RegimeOf(plan, 1 << 22, intra, short_lead),
+                  CalibrationRegime::kPhaseExposed);
+        EXPECT_EQ(*cache.RegimeOf(plan, 1 << 22, intra, long_lead),
+                  CalibrationRegime::kPhaseHidden);
+        EXPECT_EQ(cache.renamed_index_moves(), moves);
+        const double exact = cache.Simulate(plan, 1 << 22, intra, arrival)->after_last_arrival_s;
+        EXPECT_GT(cache.renamed_index_moves(), moves);
+        EXPECT_LE(bound, exact);
+        EXPECT_GT(bound, 0);
+        // One class: the renamed plan costs what the canonical one does, and the bound is tight.
+        const bool one_class = intra.alpha_s == inter.alpha_s &&
+                               intra.bandwidth_bytes_per_s == inter.bandwidth_bytes_per_s &&
+                               intra.shared_lanes == inter.shared_lanes;
+        if (one_class && arrival[straggler] == 1.0) {
+          EXPECT_NEAR(bound, exact, 1e-9 * exact + 2e-12);
+        }
+        // Around the exact phase the regime is the exact phase's, bounds or not.
+        const double phase_s = *cache.PreArrivalSeconds(plan, 1 << 22, intra);
+        for (double lead : {phase_s * 0.5, std::nextafter(phase_s, 0.0), phase_s, phase_s * 1.5}) {
+          std::vector<double> leading(12, 0.0);
+          leading[straggler] = lead;
+          EXPECT_EQ(
+              *cache.RegimeOf(plan, 1 << 22, intra, leading),
+              lead >= phase_s ? CalibrationRegime::kPhaseHidden : CalibrationRegime::kPhaseExposed)
+              << lead / phase_s;
+        }
+      }
+    }
+  }
 }
 
 // Arrivals within a microsecond of each other, `late` a millisecond after them.
