@@ -105,6 +105,8 @@ BENCHMARK(BM_PolicyEpochWanderingLatest)
     ->Args({1024, 64, 0})
     ->Args({256, 8, 8})
     ->Args({1024, 8, 8})
+    ->Args({4096, 8, 0})
+    ->Args({4096, 8, 8})
     ->ArgNames({"ranks", "wander", "per_node"})
     ->Unit(benchmark::kMicrosecond);
 
