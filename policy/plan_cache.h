@@ -264,6 +264,9 @@ class PlanCache {
   absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
                                                       const LinkModel& link);
   std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
+  // How far, relative, a bound keeps from the rounding by which two simulations of the same paths
+  // (summed in another order) may differ.
+  static constexpr double kBoundMargin = 1e-9;
 
   // What holds of every plan in indexed_by_renaming_ with `canonical` as its canonical plan,
   // whoever its straggler: `canonical` simulated with every transfer on the fastest link of the
@@ -274,9 +277,6 @@ class PlanCache {
   // find its regime, without renaming its index or finding its post-arrival profile: at 128x8
   // those were 2 million moves for each rank predicted last, three quarters of a policy epoch
   // when that rank wanders.
-  // How far, relative, a bound keeps from the rounding by which two simulations of the same paths
-  // (summed in another order) may differ.
-  static constexpr double kBoundMargin = 1e-9;
   struct RenamingBounds {
     // The straggler's longest path to a finish after its arrival (from_straggler_s's maximum).
     double straggler_path_at_least_s = 0;
