@@ -152,9 +152,24 @@ absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
       return &kept;
     }
     const auto& [algorithm, straggler, pieces, blocks, hierarchical] = key;
+    const StragglarShape shape{
+        .pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical};
+    if (auto by_index = indexed_by_renaming_.find(&plan); by_index != indexed_by_renaming_.end()) {
+      // The synthesizer's plan is the canonical one renamed. Its transfers were dropped once
+      // indexed, so it is synthesized again without the synthesizer's kept copy (84 MB at 1024
+      // ranks), which the synthesizer's plan around this straggler would keep.
+      const RankRelabel& relabel = by_index->second.relabel;
+      if (!by_index->second.canonical->transfers_elided) {
+        kept = relabel.Apply(*by_index->second.canonical);
+        return &kept;
+      }
+      absl::StatusOr<Plan> canonical = Synthesize(algorithm, num_ranks_ - 1, shape);
+      if (!canonical.ok()) return canonical.status();
+      kept = relabel.Apply(*std::move(canonical));  // renamed in place
+      return &kept;
+    }
     absl::StatusOr<Plan> full =
-        Synthesize(algorithm, straggler >= 0 ? std::optional<int>(straggler) : std::nullopt,
-                   {.pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical});
+        Synthesize(algorithm, straggler >= 0 ? std::optional<int>(straggler) : std::nullopt, shape);
     if (!full.ok()) return full.status();
     kept = *std::move(full);
     return &kept;
