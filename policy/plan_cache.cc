@@ -320,6 +320,15 @@ absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double byt
   return simulated->completion_s;
 }
 
+absl::StatusOr<double> PlanCache::FarStart(const Plan& plan, double bytes,
+                                           const NetworkModel& network,
+                                           absl::Span<const double> start) {
+  absl::StatusOr<SimulationResult> together =
+      SimulatePartOn(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, network, start);
+  if (!together.ok()) return together.status();
+  return 2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
+}
+
 absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const Plan& plan,
                                                                           double bytes,
                                                                           const LinkModel& link) {
@@ -338,24 +347,20 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
   for (double& leave_s : pattern) leave_s -= first_s;
   pattern[straggler] = 0;
   std::vector<double> start = pattern;
-  absl::StatusOr<SimulationResult> together =
-      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
-  if (!together.ok()) return together.status();
-  // Further from 0 than any path is long: only the other side's paths count.
-  const double far_s =
-      2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
-  start[straggler] = -far_s;
+  absl::StatusOr<double> far_s = FarStart(plan, bytes, NetworkOf(link), start);
+  if (!far_s.ok()) return far_s.status();
+  start[straggler] = -*far_s;
   absl::StatusOr<SimulationResult> from_ready =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
   if (!from_ready.ok()) return from_ready.status();
-  start[straggler] = far_s;
+  start[straggler] = *far_s;
   absl::StatusOr<SimulationResult> from_straggler =
       SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
   if (!from_straggler.ok()) return from_straggler.status();
   PostArrivalProfile profile{.ready_leave_s = std::move(pattern),
                              .from_ready_s = std::move(from_ready->finish_s),
                              .from_straggler_s = std::move(from_straggler->finish_s)};
-  for (double& finish_s : profile.from_straggler_s) finish_s -= far_s;
+  for (double& finish_s : profile.from_straggler_s) finish_s -= *far_s;
   return &post_arrival_.emplace(key, std::move(profile)).first->second;
 }
 
@@ -490,19 +495,16 @@ absl::StatusOr<const PlanCache::RenamingBounds*> PlanCache::RenamingBoundsOf(
       SimulatePartOn(canonical, 0, pre_rounds, bytes, slowest, start);
   if (!pre_slowest.ok()) return pre_slowest.status();
   // The straggler's paths: it starts later than any ready rank's path is long, as in ProfileOf.
-  absl::StatusOr<SimulationResult> together =
-      SimulatePartOn(canonical, pre_rounds, rounds, bytes, fastest, start);
-  if (!together.ok()) return together.status();
-  const double far_s =
-      2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
-  start[*canonical.straggler] = far_s;
+  absl::StatusOr<double> far_s = FarStart(canonical, bytes, fastest, start);
+  if (!far_s.ok()) return far_s.status();
+  start[*canonical.straggler] = *far_s;
   absl::StatusOr<SimulationResult> from_straggler =
       SimulatePartOn(canonical, pre_rounds, rounds, bytes, fastest, start);
   if (!from_straggler.ok()) return from_straggler.status();
   const RenamingBounds bounds{
       .straggler_path_at_least_s =
           *std::max_element(from_straggler->finish_s.begin(), from_straggler->finish_s.end()) -
-          far_s,
+          *far_s,
       .pre_arrival_at_least_s = pre_fastest->completion_s,
       .pre_arrival_at_most_s = pre_slowest->completion_s};
   return &renaming_bounds_.emplace(key, bounds).first->second;

@@ -263,6 +263,11 @@ class PlanCache {
   };
   absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
                                                       const LinkModel& link);
+  // How far from the ready ranks' `start` the straggler starts so that only its own paths through
+  // `plan`'s post-arrival rounds count (or, before them, only theirs): further from 0 than any of
+  // their paths from `start` is long.
+  absl::StatusOr<double> FarStart(const Plan& plan, double bytes, const NetworkModel& network,
+                                  absl::Span<const double> start);
   std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
   // How far, relative, a bound keeps from the rounding by which two simulations of the same paths
   // (summed in another order) may differ.
