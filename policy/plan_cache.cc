@@ -304,6 +304,28 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
   return shapes_.emplace(key, std::move(shapes)).first->second;
 }
 
+absl::StatusOr<PlanCache::StragglarShape> PlanCache::ShapeOfFamily(StragglarFamily family,
+                                                                   double bytes,
+                                                                   const LinkModel& link) {
+  absl::StatusOr<std::vector<StragglarShape>> shapes = StragglarShapes(bytes, link);
+  if (!shapes.ok()) return shapes.status();
+  for (const StragglarShape& shape : *shapes) {
+    if (FamilyOf(shape) == family) return shape;
+  }
+  switch (family) {
+    case StragglarFamily::kLogDepth:
+      return BestLogDepth(bytes, link);  // left out of StragglarShapes by forced pieces
+    case StragglarFamily::kHierarchical:
+      return absl::FailedPreconditionError(
+          "hierarchical StragglAR needs a machine of several nodes (STRAGGLAR_TOPOLOGY=NxG, or "
+          "ranks on several hosts)");
+    case StragglarFamily::kFlat:
+      break;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("flat StragglAR is not built above ", kMaxFlatStragglarRanks, " ranks"));
+}
+
 absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double bytes,
                                                     const LinkModel& link) {
   if (plan.pre_arrival_rounds == 0) return 0.0;

@@ -97,6 +97,11 @@ class PlanCache {
   // forced pieces: the flat schedule only. Above kMaxFlatStragglarRanks ranks the flat schedule
   // is left out, forced pieces or not. A function of its inputs alone, so every rank gets the same.
   absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);
+  // The shape of `family` among StragglarShapes (log-depth's best block count also with forced
+  // pieces): what a forced family runs. FailedPrecondition for the hierarchical family on one
+  // machine, and for the flat schedule above kMaxFlatStragglarRanks ranks.
+  absl::StatusOr<StragglarShape> ShapeOfFamily(StragglarFamily family, double bytes,
+                                               const LinkModel& link);
 
   // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most
   // kMaxPipelinedPieces pieces in all), the one whose post-arrival rounds the model prices fastest

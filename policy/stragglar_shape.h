@@ -19,6 +19,16 @@ struct StragglarShape {
   friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
 };
 
+// The three plan families a shape belongs to, which a benchmark can force
+// (STRAGGLAR_ALGORITHM=stragglar|stragglar-log-depth|stragglar-hierarchical); the plan cache then
+// picks the shape of that family the chooser would price (PlanCache::ShapeOfFamily).
+enum class StragglarFamily { kFlat, kLogDepth, kHierarchical };
+
+inline StragglarFamily FamilyOf(const StragglarShape& shape) {
+  if (shape.hierarchical) return StragglarFamily::kHierarchical;
+  return shape.log_depth_blocks > 0 ? StragglarFamily::kLogDepth : StragglarFamily::kFlat;
+}
+
 // The piece counts worth pricing for hierarchical StragglAR on per-class queues, whose shards
 // have `chunks_per_shard` chunks: 2, 4, 8 and 16, while they divide it. More pieces start the
 // all-gather inside nodes earlier but cost a latency each.

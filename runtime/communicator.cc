@@ -145,6 +145,20 @@ CallDecision Communicator::Decide(int64_t bytes, bool* native) {
   const bool native_if_ring =
       ApplyForcedAlgorithm(options_.forced, options_.forced_straggler, core_.num_ranks(), decision);
   *native = options_.native_default && native_if_ring;
+  if (std::optional<StragglarFamily> family = ForcedStragglarFamily(options_.forced)) {
+    // The forced family in the shape the chooser would price for this size; a function of the
+    // size and the link every rank shares, so every rank runs the same plan.
+    absl::StatusOr<StragglarShape> shape =
+        core_.policy().plans().ShapeOfFamily(*family, static_cast<double>(bytes), core_.link());
+    if (shape.ok()) {
+      decision.shape = *shape;
+    } else {
+      LogOnce(LogLevel::kWarn, "forced-family",
+              absl::StrCat("STRAGGLAR_ALGORITHM=", ForcedAlgorithmName(options_.forced), ": ",
+                           shape.status().message(),
+                           "; running StragglAR's default plan for the size"));
+    }
+  }
   return decision;
 }
 

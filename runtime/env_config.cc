@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
 #include "kernels/plan.h"
+#include "kernels/synthesizers.h"
 
 namespace stragglar {
 namespace {
@@ -37,9 +38,14 @@ constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
     {"off", RuntimeMode::kOff},
 }};
 
-constexpr std::array<PreloadConfig::Forced, 5> kForcedAlgorithms = {
-    PreloadConfig::Forced::kAuto, PreloadConfig::Forced::kNative, PreloadConfig::Forced::kRing,
-    PreloadConfig::Forced::kHalvingDoubling, PreloadConfig::Forced::kStragglar};
+constexpr std::array<PreloadConfig::Forced, 7> kForcedAlgorithms = {
+    PreloadConfig::Forced::kAuto,
+    PreloadConfig::Forced::kNative,
+    PreloadConfig::Forced::kRing,
+    PreloadConfig::Forced::kHalvingDoubling,
+    PreloadConfig::Forced::kStragglar,
+    PreloadConfig::Forced::kStragglarLogDepth,
+    PreloadConfig::Forced::kStragglarHierarchical};
 
 constexpr std::array<LogLevel, 4> kLogLevels = {LogLevel::kNone, LogLevel::kWarn, LogLevel::kInfo,
                                                 LogLevel::kTrace};
@@ -291,8 +297,29 @@ absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm) {
       return AlgorithmName(Algorithm::kHalvingDoubling);
     case PreloadConfig::Forced::kStragglar:
       return AlgorithmName(Algorithm::kStragglar);
+    case PreloadConfig::Forced::kStragglarLogDepth:
+      return kLogDepthStragglarName;
+    case PreloadConfig::Forced::kStragglarHierarchical:
+      return "stragglar-hierarchical";
   }
   return "unknown";
+}
+
+std::optional<StragglarFamily> ForcedStragglarFamily(PreloadConfig::Forced algorithm) {
+  switch (algorithm) {
+    case PreloadConfig::Forced::kStragglar:
+      return StragglarFamily::kFlat;
+    case PreloadConfig::Forced::kStragglarLogDepth:
+      return StragglarFamily::kLogDepth;
+    case PreloadConfig::Forced::kStragglarHierarchical:
+      return StragglarFamily::kHierarchical;
+    case PreloadConfig::Forced::kAuto:
+    case PreloadConfig::Forced::kNative:
+    case PreloadConfig::Forced::kRing:
+    case PreloadConfig::Forced::kHalvingDoubling:
+      break;
+  }
+  return std::nullopt;
 }
 
 PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostream* log) {
@@ -425,8 +452,11 @@ bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> strag
       decision.algorithm = Algorithm::kHalvingDoubling;
       break;
     case Forced::kStragglar:
+    case Forced::kStragglarLogDepth:
+    case Forced::kStragglarHierarchical:
       decision.algorithm = Algorithm::kStragglar;
       decision.straggler = std::min(straggler.value_or(num_ranks - 1), num_ranks - 1);
+      decision.shape.reset();
       break;
   }
   if (decision.algorithm != Algorithm::kStragglar) decision.straggler.reset();
@@ -441,7 +471,7 @@ std::string DescribeConfig(const PreloadConfig& config) {
       "mode ", ModeName(config.mode), ", epoch ", config.epoch_calls, " calls, min ",
       FormatBytes(static_cast<double>(config.min_bytes)), ", debug ", LogLevelName(config.debug),
       ", algorithm ", ForcedAlgorithmName(config.algorithm));
-  if (config.algorithm == PreloadConfig::Forced::kStragglar) {
+  if (ForcedStragglarFamily(config.algorithm).has_value()) {
     absl::StrAppend(&text, " (straggler ",
                     config.straggler.has_value() ? absl::StrCat(*config.straggler) : "last rank",
                     ")");

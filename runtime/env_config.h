@@ -14,6 +14,7 @@
 #include "policy/pipeline_schedule.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
+#include "policy/stragglar_shape.h"
 #include "policy/topology.h"
 #include "runtime/log.h"
 
@@ -57,10 +58,20 @@ struct PreloadConfig {
   // link reports (TCP); default: the address its host name resolves to, else 127.0.0.1.
   std::string link_host;
   PipelineStageTimes pipeline;
-  // STRAGGLAR_ALGORITHM=auto|native|ring|halving-doubling|stragglar (case-insensitive): a testing
-  // and benchmark knob. auto (default): the policy decides; native: always the library's own
-  // collective; the others: always that plan.
-  enum class Forced { kAuto, kNative, kRing, kHalvingDoubling, kStragglar };
+  // STRAGGLAR_ALGORITHM=auto|native|ring|halving-doubling|stragglar|stragglar-log-depth|
+  // stragglar-hierarchical (case-insensitive): a testing and benchmark knob. auto (default): the
+  // policy decides; native: always the library's own collective; the others: always that plan.
+  // stragglar runs the flat schedule, the other two StragglAR's log-depth and hierarchical plans
+  // (ForcedStragglarFamily), each in the shape the chooser would price for the size.
+  enum class Forced {
+    kAuto,
+    kNative,
+    kRing,
+    kHalvingDoubling,
+    kStragglar,
+    kStragglarLogDepth,
+    kStragglarHierarchical
+  };
   Forced algorithm = Forced::kAuto;
   // STRAGGLAR_PROFILER=cupti|events (case-insensitive), NCCL library only: how GPU calls are
   // timed. cupti (default) falls back to CUDA events when CUPTI is unavailable; events never
@@ -108,8 +119,12 @@ struct PreloadConfig {
 // MetricsEndpointFromEnv), so that `stragglar doctor` can name any other as unknown (a typo).
 absl::Span<const absl::string_view> PreloadVariableNames();
 
-// "auto", "native", "ring", "halving-doubling", "stragglar".
+// "auto", "native", "ring", "halving-doubling", "stragglar", "stragglar-log-depth",
+// "stragglar-hierarchical".
 absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);
+// The StragglAR family a forced algorithm runs; nullopt for auto, native, ring and
+// halving-doubling.
+std::optional<StragglarFamily> ForcedStragglarFamily(PreloadConfig::Forced algorithm);
 
 // Reads every variable through `getenv` (nullptr: std::getenv). An unset or empty variable keeps
 // the default. An invalid value keeps the default for that variable only (the others still
@@ -133,7 +148,9 @@ RuntimeConfig ToRuntimeConfig(const PreloadConfig& config);
 // Applies STRAGGLAR_ALGORITHM (and STRAGGLAR_STRAGGLER, capped to the last rank) to the core's
 // `decision` for a communicator of `num_ranks`. Returns whether the call runs the backend's own
 // collective (NCCL's or MPI's AllReduce, which the core prices as Ring): for auto when the core
-// chose Ring, and for native. A forced "ring" runs our Ring plan instead.
+// chose Ring, and for native. A forced "ring" runs our Ring plan instead. A forced StragglAR
+// family leaves `decision.shape` empty (the plan cache's default, the flat schedule): the caller
+// sets the family's shape for the size (PlanCache::ShapeOfFamily).
 bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecision& decision);
 // The same with STRAGGLAR_ALGORITHM's and STRAGGLAR_STRAGGLER's values given.
 bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> straggler, int num_ranks,

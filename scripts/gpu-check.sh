@@ -14,7 +14,8 @@
 #           AllReduce, without the preload, adaptive and forced; then the time ratios per size
 #   sweep   stragglar-bench -c 1 for every dtype x op at a few sizes (odd counts, fewer elements
 #           than ranks): NCCL alone (checks the checker), the preload adaptive, StragglAR forced,
-#           and the preload adaptive with the ranks as 2 nodes of 2 (STRAGGLAR_TOPOLOGY=2x2)
+#           the preload adaptive with the ranks as 2 nodes of 2 (STRAGGLAR_TOPOLOGY=2x2), and
+#           StragglAR's plans for scale forced: log-depth, and hierarchical on 2x2
 #   prearrival  StragglAR forced (straggler 3), 4 ranks on one GPU: its pre-arrival phase as the
 #           plan's send/recv rounds against NCCL collectives on the ready ranks' communicator
 #           (STRAGGLAR_PRE_ARRIVAL=rounds|nccl), side by side: 3, 12, 48 MiB (equal blocks:
@@ -22,7 +23,8 @@
 #           spinning 2 ms; then -c 1 for every dtype x op with nccl at both kinds of size
 #   device  the device executor (STRAGGLAR_EXECUTOR=device, one kernel per call over peer memory),
 #           4 and 8 ranks on one GPU: -c 1 for every dtype x op with Ring, Halving-Doubling and
-#           StragglAR forced, in windows smaller than the message (slices); then after-arrival
+#           StragglAR forced (flat, log-depth, and hierarchical with the ranks as 2 or 4 nodes
+#           of 2), in windows smaller than the message (slices); then after-arrival
 #           times with the last rank spinning 2 ms, 1 MiB..256 MiB x4: NCCL alone, StragglAR over
 #           NCCL send/recv, StragglAR and Ring on the device executor, the adaptive mode on it;
 #           and the per-round overhead (Ring at 4 KiB: 2(n-1) rounds of almost nothing)
@@ -47,7 +49,8 @@
 #   packages, for a GPU machine without them). --only runs a subset, e.g. to stay under a
 #   per-command time limit (the bench step takes the longest); --quick shrinks the bench step
 #   (1 MiB..16 MiB, fewer iterations); --iters sets its timed iterations per size (default 20);
-#   --limit caps each program's run (default 590 s).
+#   --limit caps each program's run (default 590 s). --quick also shrinks the device step's timed
+#   runs (4 MiB..64 MiB, 10 iterations).
 #   --mps runs the bench and sweep steps under CUDA MPS (nvidia-cuda-mps-control -d, stopped
 #   afterwards): without it the ranks' processes time-slice the one GPU, and every NCCL call
 #   then takes tens of milliseconds whatever its size, which hides the algorithms' differences.
@@ -476,6 +479,18 @@ device_used() {
       'device executor unavailable[^;]*' "$out/$1.log" || echo 'no setup line')"
   fi
 }
+# family_used NAME FAMILY: with a forced StragglAR family, the run's INFO lines name that family's
+# plan (stragglar-log-depth, stragglar-hierarchical; the flat schedule names neither).
+family_used() {
+  local pattern
+  case $2 in
+    stragglar-log-depth) pattern="(log-depth: the straggler's buffer in" ;;
+    stragglar-hierarchical) pattern="(hierarchical)" ;;
+    *) return 0 ;;
+  esac
+  grep -qF "$pattern" "$out/$1.log" ||
+    record "$1-family" FAIL "no plan of the family $2 ran (no INFO line with \"$pattern\")"
+}
 if wanted device; then
   header "3c. the device executor: one kernel per call over peer memory, 4 and 8 ranks on one GPU"
   if need device "$bench" "$preload"; then
@@ -484,18 +499,29 @@ if wanted device; then
     for ranks in 4 8; do
       # 1 MiB windows: the 2 MiB and 3 MiB + 28 B calls run in slices.
       check=(--ranks "$ranks" --one_gpu -d all -o all -c 1 -w 2 -n 2 --timeout_s $((limit - 10)))
-      for algorithm in ring halving-doubling stragglar; do
+      for algorithm in ring halving-doubling stragglar stragglar-log-depth stragglar-hierarchical
+      do
         name="device-$ranks-check-$algorithm"
-        bench_run "$name" yes "${dev[@]}" STRAGGLAR_IPC_BYTES=1MiB \
+        nodes=()  # hierarchical StragglAR: the ranks as nodes of 2
+        [[ $algorithm == stragglar-hierarchical ]] && nodes=("STRAGGLAR_TOPOLOGY=$((ranks / 2))x2")
+        bench_run "$name" yes "${dev[@]}" "${nodes[@]}" STRAGGLAR_IPC_BYTES=1MiB \
           "STRAGGLAR_ALGORITHM=$algorithm" -- "${check[@]}" -b 8 -e 2M -f 64
         device_used "$name" "$ranks"
-        bench_run "$name-odd" yes "${dev[@]}" STRAGGLAR_IPC_BYTES=1MiB \
+        family_used "$name" "$algorithm"
+        bench_run "$name-odd" yes "${dev[@]}" "${nodes[@]}" STRAGGLAR_IPC_BYTES=1MiB \
           "STRAGGLAR_ALGORITHM=$algorithm" -- "${check[@]}" -b 3145756 -e 3145756
       done
       last=$((ranks - 1))
       time=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 32 -n "$iters"
         --timeout_s $((limit - 10)) --straggler "$last" --delay_us 2000)
-      if ((ranks == 4)); then time+=(-b 1M -e 256M -f 4); else time+=(-b 16M -e 256M -f 4); fi
+      if ((quick)); then
+        time=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 16 -n 10
+          --timeout_s $((limit - 10)) --straggler "$last" --delay_us 2000 -b 4M -e 64M -f 4)
+      elif ((ranks == 4)); then
+        time+=(-b 1M -e 256M -f 4)
+      else
+        time+=(-b 16M -e 256M -f 4)
+      fi
       bench_run "device-$ranks-late-native" no -- "${time[@]}"
       bench_run "device-$ranks-late-stragglar-nccl" yes STRAGGLAR_ALGORITHM=stragglar \
         "STRAGGLAR_STRAGGLER=$last" -- "${time[@]}"
@@ -529,15 +555,19 @@ if wanted sweep; then
     # nodes: the 4 ranks priced as 2 nodes of 2 (the setup gather of host ids, each link class
     # probed over NCCL send/recv, Ring priced as the hierarchical ring, hierarchical StragglAR
     # among the shapes).
-    for mode in native adapt forced nodes; do
+    for mode in native adapt forced nodes log-depth hierarchical; do
       case $mode in
         native) setting=(no) ;;
         adapt) setting=(yes STRAGGLAR_MODE=adapt) ;;
         forced) setting=(yes STRAGGLAR_ALGORITHM=stragglar) ;;
         nodes) setting=(yes STRAGGLAR_MODE=adapt STRAGGLAR_TOPOLOGY=2x2 STRAGGLAR_DEBUG=INFO) ;;
+        log-depth) setting=(yes STRAGGLAR_ALGORITHM=stragglar-log-depth STRAGGLAR_DEBUG=INFO) ;;
+        hierarchical) setting=(yes STRAGGLAR_ALGORITHM=stragglar-hierarchical
+          STRAGGLAR_TOPOLOGY=2x2 STRAGGLAR_DEBUG=INFO) ;;
       esac
       bench_run "sweep-$mode-small" "${setting[@]}" -- "${sweep[@]}" -b 8 -e 1M -f 128
       bench_run "sweep-$mode-odd" "${setting[@]}" -- "${sweep[@]}" -b 1048604 -e 1048604
+      family_used "sweep-$mode-odd" "stragglar-$mode"
     done
     stop_mps
   fi

@@ -293,6 +293,71 @@ TEST(CommunicatorTest, DeferredExchangeDecidesAsTheDeferredReplay) {
   EXPECT_EQ(online.watcher->epochs.size(), static_cast<size_t>(kCalls / 8 - 2));
 }
 
+// Records the plan each call was given.
+class PlanRecordingWork final : public CallWork {
+ public:
+  CallOutcome Run(const CallDecision& decision, const Plan* plan,
+                  const RankProgram* program) override {
+    variants.push_back(plan != nullptr ? plan->variant : PlanVariant::kFlat);
+    stragglers.push_back(plan != nullptr ? plan->straggler.value_or(-1) : -2);
+    return {.timing = Scripted(0, decision.call, decision)};
+  }
+  bool RunsPlans() const override { return true; }
+
+  std::vector<PlanVariant> variants;
+  std::vector<int> stragglers;
+};
+
+// A forced StragglAR family (STRAGGLAR_ALGORITHM) runs that family's plan, in the shape the chooser
+// would price, around the forced straggler on every rank; hierarchical StragglAR on one machine
+// runs the plan cache's StragglAR (the flat schedule) instead.
+TEST(CommunicatorTest, AForcedFamilyRunsThatFamilysPlanOnEveryRank) {
+  using Forced = PreloadConfig::Forced;
+  struct Case {
+    Forced forced;
+    std::optional<Topology> topology;
+    PlanVariant want;
+  };
+  for (const Case& c :
+       {Case{Forced::kStragglarLogDepth, std::nullopt, PlanVariant::kLogDepth},
+        Case{Forced::kStragglarHierarchical, Topology{.nodes = 2, .ranks_per_node = 2},
+             PlanVariant::kHierarchical},
+        Case{Forced::kStragglarHierarchical, std::nullopt, PlanVariant::kFlat},
+        Case{Forced::kStragglar, Topology{.nodes = 2, .ranks_per_node = 2}, PlanVariant::kFlat}}) {
+    SCOPED_TRACE(ForcedAlgorithmName(c.forced));
+    Rendezvous gathers, broadcasts;
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      threads.emplace_back([&, rank] {
+        ScriptedBackend backend(rank, /*deferred=*/false, gathers, broadcasts);
+        RuntimeConfig config = Config();
+        config.topology = c.topology;
+        absl::StatusOr<std::unique_ptr<Communicator>> comm =
+            Communicator::Create(rank, kRanks,
+                                 {.runtime = config,
+                                  .name = "forced",
+                                  .link = kPaperLink,
+                                  .forced = c.forced,
+                                  .forced_straggler = 1},
+                                 backend);
+        ASSERT_TRUE(comm.ok()) << comm.status();
+        PlanRecordingWork work;
+        for (int64_t call = 0; call < 16; ++call) {
+          absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
+          ASSERT_TRUE(decision.ok()) << decision.status();
+          EXPECT_EQ(decision->algorithm, Algorithm::kStragglar);
+          EXPECT_EQ(decision->straggler, 1);
+          EXPECT_EQ(decision->shape.has_value(),
+                    c.want != PlanVariant::kFlat || c.topology.has_value());
+        }
+        EXPECT_THAT(work.variants, ::testing::Each(c.want)) << "rank " << rank;
+        EXPECT_THAT(work.stragglers, ::testing::Each(1)) << "rank " << rank;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+}
+
 // The host backend with real threads, a real transport and real plans: the timings it recorded,
 // replayed, give the decisions it took.
 TEST(CommunicatorTest, HostRuntimeDecidesAsTheReplayOfItsTimings) {

@@ -319,6 +319,40 @@ TEST(DeviceRankTest, EveryFamilyEveryStragglerMatchesTheHostExecutor) {
   }
 }
 
+// StragglAR's plans for scale, where the device executor applies (every rank on one host, which
+// a machine of nodes emulated with STRAGGLAR_TOPOLOGY is): log-depth StragglAR in 1, 2 and 4
+// blocks, and hierarchical StragglAR with flat and log-depth rails, the straggler late.
+TEST(DeviceRankTest, LogDepthAndHierarchicalPlansMatchTheHostExecutor) {
+  std::vector<Plan> plans;
+  for (int n : {3, 5, 8}) {
+    for (int blocks : {1, 2, 4}) {
+      absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(n, blocks % n, blocks);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      plans.push_back(*std::move(plan));
+    }
+  }
+  for (const auto& [nodes, per_node] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{3, 2}}) {
+    for (int rail_blocks : {0, 2}) {
+      absl::StatusOr<Plan> plan =
+          SynthesizeHierarchicalStragglar(nodes, per_node, nodes * per_node / 2, rail_blocks);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      plans.push_back(*std::move(plan));
+    }
+  }
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const int64_t count = 3 * plan.num_chunks + 11;
+    ExpectMatchesHost(plan, {.type = i % 2 == 0 ? DataType::kFloat32 : DataType::kBfloat16,
+                             .op = i % 3 == 0 ? ReduceOp::kMax : ReduceOp::kSum,
+                             .count = count,
+                             .window_elements = count / 3 + 1,
+                             .in_place = i % 2 == 1,
+                             .late_rank = plan.straggler,
+                             .late_by = absl::Milliseconds(2),
+                             .seed = static_cast<uint64_t>(700 + i)});
+  }
+}
+
 TEST(DeviceRankTest, EveryTypeAndOperatorMatchesTheHostExecutor) {
   const std::vector<Plan> plans = {MakePlan(Algorithm::kStragglar, 5, 2),
                                    MakePlan(Algorithm::kHalvingDoubling, 6),

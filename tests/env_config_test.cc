@@ -222,10 +222,15 @@ TEST_F(EnvConfigTest, ProfilerChoice) {
 TEST_F(EnvConfigTest, EveryAlgorithm) {
   using Forced = PreloadConfig::Forced;
   const std::vector<std::pair<std::string, Forced>> cases = {
-      {"auto", Forced::kAuto},           {"native", Forced::kNative},
-      {"ring", Forced::kRing},           {"halving-doubling", Forced::kHalvingDoubling},
-      {"stragglar", Forced::kStragglar}, {"Ring", Forced::kRing},
+      {"auto", Forced::kAuto},
+      {"native", Forced::kNative},
+      {"ring", Forced::kRing},
+      {"halving-doubling", Forced::kHalvingDoubling},
+      {"stragglar", Forced::kStragglar},
+      {"Ring", Forced::kRing},
       {"NATIVE", Forced::kNative},
+      {"stragglar-log-depth", Forced::kStragglarLogDepth},
+      {"StragglAR-Hierarchical", Forced::kStragglarHierarchical},
   };
   for (const auto& [value, algorithm] : cases) {
     FakeEnv()["STRAGGLAR_ALGORITHM"] = value;
@@ -235,6 +240,19 @@ TEST_F(EnvConfigTest, EveryAlgorithm) {
   }
   EXPECT_EQ(ForcedAlgorithmName(Forced::kHalvingDoubling), "halving-doubling");
   EXPECT_EQ(ForcedAlgorithmName(Forced::kAuto), "auto");
+  EXPECT_EQ(ForcedAlgorithmName(Forced::kStragglarHierarchical), "stragglar-hierarchical");
+  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglar), StragglarFamily::kFlat);
+  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglarLogDepth), StragglarFamily::kLogDepth);
+  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglarHierarchical), StragglarFamily::kHierarchical);
+  EXPECT_EQ(ForcedStragglarFamily(Forced::kRing), std::nullopt);
+  EXPECT_EQ(ForcedStragglarFamily(Forced::kAuto), std::nullopt);
+
+  FakeEnv()["STRAGGLAR_ALGORITHM"] = "stragglar-tree";
+  std::vector<std::string> lines;
+  EXPECT_EQ(Parse(&lines).algorithm, Forced::kAuto);
+  EXPECT_THAT(lines,
+              ElementsAre(HasSubstr("(accepted: auto, native, ring, halving-doubling, stragglar, "
+                                    "stragglar-log-depth, stragglar-hierarchical); using auto")));
 }
 
 TEST_F(EnvConfigTest, StragglerRank) {
@@ -342,7 +360,7 @@ std::vector<InvalidCase> InvalidCases() {
       {"STRAGGLAR_MIN_BYTES", "lots", size_line("lots"), min_bytes},
       {"STRAGGLAR_ALGORITHM", "fastest",
        "STRAGGLAR_ALGORITHM=\"fastest\" is invalid (accepted: auto, native, ring, "
-       "halving-doubling, stragglar); using auto",
+       "halving-doubling, stragglar, stragglar-log-depth, stragglar-hierarchical); using auto",
        [](PreloadConfig& c) { c.algorithm = PreloadConfig::Forced::kAuto; }},
       {"STRAGGLAR_STRAGGLER", "-1", straggler_line("-1"), straggler},
       {"STRAGGLAR_STRAGGLER", "x", straggler_line("x"), straggler},
@@ -452,6 +470,9 @@ TEST_F(EnvConfigTest, DescribeConfig) {
   config.trace_file = "t.csv";
   EXPECT_THAT(DescribeConfig(config), HasSubstr("algorithm stragglar (straggler last rank)"));
   EXPECT_THAT(DescribeConfig(config), HasSubstr("trace t.csv (CSV)"));
+  config.algorithm = PreloadConfig::Forced::kStragglarLogDepth;
+  EXPECT_THAT(DescribeConfig(config),
+              HasSubstr("algorithm stragglar-log-depth (straggler last rank)"));
   config.algorithm = PreloadConfig::Forced::kRing;
   config.straggler = 2;
   EXPECT_THAT(DescribeConfig(config), HasSubstr("straggler 2 ignored"));
@@ -657,6 +678,19 @@ TEST(ForcedAlgorithmTest, OverridesTheDecision) {
   EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
   EXPECT_EQ(decision.straggler, 1);
   EXPECT_EQ(decision.call, 7);
+
+  // The other families are StragglAR too; the chooser's shape goes, for the caller to set the
+  // family's.
+  for (Forced family : {Forced::kStragglarLogDepth, Forced::kStragglarHierarchical}) {
+    config.algorithm = family;
+    config.straggler.reset();
+    decision = ring;
+    decision.shape = StragglarShape{.pieces = 4};
+    EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+    EXPECT_EQ(decision.algorithm, Algorithm::kStragglar);
+    EXPECT_EQ(decision.straggler, 3);
+    EXPECT_FALSE(decision.shape.has_value());
+  }
 }
 
 // PreloadVariableNames is what `stragglar doctor` calls known: exactly the names the readers ask

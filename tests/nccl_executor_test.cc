@@ -407,6 +407,66 @@ std::string PlanName(const ::testing::TestParamInfo<PlanParam>& info) {
 INSTANTIATE_TEST_SUITE_P(AllAlgorithmsAndRanks, NcclExecutorTest, ::testing::ValuesIn(AllPlans()),
                          PlanName);
 
+// StragglAR's plans for scale (docs/scale-model.md), as the policy hands them to this executor:
+// log-depth StragglAR in 1, 2 and 4 blocks, and hierarchical StragglAR with flat and log-depth
+// rails, around the first, a middle and the last rank; with the plan's pre-arrival rounds and
+// with NCCL's collectives where the pre-arrival phase is a ReduceScatter.
+TEST(NcclExecutorFamiliesTest, LogDepthAndHierarchicalPlansGetTheExactResult) {
+  std::vector<std::pair<std::string, Plan>> plans;
+  for (int n : {3, 4, 5, 8}) {
+    for (int straggler : {0, n / 2, n - 1}) {
+      for (int blocks : {1, 2, 4}) {
+        absl::StatusOr<Plan> plan = SynthesizeLogDepthStragglar(n, straggler, blocks);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        plans.emplace_back(
+            absl::StrCat("log-depth n", n, " straggler ", straggler, " blocks ", blocks),
+            *std::move(plan));
+      }
+    }
+  }
+  for (const auto& [nodes, per_node] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{3, 2}}) {
+    const int n = nodes * per_node;
+    for (int straggler : {0, n / 2 - 1, n - 1}) {
+      for (int rail_blocks : {0, 2}) {
+        absl::StatusOr<Plan> plan =
+            SynthesizeHierarchicalStragglar(nodes, per_node, straggler, rail_blocks);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        ASSERT_EQ(plan->variant, PlanVariant::kHierarchical);
+        plans.emplace_back(absl::StrCat("hierarchical ", nodes, "x", per_node, " straggler ",
+                                        straggler, " rail blocks ", rail_blocks),
+                           *std::move(plan));
+      }
+    }
+  }
+  const std::vector<std::pair<DataType, ReduceOp>> cases = {{DataType::kFloat32, ReduceOp::kSum},
+                                                            {DataType::kInt32, ReduceOp::kAvg},
+                                                            {DataType::kBfloat16, ReduceOp::kMax},
+                                                            {DataType::kFloat16, ReduceOp::kProd}};
+  for (const auto& [name, plan] : plans) {
+    const int n = plan.num_ranks;
+    for (const auto& [type, op] : cases) {
+      for (int64_t count : {int64_t{1}, int64_t{n - 1}, int64_t{293}, int64_t{4099}}) {
+        const exact_data::Spec spec{
+            .type = type, .op = op, .ranks = n, .seed = static_cast<uint64_t>(count * 13 + n)};
+        std::vector<Bytes> inputs;
+        for (int rank = 0; rank < n; ++rank)
+          inputs.push_back(exact_data::MakeInput(spec, rank, count));
+        const Bytes expected = exact_data::Reference(spec, count);
+        for (bool in_place : {false, true}) {
+          for (bool native_pre_arrival : {false, true}) {
+            const Outcome outcome = RunOnFakeNccl(plan, type, op, count, in_place, inputs, kHostOps,
+                                                  native_pre_arrival);
+            ASSERT_TRUE(ExactOnEveryRank(outcome, expected, inputs, type, in_place))
+                << name << ": " << DataTypeName(type) << " " << ReduceOpName(op) << " count "
+                << count << (in_place ? " in place" : " out of place")
+                << (native_pre_arrival ? ", NCCL's pre-arrival collectives" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 // StragglAR's pre-arrival phase as NCCL collectives on the ready ranks' communicator: the same
 // exact result as the plan's rounds, for every straggler, pipelined plans too; ReduceScatter when
 // the blocks are equal, one Reduce per block otherwise, and no pre-arrival messages.
