@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -80,6 +82,75 @@ int32_t AppendPieces(const ChunkList& chunks, KeyOf key_of, Describe describe,
   return static_cast<int32_t>(pieces.size() - before);
 }
 
+// Whether the pre-arrival rounds of `plan` (n - 1 blocks of `pieces` chunks) are a ReduceScatter
+// among the ready ranks that leaves block b complete at owner[b], and whether the post-arrival
+// rounds need nothing else of it: what running NCCL's ReduceScatter instead of those rounds
+// requires. Before arrival every transfer adds whole blocks between ready ranks, and a rank adds
+// each block into its own at most once, never after sending it: then the sum a block holds came
+// along a chain of distinct ranks (a rank's input is in no sum it receives), so an owner whose
+// block sums n - 1 inputs holds every ready rank's once. After arrival no rank reads, or adds
+// into, a chunk that an earlier round had added into and that it does not own (a partial sum,
+// which NCCL's ReduceScatter leaves as the input) until a copy has overwritten it. Log-depth
+// StragglAR's Halving-Doubling ends in copies, for one, and fails the first rule.
+bool PreArrivalIsReduceScatter(const Plan& plan, int pieces, absl::Span<const int> owner) {
+  const int n = plan.num_ranks;
+  const int blocks = n - 1;
+  const int straggler = *plan.straggler;
+  const auto at = [blocks](int rank, int block) {
+    return static_cast<size_t>(rank) * blocks + block;
+  };
+  std::vector<int32_t> inputs(static_cast<size_t>(n) * blocks, 1);  // inputs summed in each block
+  std::vector<bool> sent(inputs.size(), false), received(inputs.size(), false);
+  std::vector<std::pair<size_t, int32_t>> updates;  // applied at the end of the round
+  for (int round = 0; round < plan.pre_arrival_rounds; ++round) {
+    updates.clear();
+    for (const Transfer& transfer : plan.rounds[round].transfers) {
+      if (transfer.op != TransferOp::kReduce || transfer.src == straggler ||
+          transfer.dst == straggler) {
+        return false;
+      }
+      for (const ChunkList::Run& run : transfer.chunks.runs()) {
+        if (run.begin % pieces != 0 || run.size() % pieces != 0) return false;
+        for (int block = run.begin / pieces; block < run.end / pieces; ++block) {
+          const size_t from = at(transfer.src, block), to = at(transfer.dst, block);
+          if (received[to] || sent[to]) return false;
+          sent[from] = received[to] = true;
+          updates.emplace_back(to, inputs[to] + inputs[from]);
+        }
+      }
+    }
+    for (const auto& [index, sum] : updates) inputs[index] = sum;
+  }
+  for (int block = 0; block < blocks; ++block) {
+    if (inputs[at(owner[block], block)] != blocks) return false;
+  }
+  // After arrival: chunks holding partial sums, until a copy overwrites them.
+  const int chunks = plan.num_chunks;
+  std::vector<bool> partial(static_cast<size_t>(n) * chunks, false);
+  for (int rank = 0; rank < n; ++rank) {
+    for (int block = 0; block < blocks; ++block) {
+      if (!received[at(rank, block)] || owner[block] == rank) continue;
+      for (int chunk = block * pieces; chunk < (block + 1) * pieces; ++chunk) {
+        partial[static_cast<size_t>(rank) * chunks + chunk] = true;
+      }
+    }
+  }
+  std::vector<size_t> overwritten;
+  for (int round = plan.pre_arrival_rounds; round < plan.num_rounds(); ++round) {
+    overwritten.clear();
+    for (const Transfer& transfer : plan.rounds[round].transfers) {
+      for (int32_t chunk : transfer.chunks) {
+        const size_t to = static_cast<size_t>(transfer.dst) * chunks + chunk;
+        if (partial[static_cast<size_t>(transfer.src) * chunks + chunk]) return false;
+        if (partial[to] && transfer.op == TransferOp::kReduce) return false;
+        if (partial[to]) overwritten.push_back(to);
+      }
+    }
+    for (size_t index : overwritten) partial[index] = false;
+  }
+  return true;
+}
+
 }  // namespace
 
 PreArrivalBlocks FindPreArrivalBlocks(const Plan& plan, int rank) {
@@ -107,6 +178,7 @@ PreArrivalBlocks FindPreArrivalBlocks(const Plan& plan, int rank) {
     block_of[transfer.dst] = block;
   }
   if (std::find(owner.begin(), owner.end(), -1) != owner.end()) return {};
+  if (!PreArrivalIsReduceScatter(plan, pieces, owner)) return {};
   return {.blocks = blocks, .block = rank >= 0 && rank < plan.num_ranks ? block_of[rank] : -1};
 }
 

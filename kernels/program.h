@@ -107,10 +107,12 @@ struct RankProgram {
 // chunk out of range or to itself, or a rank that sends or receives twice in one round.
 absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement placement = {});
 
-// StragglAR's pre-arrival ReduceScatter as a whole: when the plan's pre-arrival rounds end with
-// every ready rank owning one block of equally many adjacent chunks (what the synthesizer's ring
-// ReduceScatter leaves), the number of blocks and `rank`'s block (-1 on the straggler); otherwise
-// {0, -1}. The same on every rank of the plan.
+// StragglAR's pre-arrival ReduceScatter as a whole: when the plan's pre-arrival rounds are a
+// ReduceScatter among the ready ranks that ends with every ready rank owning one block of equally
+// many adjacent chunks (what the synthesizer's ring ReduceScatter leaves), and the post-arrival
+// rounds read none of the partial sums it leaves elsewhere, the number of blocks and `rank`'s
+// block (-1 on the straggler); otherwise {0, -1} (log-depth StragglAR's Halving-Doubling, for
+// one). The same on every rank of the plan.
 struct PreArrivalBlocks {
   int32_t blocks = 0;
   int32_t block = -1;

@@ -296,5 +296,90 @@ TEST(CheckProgramsTest, MissingFinishCopy) {
   EXPECT_TRUE(LowerAll(alone, {.in_place = true})[0].finish.empty());
 }
 
+// NCCL's ReduceScatter may replace StragglAR's pre-arrival rounds only where they are one: the
+// flat schedule's ring, whole or in pieces. Log-depth StragglAR's Halving-Doubling among the ready
+// ranks ends with an all-gather whose last round looks like a ReduceScatter's (each ready rank
+// receives one block), and replacing it gave wrong sums on the executors; so do plans changed to
+// copy a block, to add an input twice, or to read a partial sum after arrival.
+TEST(ProgramTest, PreArrivalBlocksOnlyWhereTheRoundsAreAReduceScatterNothingElseReads) {
+  for (int n = 3; n <= 8; ++n) {
+    for (int pieces : {1, 2}) {
+      EXPECT_EQ(FindPreArrivalBlocks(*SynthesizeStragglar(n, n / 2, pieces), 0).blocks, n - 1)
+          << n << " ranks, " << pieces << " pieces";
+    }
+    for (int blocks : {1, 2, 4}) {
+      EXPECT_EQ(FindPreArrivalBlocks(*SynthesizeLogDepthStragglar(n, n - 1, blocks), 0).blocks, 0)
+          << n << " ranks, log-depth in " << blocks << " blocks";
+    }
+  }
+  // A ring ReduceScatter of 4 ready ranks written out, block k from rank k + 1 round the ring to
+  // rank k; the same with block 0 starting at its owner, going 0 -> 1 -> 2 -> 0: 4 inputs summed
+  // at its owner, but rank 0's twice and rank 3's not at all; and with block 0 starting a round
+  // late, which leaves rank 1's input out.
+  Plan ring{.algorithm = Algorithm::kStragglar,
+            .num_ranks = 5,
+            .num_chunks = 4,
+            .straggler = 4,
+            .pre_arrival_rounds = 3,
+            .rounds = std::vector<Round>(3)};
+  for (int round = 0; round < 3; ++round) {
+    for (int block = 0; block < 4; ++block) {
+      ring.rounds[round].transfers.push_back({.src = (block + 1 + round) % 4,
+                                              .dst = (block + 2 + round) % 4,
+                                              .op = TransferOp::kReduce,
+                                              .chunks = {block}});
+    }
+  }
+  EXPECT_EQ(FindPreArrivalBlocks(ring, 0).blocks, 4);
+  Plan owner_input_twice = ring;
+  owner_input_twice.rounds[0].transfers[0].src = 0;
+  owner_input_twice.rounds[0].transfers[0].dst = 1;
+  owner_input_twice.rounds[1].transfers[0].src = 1;
+  owner_input_twice.rounds[1].transfers[0].dst = 2;
+  owner_input_twice.rounds[2].transfers[0].src = 2;
+  EXPECT_EQ(FindPreArrivalBlocks(owner_input_twice, 0).blocks, 0);
+  Plan input_missing = ring;  // block 0 from rank 2: rank 1's input is not in it
+  input_missing.rounds[0].transfers.erase(input_missing.rounds[0].transfers.begin());
+  EXPECT_EQ(FindPreArrivalBlocks(input_missing, 0).blocks, 0);
+
+  const Plan flat = *SynthesizeStragglar(5, 4);
+  ASSERT_EQ(FindPreArrivalBlocks(flat, 0).blocks, 4);
+  std::vector<int> owner(4);
+  for (int rank = 0; rank < 4; ++rank) owner[FindPreArrivalBlocks(flat, rank).block] = rank;
+  // A rank that adds a block into its own in the first round and does not own it: its chunk is a
+  // partial sum from then on.
+  const Transfer first = flat.rounds[0].transfers.front();
+  ASSERT_NE(owner[first.chunks[0]], first.dst);
+
+  Plan copied = flat;
+  copied.rounds[0].transfers.front().op = TransferOp::kCopy;
+  EXPECT_EQ(FindPreArrivalBlocks(copied, 0).blocks, 0);
+
+  Plan added_twice = flat;  // the block goes back to where it came from
+  added_twice.rounds[1].transfers.push_back(
+      {.src = first.dst, .dst = first.src, .op = TransferOp::kReduce, .chunks = first.chunks});
+  EXPECT_EQ(FindPreArrivalBlocks(added_twice, 0).blocks, 0);
+
+  // Right after arrival, before the plan's own copies reach it (read at the end, it is the sum).
+  const auto after_arrival = [](Plan plan, std::vector<Round> rounds) {
+    plan.rounds.insert(plan.rounds.begin() + plan.pre_arrival_rounds, rounds.begin(), rounds.end());
+    return plan;
+  };
+  const Round read_partial{
+      .transfers = {{.src = first.dst, .dst = 4, .op = TransferOp::kCopy, .chunks = first.chunks}}};
+  EXPECT_EQ(FindPreArrivalBlocks(after_arrival(flat, {read_partial}), 0).blocks, 0);
+  const Round add_into_partial{
+      .transfers = {
+          {.src = 4, .dst = first.dst, .op = TransferOp::kReduce, .chunks = first.chunks}}};
+  EXPECT_EQ(FindPreArrivalBlocks(after_arrival(flat, {add_into_partial}), 0).blocks, 0);
+  // A copy over the partial sum first: nothing reads it.
+  const Round overwrite{.transfers = {{.src = owner[first.chunks[0]],
+                                       .dst = first.dst,
+                                       .op = TransferOp::kCopy,
+                                       .chunks = first.chunks}}};
+  const Plan overwritten_first = after_arrival(flat, {overwrite, read_partial});
+  EXPECT_EQ(FindPreArrivalBlocks(overwritten_first, 0).blocks, 4);
+}
+
 }  // namespace
 }  // namespace stragglar
