@@ -241,11 +241,6 @@ TEST_F(EnvConfigTest, EveryAlgorithm) {
   EXPECT_EQ(ForcedAlgorithmName(Forced::kHalvingDoubling), "halving-doubling");
   EXPECT_EQ(ForcedAlgorithmName(Forced::kAuto), "auto");
   EXPECT_EQ(ForcedAlgorithmName(Forced::kStragglarHierarchical), "stragglar-hierarchical");
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglar), StragglarFamily::kFlat);
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglarLogDepth), StragglarFamily::kLogDepth);
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglarHierarchical), StragglarFamily::kHierarchical);
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kRing), std::nullopt);
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kAuto), std::nullopt);
 
   FakeEnv()["STRAGGLAR_ALGORITHM"] = "stragglar-tree";
   std::vector<std::string> lines;
@@ -678,19 +673,6 @@ TEST(ForcedAlgorithmTest, OverridesTheDecision) {
   EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
   EXPECT_EQ(decision.straggler, 1);
   EXPECT_EQ(decision.call, 7);
-
-  // The other families are StragglAR too; the chooser's shape goes, for the caller to set the
-  // family's.
-  for (Forced family : {Forced::kStragglarLogDepth, Forced::kStragglarHierarchical}) {
-    config.algorithm = family;
-    config.straggler.reset();
-    decision = ring;
-    decision.shape = StragglarShape{.pieces = 4};
-    EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
-    EXPECT_EQ(decision.algorithm, Algorithm::kStragglar);
-    EXPECT_EQ(decision.straggler, 3);
-    EXPECT_FALSE(decision.shape.has_value());
-  }
 }
 
 // PreloadVariableNames is what `stragglar doctor` calls known: exactly the names the readers ask

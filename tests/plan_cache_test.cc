@@ -678,42 +678,5 @@ TEST(PlanCacheTest, ALatestRankThatWandersBuildsNoPlanPerRank) {
   EXPECT_EQ(on_nodes.kept_transfers(), kept_on_nodes);
 }
 
-// A forced family runs the shape of that family the chooser prices: on one machine the flat and
-// log-depth shapes StragglarShapes offers (log-depth also when forced pieces leave it out), on
-// nodes the hierarchical one too; hierarchical on one machine and flat above
-// kMaxFlatStragglarRanks are errors that name the reason.
-TEST(PlanCacheTest, AForcedFamilyGetsThatFamilysShapeAmongThoseTheChooserPrices) {
-  const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
-  for (const double bytes : {4096.0, double{1 << 24}, double{1 << 30}}) {
-    SCOPED_TRACE(bytes);
-    PlanCache flat(8);
-    const std::vector<StragglarShape> offered = *flat.StragglarShapes(bytes, link);
-    ASSERT_EQ(offered.size(), 2u);
-    EXPECT_EQ(*flat.ShapeOfFamily(StragglarFamily::kFlat, bytes, link), offered[0]);
-    EXPECT_EQ(*flat.ShapeOfFamily(StragglarFamily::kLogDepth, bytes, link), offered[1]);
-    EXPECT_GT(offered[1].log_depth_blocks, 0);
-    EXPECT_THAT(flat.ShapeOfFamily(StragglarFamily::kHierarchical, bytes, link).status().message(),
-                ::testing::HasSubstr("needs a machine of several nodes"));
-
-    PlanCache pieces(8, /*forced_pieces=*/2);
-    EXPECT_EQ(*pieces.ShapeOfFamily(StragglarFamily::kFlat, bytes, link),
-              StragglarShape{.pieces = 2});
-    EXPECT_EQ(*pieces.ShapeOfFamily(StragglarFamily::kLogDepth, bytes, link), offered[1]);
-
-    const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
-    PlanCache nodes(8, 0, {.topology = two_by_four, .inter_node_link = kTypicalInterNodeLink});
-    const std::vector<StragglarShape> on_nodes = *nodes.StragglarShapes(bytes, link);
-    ASSERT_EQ(on_nodes.size(), 3u);
-    for (const StragglarShape& shape : on_nodes) {
-      EXPECT_EQ(*nodes.ShapeOfFamily(FamilyOf(shape), bytes, link), shape);
-    }
-    EXPECT_TRUE(on_nodes[2].hierarchical);
-  }
-  PlanCache large(PlanCache::kMaxFlatStragglarRanks + 1);
-  EXPECT_THAT(large.ShapeOfFamily(StragglarFamily::kFlat, 1 << 20, link).status().message(),
-              ::testing::HasSubstr("not built above 1024 ranks"));
-  EXPECT_GT(large.ShapeOfFamily(StragglarFamily::kLogDepth, 1 << 20, link)->log_depth_blocks, 0);
-}
-
 }  // namespace
 }  // namespace stragglar
