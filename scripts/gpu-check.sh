@@ -512,16 +512,11 @@ if wanted device; then
           "STRAGGLAR_ALGORITHM=$algorithm" -- "${check[@]}" -b 3145756 -e 3145756
       done
       last=$((ranks - 1))
-      time=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 32 -n "$iters"
-        --timeout_s $((limit - 10)) --straggler "$last" --delay_us 2000)
-      if ((quick)); then
-        time=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 16 -n 10
-          --timeout_s $((limit - 10)) --straggler "$last" --delay_us 2000 -b 4M -e 64M -f 4)
-      elif ((ranks == 4)); then
-        time+=(-b 1M -e 256M -f 4)
-      else
-        time+=(-b 16M -e 256M -f 4)
-      fi
+      sizes=(-b 16M -e 256M -f 4 -w 32 -n "$iters")
+      ((ranks == 4)) && sizes=(-b 1M -e 256M -f 4 -w 32 -n "$iters")
+      ((quick)) && sizes=(-b 4M -e 64M -f 4 -w 16 -n 10)
+      time=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 --timeout_s $((limit - 10))
+        --straggler "$last" --delay_us 2000 "${sizes[@]}")
       bench_run "device-$ranks-late-native" no -- "${time[@]}"
       bench_run "device-$ranks-late-stragglar-nccl" yes STRAGGLAR_ALGORITHM=stragglar \
         "STRAGGLAR_STRAGGLER=$last" -- "${time[@]}"
