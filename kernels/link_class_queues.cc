@@ -16,15 +16,6 @@ int LinkClass(int rank, int peer, int ranks_per_node) {
   return rank / ranks_per_node == peer / ranks_per_node ? 0 : 1;
 }
 
-// Calls visit(chunk) for every chunk of pieces[first, first + count), in order.
-template <typename Visit>
-void ForEachChunk(const RankProgram& program, int32_t first, int32_t count, Visit visit) {
-  for (int32_t i = first; i < first + count; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) visit(c);
-  }
-}
-
 // A second thread for the thread that calls the executor, started on its first call on queues
 // and kept until that thread exits, so a call wakes a thread instead of creating one (16 ranks of
 // an emulated 4x4 machine on 2 cores, 1 MiB: 4.05 ms a call against 4.44 ms creating one per

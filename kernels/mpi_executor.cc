@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/link_class_queues.h"
+#include "kernels/mpi_call_buffers.h"
+#include "kernels/mpi_link_class_queues.h"
 
 namespace stragglar {
 namespace {
@@ -13,11 +16,6 @@ namespace {
 // Segments received ahead of the one being added: enough to keep the peer copying while this
 // rank reduces, few enough that they stay in cache.
 constexpr int64_t kSegmentWindow = 2;
-
-absl::Status MpiFailure(absl::string_view call, int code, int* mpi_error) {
-  *mpi_error = code;
-  return MpiCallFailed(call, code);
-}
 
 // How one step's transfers travel: how many messages each way, whether the receive streams
 // through a window of segments, and where it lands.
@@ -38,23 +36,14 @@ class MpiCall {
   MpiCall(const RankProgram& program, const MpiAllReduceArgs& args, int64_t segment_bytes,
           MPI_Comm comm, int* mpi_error)
       : program_(program),
-        args_(args),
+        buffers_(program, args),
         segment_bytes_(segment_bytes),
         comm_(comm),
-        mpi_error_(mpi_error),
-        element_size_(DataTypeSize(args.type)),
-        offsets_(ChunkByteOffsets(args.count, element_size_, program.num_chunks)),
-        input_(static_cast<const std::byte*>(args.send)),
-        result_(static_cast<std::byte*>(args.recv)) {}
+        mpi_error_(mpi_error) {}
 
   absl::Status Run();
 
  private:
-  int64_t ChunkBytes(int32_t chunk) const { return offsets_[chunk + 1] - offsets_[chunk]; }
-  const std::byte* Own(Buffer buffer, int32_t chunk) const {
-    return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
-  }
-  int64_t PiecesBytes(int32_t first, int32_t count) const;
   // How many messages carry a transfer of `bytes`; sender and receiver compute it alike.
   int64_t SegmentCount(TransferOp op, int64_t bytes) const {
     if (op != TransferOp::kReduce || segment_bytes_ <= 0 || bytes <= segment_bytes_) return 1;
@@ -68,19 +57,11 @@ class MpiCall {
   absl::Status RunStep(const ProgramStep& step);
   absl::Status PostReceive(const ProgramStep& step, const StepLayout& layout, int64_t segment);
   absl::Status PostSends(const ProgramStep& step, const StepLayout& layout);
-  // Adds or copies bytes [begin, end) of a received message, held at `data`, into the chunks
-  // they belong to, as those chunks stood at the start of the round.
-  void Apply(const ProgramStep& step, int64_t begin, int64_t end, const std::byte* data);
-
   const RankProgram& program_;
-  const MpiAllReduceArgs& args_;
+  const MpiCallBuffers buffers_;
   const int64_t segment_bytes_;
   MPI_Comm comm_;
   int* mpi_error_;
-  const int64_t element_size_;
-  const std::vector<int64_t> offsets_;
-  const std::byte* input_;
-  std::byte* result_;
   std::byte* target_ = nullptr;  // where the current step's receive lands
 };
 
@@ -89,28 +70,17 @@ class MpiCall {
 thread_local std::vector<std::byte> incoming, outgoing;
 thread_local std::vector<MPI_Request> send_requests, receive_requests;
 
-int64_t MpiCall::PiecesBytes(int32_t first, int32_t count) const {
-  int64_t total = 0;
-  for (int32_t i = first; i < first + count; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    total += offsets_[piece.first_chunk + piece.num_chunks] - offsets_[piece.first_chunk];
-  }
-  return total;
-}
-
 StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   StepLayout layout;
   const bool sends = step.send_peer >= 0;
   const bool receives = step.receive_peer >= 0;
-  layout.send_bytes = PiecesBytes(step.first_send, step.num_sends);
-  layout.receive_bytes = PiecesBytes(step.first_receive, step.num_receives);
+  layout.send_bytes = buffers_.PiecesBytes(step.first_send, step.num_sends);
+  layout.receive_bytes = buffers_.PiecesBytes(step.first_receive, step.num_receives);
   // Only reduce transfers are cut; a copy is one message whatever its size.
   layout.send_segments = sends ? SegmentCount(step.send_op, layout.send_bytes) : 0;
   layout.segments = receives ? SegmentCount(step.receive_op, layout.receive_bytes) : 0;
-  bool consecutive = true;
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
     layout.overlap = layout.overlap || program_.pieces[i].overlaps_send;
-    consecutive = consecutive && (i == step.first_receive || !program_.pieces[i].starts_run);
   }
   // The same chunks both ways, cut alike: segment j is added once segment j has left, so the
   // receive streams through a window of segments. Any other overlap receives the whole message
@@ -119,8 +89,7 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
       layout.segments > 1 &&
       (!layout.overlap || (step.same_chunks_both_ways && layout.send_segments == layout.segments));
   layout.window = layout.streaming ? std::min(kSegmentWindow, layout.segments) : layout.segments;
-  layout.received_in_place = receives && step.receive_op == TransferOp::kCopy &&
-                             step.num_receives > 0 && !layout.overlap && consecutive;
+  layout.received_in_place = buffers_.ReceivesInPlace(step);
   return layout;
 }
 
@@ -132,7 +101,7 @@ absl::Status MpiCall::PostReceive(const ProgramStep& step, const StepLayout& lay
           static_cast<int>(SegmentLength(layout.receive_bytes, layout.segments, segment)), MPI_BYTE,
           step.receive_peer, step.round, comm_, &receive_requests[slot]);
       code != MPI_SUCCESS) {
-    return MpiFailure("MPI_Irecv", code, mpi_error_);
+    return MpiCallFailed("MPI_Irecv", code, mpi_error_);
   }
   return absl::OkStatus();
 }
@@ -140,59 +109,16 @@ absl::Status MpiCall::PostReceive(const ProgramStep& step, const StepLayout& lay
 absl::Status MpiCall::PostSends(const ProgramStep& step, const StepLayout& layout) {
   send_requests.assign(layout.send_segments, MPI_REQUEST_NULL);
   if (step.send_peer < 0) return absl::OkStatus();
-  // One piece lies in one buffer as it is; several are packed.
-  const std::byte* data = step.num_sends == 0 ? input_ : nullptr;
-  if (step.num_sends == 1) {
-    data =
-        Own(program_.pieces[step.first_send].buffer, program_.pieces[step.first_send].first_chunk);
-  } else if (step.num_sends > 1) {
-    if (outgoing.size() < static_cast<size_t>(layout.send_bytes))
-      outgoing.resize(layout.send_bytes);
-    int64_t at = 0;
-    for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-      const ProgramPiece& piece = program_.pieces[i];
-      const int64_t bytes =
-          offsets_[piece.first_chunk + piece.num_chunks] - offsets_[piece.first_chunk];
-      std::memcpy(outgoing.data() + at, Own(piece.buffer, piece.first_chunk), bytes);
-      at += bytes;
-    }
-    data = outgoing.data();
-  }
+  const std::byte* data = buffers_.SendData(step, outgoing);
   for (int64_t segment = 0; segment < layout.send_segments; ++segment) {
     const int64_t length = SegmentLength(layout.send_bytes, layout.send_segments, segment);
     if (int code = PMPI_Isend(data + segment * segment_bytes_, static_cast<int>(length), MPI_BYTE,
                               step.send_peer, step.round, comm_, &send_requests[segment]);
         code != MPI_SUCCESS) {
-      return MpiFailure("MPI_Isend", code, mpi_error_);
+      return MpiCallFailed("MPI_Isend", code, mpi_error_);
     }
   }
   return absl::OkStatus();
-}
-
-void MpiCall::Apply(const ProgramStep& step, int64_t begin, int64_t end, const std::byte* data) {
-  int64_t chunk_begin = 0;  // where the chunk starts in the message
-  for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    for (int32_t chunk = piece.first_chunk; chunk < piece.first_chunk + piece.num_chunks; ++chunk) {
-      const int64_t chunk_end = chunk_begin + ChunkBytes(chunk);
-      const int64_t from = std::max(begin, chunk_begin), to = std::min(end, chunk_end);
-      if (from < to) {
-        const int64_t within = from - chunk_begin;
-        std::byte* target = result_ + offsets_[chunk] + within;
-        const std::byte* incoming_bytes = data + (from - begin);
-        const int64_t elements = (to - from) / element_size_;
-        if (step.receive_op == TransferOp::kCopy) {
-          std::memcpy(target, incoming_bytes, to - from);
-        } else if (piece.buffer == Buffer::kResult) {
-          ReduceInto(args_.type, args_.op, target, incoming_bytes, elements);
-        } else {
-          Reduce(args_.type, args_.op, target, Own(piece.buffer, chunk) + within, incoming_bytes,
-                 elements);
-        }
-      }
-      chunk_begin = chunk_end;
-    }
-  }
 }
 
 absl::Status MpiCall::RunStep(const ProgramStep& step) {
@@ -202,7 +128,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
   }
   if (step.receive_peer >= 0) {
     if (layout.received_in_place) {
-      target_ = result_ + offsets_[program_.pieces[step.first_receive].first_chunk];
+      target_ = buffers_.ResultChunk(program_.pieces[step.first_receive].first_chunk);
     } else {
       const int64_t buffer =
           layout.segments == 1 ? layout.receive_bytes : layout.window * segment_bytes_;
@@ -219,7 +145,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
     const int64_t slot = layout.streaming ? segment % layout.window : segment;
     MPI_Status status;
     if (int code = PMPI_Wait(&receive_requests[slot], &status); code != MPI_SUCCESS) {
-      return MpiFailure("MPI_Wait", code, mpi_error_);
+      return MpiCallFailed("MPI_Wait", code, mpi_error_);
     }
     const int64_t length = SegmentLength(layout.receive_bytes, layout.segments, segment);
     int received = 0;
@@ -235,12 +161,12 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
       if (int code = PMPI_Waitall(waits, send_requests.data() + (layout.streaming ? segment : 0),
                                   MPI_STATUSES_IGNORE);
           code != MPI_SUCCESS) {
-        return MpiFailure("MPI_Waitall", code, mpi_error_);
+        return MpiCallFailed("MPI_Waitall", code, mpi_error_);
       }
     }
     if (!layout.received_in_place) {
       const int64_t begin = segment * segment_bytes_;
-      Apply(step, begin, begin + length, target_ + slot * segment_bytes_);
+      buffers_.Apply(step, begin, begin + length, target_ + slot * segment_bytes_);
     }
     if (layout.streaming && segment + layout.window < layout.segments) {
       if (absl::Status status = PostReceive(step, layout, segment + layout.window); !status.ok()) {
@@ -251,7 +177,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
   if (int code = PMPI_Waitall(static_cast<int>(send_requests.size()), send_requests.data(),
                               MPI_STATUSES_IGNORE);
       code != MPI_SUCCESS) {
-    return MpiFailure("MPI_Waitall", code, mpi_error_);
+    return MpiCallFailed("MPI_Waitall", code, mpi_error_);
   }
   return absl::OkStatus();
 }
@@ -260,7 +186,7 @@ absl::Status MpiCall::Run() {
   for (const ProgramStep& step : program_.steps) {
     if (absl::Status status = RunStep(step); !status.ok()) return status;
   }
-  FinishOnHost(program_, offsets_, input_, result_, args_.count, args_.type, args_.op);
+  buffers_.Finish();
   return absl::OkStatus();
 }
 
@@ -273,13 +199,18 @@ absl::Status MpiCallFailed(absl::string_view call, int code) {
   return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
 }
 
+absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error) {
+  *mpi_error = code;
+  return MpiCallFailed(call, code);
+}
+
 absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
                                    const MpiExecutorOptions& options, MPI_Comm comm,
                                    int* mpi_error) {
   *mpi_error = MPI_SUCCESS;
   int size = 0;
   if (int code = PMPI_Comm_size(comm, &size); code != MPI_SUCCESS) {
-    return MpiFailure("MPI_Comm_size", code, mpi_error);
+    return MpiCallFailed("MPI_Comm_size", code, mpi_error);
   }
   if (program.num_ranks != size || program.rank < 0 || program.rank >= size ||
       program.num_chunks < 1) {
@@ -299,6 +230,19 @@ absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduc
   if (segment_bytes < 0 || segment_bytes % 16 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("reduce segments of ", segment_bytes, " bytes: not a multiple of 16"));
+  }
+  if (options.ranks_per_node < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("per-class queues for nodes of ", options.ranks_per_node, " ranks"));
+  }
+  if (options.ranks_per_node > 0) {
+    const LinkClassQueues queues = SplitByLinkClass(program, options.ranks_per_node);
+    if (!queues.OneClass()) {
+      return RunMpiOnLinkClassQueues(queues, MpiCallBuffers(program, args), comm, mpi_error);
+    }
+    // A rank whose peers are all in one class runs its rounds in order, but its messages must
+    // still be cut as its peers on queues cut theirs: one per transfer.
+    return MpiCall(program, args, /*segment_bytes=*/0, comm, mpi_error).Run();
   }
   return MpiCall(program, args, segment_bytes, comm, mpi_error).Run();
 }

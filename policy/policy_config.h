@@ -63,7 +63,8 @@ struct RuntimeConfig {
   // On a machine of nodes, the executor runs one queue per link class (the host executor's
   // HostAllReduceArgs::ranks_per_node, `stragglar run --queues per-class`): plans are priced with
   // the queue simulator, and hierarchical StragglAR's shapes include the plan written for it.
-  // The NCCL and MPI executors run round by round and leave it false.
+  // The MPI executor does with STRAGGLAR_QUEUES=per-class (MpiExecutorOptions::ranks_per_node);
+  // the NCCL executors run round by round and leave it false.
   bool per_class_queues = false;
   DetectorConfig detector;
   LagSource lag_source = LagSource::kArrivalClock;

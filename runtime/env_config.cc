@@ -266,6 +266,7 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_PIECES",
                                                  "STRAGGLAR_TOPOLOGY",
                                                  "STRAGGLAR_PRE_ARRIVAL",
+                                                 "STRAGGLAR_QUEUES",
                                                  "STRAGGLAR_PROFILER",
                                                  "STRAGGLAR_STATE_FILE",
                                                  "STRAGGLAR_STRAGGLER",
@@ -403,6 +404,10 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
           env.IsFirstOfTwo("STRAGGLAR_PRE_ARRIVAL", "rounds", "nccl", !defaults.nccl_pre_arrival)) {
     config.nccl_pre_arrival = !*rounds;
   }
+  if (std::optional<bool> rounds =
+          env.IsFirstOfTwo("STRAGGLAR_QUEUES", "rounds", "per-class", !defaults.per_class_queues)) {
+    config.per_class_queues = !*rounds;
+  }
 
   ReadPlanKnobs(env, config);
 
@@ -491,6 +496,7 @@ std::string DescribeConfig(const PreloadConfig& config) {
                     " blocks, timeout ",
                     config.ipc_timeout_s > 0 ? FormatSeconds(config.ipc_timeout_s) : "none", ")");
   }
+  if (config.per_class_queues) absl::StrAppend(&text, ", queues per-class");
   if (config.mpi_segment_bytes != defaults.mpi_segment_bytes) {
     absl::StrAppend(&text, ", mpi segment ",
                     config.mpi_segment_bytes == 0

@@ -93,6 +93,11 @@ struct PreloadConfig {
   // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
   // while still in cache. The MPI library uses rank 0's value on every rank.
   int64_t mpi_segment_bytes = 256 << 10;
+  // STRAGGLAR_QUEUES=rounds|per-class (case-insensitive), MPI library only: on a machine of
+  // several nodes, plans run round by round (rounds, default) or on one queue per link class
+  // (per-class: kernels/mpi_link_class_queues.h), and the policy prices them as they run. The MPI
+  // library uses rank 0's value on every rank.
+  bool per_class_queues = false;
   // STRAGGLAR_PRE_ARRIVAL=rounds|nccl (case-insensitive), NCCL library only: StragglAR's
   // pre-arrival ReduceScatter as the plan's send/recv rounds (rounds), or as NCCL's ReduceScatter
   // on a communicator of the ready ranks split off once per straggler (nccl). The NCCL library

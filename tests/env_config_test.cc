@@ -42,6 +42,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.pieces, expected.pieces);
   EXPECT_EQ(actual.mpi_segment_bytes, expected.mpi_segment_bytes);
   EXPECT_EQ(actual.nccl_pre_arrival, expected.nccl_pre_arrival);
+  EXPECT_EQ(actual.per_class_queues, expected.per_class_queues);
   EXPECT_EQ(actual.topology, expected.topology);
 }
 
@@ -73,6 +74,7 @@ void SetAllValid() {
       {"STRAGGLAR_MPI_SEGMENT", "64KiB"},
       {"STRAGGLAR_PRE_ARRIVAL", "NCCL"},
       {"STRAGGLAR_TOPOLOGY", "2X4"},
+      {"STRAGGLAR_QUEUES", "per-class"},
   };
 }
 
@@ -93,6 +95,7 @@ PreloadConfig AllValid() {
   config.mpi_segment_bytes = 64 << 10;
   config.nccl_pre_arrival = true;
   config.topology = Topology{.nodes = 2, .ranks_per_node = 4};
+  config.per_class_queues = true;
   return config;
 }
 
@@ -455,8 +458,8 @@ TEST_F(EnvConfigTest, DescribeConfig) {
   EXPECT_EQ(
       DescribeConfig(AllValid()),
       "mode observe, epoch 128 calls, min 1 MiB, debug TRACE, algorithm stragglar "
-      "(straggler 3), stragglar pieces 8, profiler events, pre-arrival nccl, mpi segment 64 KiB, "
-      "state "
+      "(straggler 3), stragglar pieces 8, profiler events, pre-arrival nccl, queues per-class, "
+      "mpi segment 64 KiB, state "
       "/tmp/state.json, trace "
       "/tmp/trace.json "
       "(Perfetto JSON), summary /tmp/summary.json");

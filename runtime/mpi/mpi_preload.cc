@@ -150,18 +150,43 @@ std::string CommName(MPI_Comm comm) {
   return text.empty() ? "comm" : text;
 }
 
-// Sender and receiver must cut a message alike, so every rank takes rank 0's segment size; a rank
-// whose own setting differs says so (collective over `own`).
-MpiExecutorOptions AgreedExecutorOptions(const PreloadConfig& config, MPI_Comm own, int rank) {
-  int64_t segment_bytes = config.mpi_segment_bytes;
-  PMPI_Bcast(&segment_bytes, 1, MPI_INT64_T, 0, own);
-  if (segment_bytes != config.mpi_segment_bytes) {
+// Sender and receiver must cut a message alike and run plans alike, so every rank takes rank 0's
+// segment size and queues; a rank whose own setting differs says so (collective over `own`).
+// ranks_per_node is set once the topology is known.
+MpiExecutorOptions AgreedExecutorOptions(const PreloadConfig& config, MPI_Comm own, int rank,
+                                         bool& per_class_queues) {
+  int64_t agreed[] = {config.mpi_segment_bytes, config.per_class_queues ? 1 : 0};
+  PMPI_Bcast(agreed, 2, MPI_INT64_T, 0, own);
+  if (agreed[0] != config.mpi_segment_bytes) {
     LogOnce(LogLevel::kWarn, "mpi-segment-differs",
             absl::StrCat("STRAGGLAR_MPI_SEGMENT differs across ranks: rank ", rank, " has ",
-                         config.mpi_segment_bytes, " bytes, rank 0 ", segment_bytes,
+                         config.mpi_segment_bytes, " bytes, rank 0 ", agreed[0],
                          "; every rank uses rank 0's"));
   }
-  return {.reduce_segment_bytes = segment_bytes};
+  per_class_queues = agreed[1] != 0;
+  if (per_class_queues != config.per_class_queues) {
+    LogOnce(LogLevel::kWarn, "queues-differ",
+            absl::StrCat("STRAGGLAR_QUEUES differs across ranks: rank ", rank, " has ",
+                         config.per_class_queues ? "per-class" : "rounds", ", rank 0 ",
+                         per_class_queues ? "per-class" : "rounds", "; every rank uses rank 0's"));
+  }
+  return {.reduce_segment_bytes = agreed[0]};
+}
+
+// STRAGGLAR_QUEUES=per-class: on a machine of nodes the executor runs one queue per link class
+// and the policy prices plans that way; on one node there is one class, so rounds it is.
+void UsePerClassQueues(RuntimeConfig& runtime, MpiExecutorOptions& executor,
+                       absl::string_view comm) {
+  if (!runtime.topology.has_value() || !runtime.topology->multi_node()) {
+    LogOnce(LogLevel::kInfo, "queues-one-node",
+            absl::StrCat(comm,
+                         ": STRAGGLAR_QUEUES=per-class on one node: plans run round by "
+                         "round"));
+    return;
+  }
+  runtime.per_class_queues = true;
+  executor.ranks_per_node = runtime.topology->ranks_per_node;
+  Log(LogLevel::kInfo, absl::StrCat(comm, ": plans run on one queue per link class"));
 }
 
 // The state of `comm`, created at its first handled call (collective: every rank is in the same
@@ -200,7 +225,8 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .large_repeats = 2,
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
-    state->options = AgreedExecutorOptions(g.config, own, rank);
+    bool per_class_queues = false;
+    state->options = AgreedExecutorOptions(g.config, own, rank, per_class_queues);
     absl::StatusOr<std::optional<Topology>> topology =
         LearnTopology(g.config, *state->backend, size, node_leader, CommName(comm));
     if (topology.ok()) {
@@ -208,6 +234,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     } else {
       Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
     }
+    if (per_class_queues) UsePerClassQueues(options.runtime, state->options, CommName(comm));
     absl::StatusOr<std::unique_ptr<Communicator>> created =
         Communicator::Create(rank, size, std::move(options), *state->backend);
     if (created.ok()) {
