@@ -17,4 +17,9 @@ if [[ $preload == yes ]]; then
   [[ -f $library ]] || { echo "missing $library"; exit 1; }
   args+=(-x "LD_PRELOAD=$(realpath "$library")")
 fi
-exec timeout 300 mpirun "${args[@]}" "$@"
+# A test that passes on its output (PASS_REGULAR_EXPRESSION, which makes ctest ignore the exit
+# status) must still fail when any rank failed: this line is every MPI test's FAIL pattern.
+status=0
+timeout 300 mpirun "${args[@]}" "$@" || status=$?
+if ((status != 0)); then echo "run_check: mpirun exited with status $status"; fi
+exit "$status"
