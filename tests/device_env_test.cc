@@ -16,11 +16,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-class DeviceEnvTest : public ::testing::Test {
- protected:
-  void SetUp() override { FakeEnv().clear(); }
-  void TearDown() override { FakeEnv().clear(); }
-};
+using DeviceEnvTest = FakeEnvTest;
 
 TEST_F(DeviceEnvTest, DefaultsAreTheNcclExecutor) {
   std::vector<std::string> lines;

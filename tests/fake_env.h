@@ -40,4 +40,11 @@ inline PreloadConfig Parse(std::vector<std::string>* lines) {
   return config;
 }
 
+// A test of the readers: FakeEnv() starts and ends each test empty.
+class FakeEnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override { FakeEnv().clear(); }
+  void TearDown() override { FakeEnv().clear(); }
+};
+
 }  // namespace stragglar

@@ -15,11 +15,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-class EnvConfigTest : public ::testing::Test {
- protected:
-  void SetUp() override { FakeEnv().clear(); }
-  void TearDown() override { FakeEnv().clear(); }
-};
+using EnvConfigTest = FakeEnvTest;
 
 TEST_F(EnvConfigTest, LinkProfilingAndPipelineStageTimes) {
   std::vector<std::string> lines;

@@ -17,11 +17,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-class QueuesEnvTest : public ::testing::Test {
- protected:
-  void SetUp() override { FakeEnv().clear(); }
-  void TearDown() override { FakeEnv().clear(); }
-};
+using QueuesEnvTest = FakeEnvTest;
 
 TEST_F(QueuesEnvTest, RoundsUnlessPerClassIsAskedFor) {
   std::vector<std::string> lines;
