@@ -1,7 +1,6 @@
 #include "kernels/mpi_executor.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <vector>
 

@@ -150,27 +150,33 @@ std::string CommName(MPI_Comm comm) {
   return text.empty() ? "comm" : text;
 }
 
+// What every rank of a communicator must run alike: how messages are cut, and whether plans run
+// on per-class queues.
+struct AgreedSettings {
+  int64_t segment_bytes = 0;
+  bool per_class_queues = false;
+};
+
 // Sender and receiver must cut a message alike and run plans alike, so every rank takes rank 0's
-// segment size and queues; a rank whose own setting differs says so (collective over `own`).
-// ranks_per_node is set once the topology is known.
-MpiExecutorOptions AgreedExecutorOptions(const PreloadConfig& config, MPI_Comm own, int rank,
-                                         bool& per_class_queues) {
+// settings; a rank whose own setting differs says so (collective over `own`).
+AgreedSettings AgreeOnSettings(const PreloadConfig& config, MPI_Comm own, int rank) {
   int64_t agreed[] = {config.mpi_segment_bytes, config.per_class_queues ? 1 : 0};
   PMPI_Bcast(agreed, 2, MPI_INT64_T, 0, own);
-  if (agreed[0] != config.mpi_segment_bytes) {
+  const AgreedSettings settings{.segment_bytes = agreed[0], .per_class_queues = agreed[1] != 0};
+  if (settings.segment_bytes != config.mpi_segment_bytes) {
     LogOnce(LogLevel::kWarn, "mpi-segment-differs",
             absl::StrCat("STRAGGLAR_MPI_SEGMENT differs across ranks: rank ", rank, " has ",
-                         config.mpi_segment_bytes, " bytes, rank 0 ", agreed[0],
+                         config.mpi_segment_bytes, " bytes, rank 0 ", settings.segment_bytes,
                          "; every rank uses rank 0's"));
   }
-  per_class_queues = agreed[1] != 0;
-  if (per_class_queues != config.per_class_queues) {
+  if (settings.per_class_queues != config.per_class_queues) {
+    const auto name = [](bool per_class) { return per_class ? "per-class" : "rounds"; };
     LogOnce(LogLevel::kWarn, "queues-differ",
             absl::StrCat("STRAGGLAR_QUEUES differs across ranks: rank ", rank, " has ",
-                         config.per_class_queues ? "per-class" : "rounds", ", rank 0 ",
-                         per_class_queues ? "per-class" : "rounds", "; every rank uses rank 0's"));
+                         name(config.per_class_queues), ", rank 0 ",
+                         name(settings.per_class_queues), "; every rank uses rank 0's"));
   }
-  return {.reduce_segment_bytes = agreed[0]};
+  return settings;
 }
 
 // STRAGGLAR_QUEUES=per-class: on a machine of nodes the executor runs one queue per link class
@@ -225,8 +231,8 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .large_repeats = 2,
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
-    bool per_class_queues = false;
-    state->options = AgreedExecutorOptions(g.config, own, rank, per_class_queues);
+    const AgreedSettings agreed = AgreeOnSettings(g.config, own, rank);
+    state->options = {.reduce_segment_bytes = agreed.segment_bytes};
     absl::StatusOr<std::optional<Topology>> topology =
         LearnTopology(g.config, *state->backend, size, node_leader, CommName(comm));
     if (topology.ok()) {
@@ -234,7 +240,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     } else {
       Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
     }
-    if (per_class_queues) UsePerClassQueues(options.runtime, state->options, CommName(comm));
+    if (agreed.per_class_queues) UsePerClassQueues(options.runtime, state->options, CommName(comm));
     absl::StatusOr<std::unique_ptr<Communicator>> created =
         Communicator::Create(rank, size, std::move(options), *state->backend);
     if (created.ok()) {
