@@ -150,6 +150,12 @@ const PreloadConfig& Config() {
   Global& g = G();
   std::call_once(g.configured, [&g] {
     g.config = ConfigureFromEnv("libstragglar.so", NcclVersionText(Api()));
+    if (g.config.per_class_queues) {
+      LogAlways(
+          LogLevel::kWarn,
+          "STRAGGLAR_QUEUES=per-class is the MPI library's; the NCCL library runs plans round "
+          "by round");
+    }
     g.build = {.version = std::string(StragglarVersion()),
                .backend = "nccl",
                .backend_version = NcclVersionNumber(Api())};

@@ -44,6 +44,10 @@ check links-off STRAGGLAR_LINK_PROFILING=on STRAGGLAR_MODE=off
 grep -m 1 " stragglar " "$work/info.err" |
   grep -Eq "stragglar INFO libstragglar.so [0-9]+\.[0-9]+\.[0-9]+ active over NCCL [0-9]+\.[0-9]+\.[0-9]+: mode adapt" ||
   { echo "FAIL: the first line at INFO is not the preload's banner"; cat "$work/info.err"; exit 1; }
+# The MPI library's per-class queues: the NCCL library says it does not run them, once.
+check queues STRAGGLAR_QUEUES=per-class
+lines=$(grep -c "STRAGGLAR_QUEUES=per-class is the MPI library's; the NCCL library runs plans round by round" "$work/queues.err" || true)
+((lines == 1)) || { echo "FAIL: $lines lines for STRAGGLAR_QUEUES, expected 1"; cat "$work/queues.err"; exit 1; }
 check bad STRAGGLAR_MODE=fast STRAGGLAR_MIN_BYTES=lots STRAGGLAR_PRE_ARRIVAL=subcomm
 grep -q 'STRAGGLAR_MODE="fast" is invalid (accepted: adapt, observe, off); using adapt' \
   "$work/bad.err" || { echo "FAIL: no line for STRAGGLAR_MODE"; cat "$work/bad.err"; exit 1; }
