@@ -66,7 +66,8 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
     // its transfers only for an executor (Materialized). Priced through that plan where renaming
     // keeps the costs (renamed_: one machine; hierarchical StragglAR on nodes, renamed keeping
     // nodes). On nodes the flat and log-depth plans are the synthesizer's, which rename that plan
-    // but cost otherwise: priced exactly by its index renamed (indexed_by_renaming_, IndexOf).
+    // but cost otherwise: priced exactly by its index with the ranks renamed as it is simulated
+    // (indexed_by_renaming_, SimulatePartOn).
     absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
     if (!canonical.ok()) return canonical.status();
     const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;
@@ -464,7 +465,7 @@ absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, doub
   auto renamed = indexed_by_renaming_.find(&plan);
   if (renamed != indexed_by_renaming_.end() &&
       !post_arrival_.contains({&plan, KeyOf(bytes, link)})) {
-    // Its own profile would rename its index and simulate it three times; the bound on every
+    // Its own profile would simulate it three times; the bound on every
     // renamed plan is found once.
     absl::StatusOr<const RenamingBounds*> bounds =
         RenamingBoundsOf(*renamed->second.canonical, bytes, link);
@@ -566,6 +567,19 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePartOn(const Plan& plan, int
                                                            int end_round, double bytes,
                                                            const NetworkModel& network,
                                                            absl::Span<const double> arrival_s) {
+  if (auto renamed = indexed_by_renaming_.find(&plan); renamed != indexed_by_renaming_.end()) {
+    const Plan& canonical = *renamed->second.canonical;
+    absl::StatusOr<const SimulationIndex*> found = IndexOf(canonical);
+    if (!found.ok()) return found.status();
+    std::vector<int> names(static_cast<size_t>(num_ranks_));
+    for (int rank = 0; rank < num_ranks_; ++rank) {
+      names[rank] = renamed->second.relabel.Renamed(rank);
+    }
+    ++renamed_simulations_;
+    return SimulateRenamedRounds(canonical, (*found)->ring_runs,
+                                 (*found)->compact.has_value() ? &*(*found)->compact : nullptr,
+                                 names, begin_round, end_round, bytes, network, arrival_s);
+  }
   absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
   if (!found.ok()) return found.status();
   return SimulateRounds(plan, (*found)->ring_runs,
@@ -582,42 +596,6 @@ int64_t PlanCache::kept_transfers() const {
 absl::StatusOr<const PlanCache::SimulationIndex*> PlanCache::IndexOf(const Plan& plan) {
   auto index = indexes_.find(&plan);
   if (index != indexes_.end()) return &index->second;
-  if (auto renamed = indexed_by_renaming_.find(&plan); renamed != indexed_by_renaming_.end()) {
-    absl::StatusOr<const SimulationIndex*> canonical = IndexOf(*renamed->second.canonical);
-    if (!canonical.ok()) return canonical.status();
-    std::vector<int> renamed_rank(static_cast<size_t>(num_ranks_));
-    for (int rank = 0; rank < num_ranks_; ++rank) {
-      renamed_rank[rank] = renamed->second.relabel.Renamed(rank);
-    }
-    SimulationIndex found = **canonical;
-    for (RingRun& run : found.ring_runs) {
-      for (std::vector<int>& cycle : run.cycles) {
-        for (int& rank : cycle) rank = renamed_rank[rank];
-      }
-    }
-    int64_t moves = 0;
-    if (found.compact.has_value()) {
-      for (CompactRounds::Move& move : found.compact->moves) {
-        move.src = static_cast<uint16_t>(renamed_rank[move.src]);
-        move.dst = static_cast<uint16_t>(renamed_rank[move.dst]);
-      }
-      moves = static_cast<int64_t>(found.compact->moves.size());
-    }
-    const SimulationIndex* kept = &indexes_.emplace(&plan, std::move(found)).first->second;
-    // The newest of these indexes are kept within the budget; an older one is renamed again when
-    // asked for.
-    renamed_index_order_.push_back(&plan);
-    renamed_index_moves_ += moves;
-    while (renamed_index_moves_ > max_renamed_index_moves_ && renamed_index_order_.size() > 1) {
-      auto oldest = indexes_.find(renamed_index_order_.front());
-      renamed_index_order_.pop_front();
-      if (oldest->second.compact.has_value()) {
-        renamed_index_moves_ -= static_cast<int64_t>(oldest->second.compact->moves.size());
-      }
-      indexes_.erase(oldest);
-    }
-    return kept;
-  }
   SimulationIndex found{.ring_runs = FindRingRuns(plan)};
   // Compact rounds only for a plan with rounds simulated one by one: outside its ring runs, or
   // on a machine of nodes, where a run may mix link classes. Ring's are all runs (200 MB saved

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -153,10 +152,9 @@ class PlanCache {
 
   // The transfers of the plans kept (a header has none): what the cache's memory grows with.
   int64_t kept_transfers() const;
-  // The compact moves of the renamed indexes kept on nodes (indexed_by_renaming_), and their
-  // budget: kMaxRenamedIndexMoves unless set (tests).
-  int64_t renamed_index_moves() const { return renamed_index_moves_; }
-  void set_max_renamed_index_moves(int64_t moves) { max_renamed_index_moves_ = moves; }
+  // Simulations of the plans priced through their canonical plan renamed on nodes
+  // (indexed_by_renaming_), for tests.
+  int64_t renamed_simulations() const { return renamed_simulations_; }
 
   // Calls of Simulate, and those priced with the post-arrival closed form, for tests and
   // benchmarks.
@@ -230,15 +228,11 @@ class PlanCache {
   const Renamed* RenamedOf(const Plan& plan) const;
   std::map<const Plan*, Renamed> renamed_;
   // On nodes, StragglAR's flat and log-depth plans around ranks other than the last: headers
-  // whose index is their canonical plan's renamed (IndexOf), the exact price of the plan the
-  // synthesizer builds around them. Those indexes are kept newest first within
-  // kMaxRenamedIndexMoves moves (about 8 flat plans at 1024 ranks, 100 MB); an older one is
-  // renamed again when asked for.
+  // priced by their canonical plan's index with its ranks renamed as it runs
+  // (SimulateRenamedRounds), the exact price of the plan the synthesizer builds around them,
+  // without a renamed copy of that index (2 million moves for the flat plan at 1024 ranks).
   std::map<const Plan*, Renamed> indexed_by_renaming_;
-  static constexpr int64_t kMaxRenamedIndexMoves = int64_t{1} << 24;
-  int64_t max_renamed_index_moves_ = kMaxRenamedIndexMoves;
-  std::deque<const Plan*> renamed_index_order_;  // oldest first
-  int64_t renamed_index_moves_ = 0;
+  int64_t renamed_simulations_ = 0;
   std::map<LinkKey, int> pieces_;
   std::map<LinkKey, std::vector<StragglarShape>> shapes_;
   std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
@@ -252,8 +246,8 @@ class PlanCache {
   absl::StatusOr<SimulationResult> SimulatePartOn(const Plan& plan, int begin_round, int end_round,
                                                   double bytes, const NetworkModel& network,
                                                   absl::Span<const double> arrival_s);
-  // The index of `plan`, built at its first simulation: read from its transfers, or for a plan
-  // in indexed_by_renaming_, its canonical plan's renamed (again once dropped).
+  // The index of `plan`, read from its transfers at its first simulation (not for a plan in
+  // indexed_by_renaming_, which has none).
   absl::StatusOr<const SimulationIndex*> IndexOf(const Plan& plan);
 
   // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
@@ -284,7 +278,7 @@ class PlanCache {
   // link a renamed plan costs what its canonical plan costs, renamed, and the model's times never
   // fall when a transfer costs more (they are sums and maxima of costs), so these bound every
   // renamed plan's times on the real classes. They let the chooser rule a renamed plan out, and
-  // find its regime, without renaming its index or finding its post-arrival profile: at 128x8
+  // find its regime, without simulating it or finding its post-arrival profile: at 128x8
   // those were 2 million moves for each rank predicted last, three quarters of a policy epoch
   // when that rank wanders.
   struct RenamingBounds {

@@ -278,7 +278,7 @@ void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
   }
 }
 
-void AdvanceRingRounds(const RingRun& run, int rounds, const Topology& topology,
+void AdvanceRingRounds(const RingRun& run, int rounds, absl::Span<const int> node_of,
                        double intra_node_seconds, double inter_node_seconds,
                        std::vector<double>& ready) {
   if (rounds <= 0) return;
@@ -288,11 +288,11 @@ void AdvanceRingRounds(const RingRun& run, int rounds, const Topology& topology,
     const int m = static_cast<int>(cycle.size());
     hop_s.resize(m);
     bool crosses = false, stays = false;
-    // Each rank's node once (a division), compared with the next one's.
-    const int first_node = topology.NodeOf(cycle[0]);
+    // Each rank's node once, compared with the next one's.
+    const int first_node = node_of[cycle[0]];
     int node = first_node;
     for (int i = 0; i < m; ++i) {
-      const int next_node = i + 1 < m ? topology.NodeOf(cycle[i + 1]) : first_node;
+      const int next_node = i + 1 < m ? node_of[cycle[i + 1]] : first_node;
       const bool inter = node != next_node;
       (inter ? crosses : stays) = true;
       hop_s[i] = inter ? inter_node_seconds : intra_node_seconds;

@@ -49,10 +49,10 @@ std::vector<RingRun> RingRunsOfRing(int num_ranks);
 // `transfer_seconds`. Ranks outside its cycles keep their time.
 void AdvanceRingRounds(const RingRun& run, int rounds, double transfer_seconds,
                        std::vector<double>& ready);
-// The same with each hop taking the time of its class on `topology`: `intra_node_seconds` inside a
-// node, `inter_node_seconds` between nodes. A cycle of one class is priced as above, bit for bit;
-// one of both classes by its slowest walks, up to rounding.
-void AdvanceRingRounds(const RingRun& run, int rounds, const Topology& topology,
+// The same with each hop taking the time of its class: `intra_node_seconds` between ranks of one
+// node (node_of[rank]), `inter_node_seconds` between nodes. A cycle of one class is priced as
+// above, bit for bit; one of both classes by its slowest walks, up to rounding.
+void AdvanceRingRounds(const RingRun& run, int rounds, absl::Span<const int> node_of,
                        double intra_node_seconds, double inter_node_seconds,
                        std::vector<double>& ready);
 

@@ -123,13 +123,10 @@ void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk
   }
 }
 
-}  // namespace
-
-absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
-                                                const CompactRounds* compact, int begin_round,
-                                                int end_round, double bytes,
-                                                const NetworkModel& network,
-                                                absl::Span<const double> arrival_s) {
+// The arguments of the compact SimulateRounds, checked.
+absl::Status ValidateRounds(const Plan& plan, const CompactRounds* compact, int begin_round,
+                            int end_round, double bytes, const NetworkModel& network,
+                            absl::Span<const double> arrival_s) {
   if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
     return status;
   }
@@ -143,17 +140,18 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
        compact->round_begin.back() != static_cast<int64_t>(compact->moves.size()))) {
     return absl::InvalidArgumentError("the compact rounds are not this plan's");
   }
+  return absl::OkStatus();
+}
+
+// Rounds [begin_round, end_round) of `plan` from `ready` (each rank's start, by the plan's ranks),
+// with node_of[rank] the node whose links a rank's transfers take (empty on one node).
+absl::Status AdvanceRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                           const CompactRounds* compact, int begin_round, int end_round,
+                           double bytes, const NetworkModel& network,
+                           const std::vector<int>& node_of, std::vector<double>& ready) {
   const double bytes_per_chunk = bytes / plan.num_chunks;
-  std::vector<double> ready(arrival_s.begin(), arrival_s.end());
   std::vector<double> next = ready;
   auto run = runs.begin();
-  const bool multi_node = network.topology.multi_node();
-  // Each rank's node, looked up per transfer (empty on one node).
-  std::vector<int> node_of;
-  if (multi_node) {
-    node_of.resize(plan.num_ranks);
-    for (int rank = 0; rank < plan.num_ranks; ++rank) node_of[rank] = network.topology.NodeOf(rank);
-  }
   for (int r = begin_round; r < end_round;) {
     while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
     if (run != runs.end() && run->first_round <= r) {
@@ -162,10 +160,10 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
       const double bytes_per_transfer = bytes_per_chunk * static_cast<size_t>(run->chunks);
       const double intra_s =
           network.intra_node.TransferSeconds(bytes_per_transfer, run->transfers());
-      if (multi_node) {
+      if (!node_of.empty()) {
         const double inter_s =
             network.inter_node.TransferSeconds(bytes_per_transfer, run->transfers());
-        AdvanceRingRounds(*run, rounds, network.topology, intra_s, inter_s, ready);
+        AdvanceRingRounds(*run, rounds, node_of, intra_s, inter_s, ready);
       } else {
         AdvanceRingRounds(*run, rounds, intra_s, ready);
       }
@@ -194,12 +192,78 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
     }
     ++r;
   }
+  return absl::OkStatus();
+}
+
+SimulationResult ResultOf(std::vector<double> finish_s, absl::Span<const double> arrival_s) {
   SimulationResult result;
-  result.finish_s = std::move(ready);
+  result.finish_s = std::move(finish_s);
   const double last_finish = *std::max_element(result.finish_s.begin(), result.finish_s.end());
   result.completion_s = last_finish - *std::min_element(arrival_s.begin(), arrival_s.end());
   result.after_last_arrival_s = last_finish - *std::max_element(arrival_s.begin(), arrival_s.end());
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
+                                                const CompactRounds* compact, int begin_round,
+                                                int end_round, double bytes,
+                                                const NetworkModel& network,
+                                                absl::Span<const double> arrival_s) {
+  if (absl::Status status =
+          ValidateRounds(plan, compact, begin_round, end_round, bytes, network, arrival_s);
+      !status.ok()) {
+    return status;
+  }
+  // Each rank's node, looked up per transfer (empty on one node).
+  std::vector<int> node_of;
+  if (network.topology.multi_node()) {
+    node_of.resize(plan.num_ranks);
+    for (int rank = 0; rank < plan.num_ranks; ++rank) node_of[rank] = network.topology.NodeOf(rank);
+  }
+  std::vector<double> ready(arrival_s.begin(), arrival_s.end());
+  if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
+                                          network, node_of, ready);
+      !status.ok()) {
+    return status;
+  }
+  return ResultOf(std::move(ready), arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulateRenamedRounds(
+    const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
+    absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
+    const NetworkModel& network, absl::Span<const double> arrival_s) {
+  if (absl::Status status =
+          ValidateRounds(plan, compact, begin_round, end_round, bytes, network, arrival_s);
+      !status.ok()) {
+    return status;
+  }
+  if (static_cast<int>(renamed.size()) != plan.num_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("renaming ", renamed.size(), " ranks of a plan of ", plan.num_ranks));
+  }
+  // The plan's rank c is rank renamed[c]: it starts when that rank arrives and uses its links.
+  std::vector<double> ready(plan.num_ranks);
+  std::vector<int> node_of;
+  if (network.topology.multi_node()) node_of.resize(plan.num_ranks);
+  for (int c = 0; c < plan.num_ranks; ++c) {
+    const int rank = renamed[c];
+    if (rank < 0 || rank >= plan.num_ranks) {
+      return absl::InvalidArgumentError(absl::StrCat("renamed rank ", rank, " is out of range"));
+    }
+    ready[c] = arrival_s[rank];
+    if (!node_of.empty()) node_of[c] = network.topology.NodeOf(rank);
+  }
+  if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
+                                          network, node_of, ready);
+      !status.ok()) {
+    return status;
+  }
+  std::vector<double> finish_s(plan.num_ranks);
+  for (int c = 0; c < plan.num_ranks; ++c) finish_s[renamed[c]] = ready[c];
+  return ResultOf(std::move(finish_s), arrival_s);
 }
 
 std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s) {

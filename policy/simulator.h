@@ -80,6 +80,16 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s);
 
+// The compact SimulateRounds of `plan` with its rank c renamed to renamed[c] (a permutation):
+// the plan's transfers, runs and compact rounds as they are, each rank starting at its new name's
+// arrival and taking its new name's links. arrival_s and finish_s are by the new names. Bit for
+// bit what renaming the transfers, runs and compact rounds and simulating those gives (the same
+// transfers in the same order, on the same link classes), without building them.
+absl::StatusOr<SimulationResult> SimulateRenamedRounds(
+    const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
+    absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
+    const NetworkModel& network, absl::Span<const double> arrival_s);
+
 // Arrival vector with every rank at 0 except `late_rank` at `delay_s`.
 std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s);
 

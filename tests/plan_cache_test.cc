@@ -513,57 +513,75 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
   }
 }
 
-TEST(PlanCacheTest, OnNodesTheOldestDroppedPlansIndexesGoAndAreRebuiltWithTheSamePrices) {
-  // Flat StragglAR around each of 11 stragglers on 3x4 nodes, each priced by the index of the plan
-  // around the last rank renamed, with room for about three of those: pricing them all twice
-  // renames the evicted ones again, bit for bit the same prices.
+TEST(PlanCacheTest, OnNodesARenamedPlanPricesAsItsCanonicalIndexRenamedBitForBit) {
+  // On nodes the flat and log-depth plans around a rank other than the last are priced on the
+  // canonical plan's index, its ranks renamed as it runs: bit for bit the renamed index (ring runs
+  // that cross nodes, compact rounds) built as the cache once kept it. Every straggler of 3x4,
+  // three shapes, whole plans and their pre-arrival rounds.
   std::mt19937 random(9);
   std::uniform_real_distribution<double> lag(0, 1e-3);
   const LinkModel link{.alpha_s = 5e-6, .bandwidth_bytes_per_s = 3e9};
   const Topology three_by_four{.nodes = 3, .ranks_per_node = 4};
-  PlanCache cache(12, 0, {.topology = three_by_four});
-  const std::optional<CompactRounds> one = CompactRoundsOf(*SynthesizeStragglar(12, 0));
-  const int64_t budget = 3 * static_cast<int64_t>(one->moves.size());
-  cache.set_max_renamed_index_moves(budget);
-  std::vector<std::vector<double>> arrivals;
-  std::vector<SimulationResult> first;
-  for (int pass = 0; pass < 2; ++pass) {
+  const NetworkModel network{
+      .topology = three_by_four, .intra_node = link, .inter_node = kTypicalInterNodeLink};
+  // The synthesizer's plans, as the cache builds them (a shape's flat plan, or log-depth's).
+  const auto synthesize = [](const StragglarShape& shape, int straggler) {
+    return shape.log_depth_blocks > 0
+               ? *SynthesizeLogDepthStragglar(12, straggler, shape.log_depth_blocks)
+               : *SynthesizeStragglar(12, straggler, shape.pieces);
+  };
+  for (const StragglarShape& shape : {StragglarShape{.pieces = 1}, StragglarShape{.pieces = 2},
+                                      StragglarShape{.log_depth_blocks = 2}}) {
+    PlanCache cache(12, 0, {.topology = three_by_four});
+    const Plan canonical = synthesize(shape, 11);
+    const std::vector<RingRun> runs = FindRingRuns(canonical);
+    const CompactRounds compact = *CompactRoundsOf(canonical);
     for (int straggler = 0; straggler < 11; ++straggler) {
-      SCOPED_TRACE(testing::Message() << "pass " << pass << " straggler " << straggler);
-      const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, {});
+      SCOPED_TRACE(testing::Message() << "blocks " << shape.log_depth_blocks << " pieces "
+                                      << shape.pieces << " straggler " << straggler);
+      const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, shape);
       ASSERT_TRUE(plan.transfers_elided);
-      if (pass == 0) {
-        arrivals.emplace_back(12);
-        for (double& at : arrivals.back()) at = lag(random);
-        arrivals.back()[straggler] += 2e-3;
+      const RankRelabel relabel = RankRelabel::For(plan.variant, 12, straggler);
+      std::vector<RingRun> renamed_runs = runs;
+      for (RingRun& run : renamed_runs) {
+        for (std::vector<int>& cycle : run.cycles) {
+          for (int& rank : cycle) rank = relabel.Renamed(rank);
+        }
       }
-      const SimulationResult priced = *cache.Simulate(plan, 1 << 22, link, arrivals[straggler]);
-      if (pass == 0) {
-        first.push_back(priced);
-      } else {
-        EXPECT_EQ(priced.finish_s, first[straggler].finish_s);
-        EXPECT_EQ(priced.completion_s, first[straggler].completion_s);
+      CompactRounds renamed_compact = compact;
+      for (CompactRounds::Move& move : renamed_compact.moves) {
+        move.src = static_cast<uint16_t>(relabel.Renamed(move.src));
+        move.dst = static_cast<uint16_t>(relabel.Renamed(move.dst));
       }
-      EXPECT_LE(cache.renamed_index_moves(), budget);
+      const Plan around = synthesize(shape, straggler);
+      ASSERT_EQ(relabel.Apply(canonical), around);
+      std::vector<double> arrival(12);
+      for (double& at : arrival) at = lag(random);
+      arrival[straggler] += 2e-3;
+      for (int end : {plan.pre_arrival_rounds, plan.num_rounds()}) {
+        const int64_t simulations = cache.renamed_simulations();
+        const SimulationResult priced = *cache.SimulatePart(plan, 0, end, 1 << 22, link, arrival);
+        EXPECT_EQ(cache.renamed_simulations(), simulations + 1);
+        const SimulationResult expected = *SimulateRounds(around, renamed_runs, &renamed_compact, 0,
+                                                          end, 1 << 22, network, arrival);
+        EXPECT_EQ(priced.finish_s, expected.finish_s) << "rounds [0, " << end << ")";
+        EXPECT_EQ(priced.completion_s, expected.completion_s);
+        EXPECT_EQ(priced.after_last_arrival_s, expected.after_last_arrival_s);
+      }
       EXPECT_TRUE(plan.transfers_elided);
     }
+    EXPECT_EQ(cache.kept_transfers(), TransferCount(**cache.For(Algorithm::kRing, std::nullopt, 1,
+                                                                link)));  // Ring's alone
   }
-  EXPECT_TRUE((*cache.WithShape(Algorithm::kStragglar, 11, {}))->transfers_elided);
-  EXPECT_EQ(cache.kept_transfers(), TransferCount(**cache.For(Algorithm::kRing, std::nullopt, 1,
-                                                              link)));  // Ring's alone
-  // An evicted plan still becomes the synthesizer's for an executor, and prices as before.
-  const Plan& plan = **cache.WithShape(Algorithm::kStragglar, 0, {});
-  EXPECT_EQ(**cache.Materialized(plan), *SynthesizeStragglar(12, 0));
-  EXPECT_EQ(cache.Simulate(plan, 1 << 22, link, arrivals[0])->finish_s, first[0].finish_s);
 }
 
-TEST(PlanCacheTest, OnNodesEveryRenamedPlanIsBoundedWithoutRenamingItsIndex) {
+TEST(PlanCacheTest, OnNodesEveryRenamedPlanIsBoundedWithoutSimulatingIt) {
   // On nodes the flat and log-depth plans around a rank other than the last are priced by their
   // canonical plan's index renamed. Their least time after the last arrival, and their regime
   // where the straggler's lead is clearly shorter or longer than their pre-arrival rounds, come
-  // from bounds found once on the canonical plan, so asking renames no index. The bounds hold
-  // (at most the exact price) for every straggler, whichever class is faster and with or without
-  // shared lanes, and the regime is always the one the exact phase gives.
+  // from bounds found once on the canonical plan, so asking simulates no renamed plan. The bounds
+  // hold (at most the exact price) for every straggler, whichever class is faster and with or
+  // without shared lanes, and the regime is always the one the exact phase gives.
   std::mt19937 random(4);
   std::uniform_real_distribution<double> lag(0, 1e-4);
   const Topology three_by_four{.nodes = 3, .ranks_per_node = 4};
@@ -586,7 +604,7 @@ TEST(PlanCacheTest, OnNodesEveryRenamedPlanIsBoundedWithoutRenamingItsIndex) {
         std::vector<double> arrival(12);
         for (double& at : arrival) at = lag(random);
         arrival[straggler] = straggler % 2 == 0 ? 1.0 : 1e-4 + lag(random);
-        const int64_t moves = cache.renamed_index_moves();
+        const int64_t simulations = cache.renamed_simulations();
         const double bound = *cache.AfterLastArrivalAtLeast(plan, 1 << 22, intra, arrival);
         // The straggler's lead over the others: far shorter and far longer than its phase.
         std::vector<double> short_lead(12, 0.0), long_lead(12, 0.0);
@@ -596,9 +614,9 @@ TEST(PlanCacheTest, OnNodesEveryRenamedPlanIsBoundedWithoutRenamingItsIndex) {
                   CalibrationRegime::kPhaseExposed);
         EXPECT_EQ(*cache.RegimeOf(plan, 1 << 22, intra, long_lead),
                   CalibrationRegime::kPhaseHidden);
-        EXPECT_EQ(cache.renamed_index_moves(), moves);
+        EXPECT_EQ(cache.renamed_simulations(), simulations);
         const double exact = cache.Simulate(plan, 1 << 22, intra, arrival)->after_last_arrival_s;
-        EXPECT_GT(cache.renamed_index_moves(), moves);
+        EXPECT_GT(cache.renamed_simulations(), simulations);
         EXPECT_LE(bound, exact);
         EXPECT_GT(bound, 0);
         // One class: the renamed plan costs what the canonical one does, and the bound is tight.
