@@ -90,13 +90,7 @@ class QueueRun {
 
  private:
   bool Met(const QueuedTransfer& transfer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    for (int32_t i = transfer.first_need; i < transfer.first_need + transfer.num_needs; ++i) {
-      const ChunkNeed& need = queues_.needs[i];
-      if (writes_done_[need.chunk] < need.writes || sends_lent_[need.chunk] < need.sends) {
-        return false;
-      }
-    }
-    return true;
+    return queues_.Met(transfer, writes_done_, sends_lent_);
   }
   // Sends wait only for receives, so one pass after each receive lends all that became ready.
   void LendReadySends() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -194,6 +188,15 @@ bool LinkClassQueues::OneClass() const {
     used += !sends[link_class].empty() || !receives[link_class].empty();
   }
   return used <= 1;
+}
+
+bool LinkClassQueues::Met(const QueuedTransfer& transfer, absl::Span<const int32_t> writes_done,
+                          absl::Span<const int32_t> sends_done) const {
+  for (int32_t i = transfer.first_need; i < transfer.first_need + transfer.num_needs; ++i) {
+    const ChunkNeed& need = needs[i];
+    if (writes_done[need.chunk] < need.writes || sends_done[need.chunk] < need.sends) return false;
+  }
+  return true;
 }
 
 LinkClassQueues SplitByLinkClass(const RankProgram& program, int ranks_per_node) {

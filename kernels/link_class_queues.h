@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/host_call.h"
 #include "kernels/program.h"
 
@@ -56,6 +57,10 @@ struct LinkClassQueues {
 
   // Whether every transfer is in one class: then round order is the same thing.
   bool OneClass() const;
+  // Whether `transfer`'s needs are met, given per chunk the receives applied to it and the sends
+  // of it done (lent, or completed: whatever the executor must wait for).
+  bool Met(const QueuedTransfer& transfer, absl::Span<const int32_t> writes_done,
+           absl::Span<const int32_t> sends_done) const;
 };
 
 // Splits `program` by the class of each transfer's peer, ranks [k*ranks_per_node,

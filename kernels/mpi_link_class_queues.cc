@@ -38,13 +38,7 @@ class MpiQueueRun {
   };
 
   bool Met(const QueuedTransfer& transfer) const {
-    for (int32_t i = transfer.first_need; i < transfer.first_need + transfer.num_needs; ++i) {
-      const ChunkNeed& need = queues_.needs[i];
-      if (writes_done_[need.chunk] < need.writes || sends_done_[need.chunk] < need.sends) {
-        return false;
-      }
-    }
-    return true;
+    return queues_.Met(transfer, writes_done_, sends_done_);
   }
   bool Done() const {
     for (int c = 0; c < kNumLinkClasses; ++c) {
