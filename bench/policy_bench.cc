@@ -4,6 +4,7 @@
 // closes an epoch. Run: build/bin/policy_bench (docs/policy.md records results with the machine).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/synthesizers.h"
@@ -71,14 +72,22 @@ BENCHMARK(BM_PolicyEpoch)
 // around it. The plan cache prices every straggler through the plan around the last rank, on
 // nodes through its index renamed (docs/policy.md), so memory (`/usr/bin/time`) does not grow
 // with the ranks visited; on one machine an epoch costs about what it costs with one late rank.
-// Args: ranks, wander, ranks per node (0: one machine).
+// Each epoch's noise moves too, so the rank predicted last is new most epochs until every rank has
+// been: `new_latest` is the fraction of timed epochs whose predicted latest rank is new.
+// Args: ranks, wander, ranks per node (0: one machine), and first visits: 0 times epochs after the
+// `wander` untimed ones (a mix of first visits and later ones, by the iterations run), 1 times a
+// fixed n - wander epochs, nearly all first visits (the goal's worst case), 2 times epochs only
+// after n untimed ones (every rank visited: steady state).
 void BM_PolicyEpochWanderingLatest(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const int wander = static_cast<int>(state.range(1));
+  const int64_t visits = state.range(3);
   RuntimeCore core = EpochCore(n, static_cast<int>(state.range(2)), HostLink());
   const int64_t bytes = 16 << 20;
   int64_t call = 0;
   int64_t epochs = 0;
+  std::vector<bool> was_latest(static_cast<size_t>(n), false);
+  int64_t new_latest = 0;
   const auto epoch = [&] {
     const int latest = static_cast<int>(epochs++ % wander) * (n / wander);
     for (int i = 0; i < kEpochCalls; ++i, ++call) {
@@ -95,19 +104,43 @@ void BM_PolicyEpochWanderingLatest(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(core.AbsorbEpoch(all));
   };
-  for (int i = 0; i < wander; ++i) epoch();  // each rank's first visit, untimed
-  for (auto _ : state) epoch();
+  // The rank the next epoch's decisions price StragglAR around; counts it if new.
+  const auto count_latest = [&] {
+    const std::vector<double> lag_s = core.ExportState().predicted_lag_s;
+    const size_t predicted = std::max_element(lag_s.begin(), lag_s.end()) - lag_s.begin();
+    if (!was_latest[predicted]) ++new_latest;
+    was_latest[predicted] = true;
+  };
+  for (int i = 0; i < (visits == 2 ? n : wander); ++i) {  // untimed
+    epoch();
+    count_latest();
+  }
+  new_latest = 0;
+  for (auto _ : state) {
+    epoch();
+    state.PauseTiming();
+    count_latest();
+    state.ResumeTiming();
+  }
+  state.counters["new_latest"] =
+      static_cast<double>(new_latest) / static_cast<double>(state.iterations());
   state.SetLabel("one epoch of 16 calls");
 }
 BENCHMARK(BM_PolicyEpochWanderingLatest)
-    ->Args({256, 8, 0})
-    ->Args({1024, 8, 0})
-    ->Args({1024, 64, 0})
-    ->Args({256, 8, 8})
-    ->Args({1024, 8, 8})
-    ->Args({4096, 8, 0})
-    ->Args({4096, 8, 8})
-    ->ArgNames({"ranks", "wander", "per_node"})
+    ->Args({256, 8, 0, 0})
+    ->Args({1024, 8, 0, 0})
+    ->Args({1024, 64, 0, 0})
+    ->Args({256, 8, 8, 0})
+    ->Args({1024, 8, 8, 0})
+    ->Args({4096, 8, 0, 0})
+    ->Args({4096, 8, 8, 0})
+    ->Args({1024, 8, 8, 2})
+    ->ArgNames({"ranks", "wander", "per_node", "visits"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PolicyEpochWanderingLatest)
+    ->Args({1024, 8, 8, 1})
+    ->ArgNames({"ranks", "wander", "per_node", "visits"})
+    ->Iterations(1024 - 8)
     ->Unit(benchmark::kMicrosecond);
 
 // One simulation of a whole plan on arrivals with one rank 20 ms late, round by round (runs 0:

@@ -1,6 +1,7 @@
 #include "policy/plan_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -343,15 +344,6 @@ absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double byt
   return simulated->completion_s;
 }
 
-absl::StatusOr<double> PlanCache::FarStart(const Plan& plan, double bytes,
-                                           const NetworkModel& network,
-                                           absl::Span<const double> start) {
-  absl::StatusOr<SimulationResult> together =
-      SimulatePartOn(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, network, start);
-  if (!together.ok()) return together.status();
-  return 2 * *std::max_element(together->finish_s.begin(), together->finish_s.end()) + 1e-3;
-}
-
 absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const Plan& plan,
                                                                           double bytes,
                                                                           const LinkModel& link) {
@@ -369,22 +361,32 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
   const double first_s = *std::min_element(pattern.begin(), pattern.end());
   for (double& leave_s : pattern) leave_s -= first_s;
   pattern[straggler] = 0;
-  std::vector<double> start = pattern;
-  absl::StatusOr<double> far_s = FarStart(plan, bytes, NetworkOf(link), start);
-  if (!far_s.ok()) return far_s.status();
-  start[straggler] = -*far_s;
-  absl::StatusOr<SimulationResult> from_ready =
-      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
-  if (!from_ready.ok()) return from_ready.status();
-  start[straggler] = *far_s;
-  absl::StatusOr<SimulationResult> from_straggler =
-      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link, start);
-  if (!from_straggler.ok()) return from_straggler.status();
+  // The two sides' paths apart, in one pass: the ready ranks from the pattern, the straggler from
+  // 0.
+  absl::StatusOr<std::array<std::vector<double>, 2>> paths =
+      PathsFromReadyAndStraggler(plan, bytes, NetworkOf(link), pattern);
+  if (!paths.ok()) return paths.status();
   PostArrivalProfile profile{.ready_leave_s = std::move(pattern),
-                             .from_ready_s = std::move(from_ready->finish_s),
-                             .from_straggler_s = std::move(from_straggler->finish_s)};
-  for (double& finish_s : profile.from_straggler_s) finish_s -= *far_s;
+                             .from_ready_s = std::move((*paths)[0]),
+                             .from_straggler_s = std::move((*paths)[1])};
   return &post_arrival_.emplace(key, std::move(profile)).first->second;
+}
+
+absl::StatusOr<std::array<std::vector<double>, 2>> PlanCache::PathsFromReadyAndStraggler(
+    const Plan& plan, double bytes, const NetworkModel& network,
+    absl::Span<const double> ready_start_s) {
+  constexpr double kNoPath = -std::numeric_limits<double>::infinity();
+  const int straggler = *plan.straggler;
+  std::vector<double> from_ready(ready_start_s.begin(), ready_start_s.end());
+  from_ready[straggler] = kNoPath;
+  std::vector<double> from_straggler(static_cast<size_t>(plan.num_ranks), kNoPath);
+  from_straggler[straggler] = 0;
+  absl::StatusOr<Indexed> indexed = IndexedFor(plan);
+  if (!indexed.ok()) return indexed.status();
+  if (!indexed->names.empty()) ++renamed_simulations_;
+  return SimulateFromTwoStarts(*indexed->plan, indexed->index->ring_runs, indexed->compact(),
+                               indexed->names, plan.pre_arrival_rounds, plan.num_rounds(), bytes,
+                               network, {from_ready, from_straggler});
 }
 
 absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
@@ -509,27 +511,22 @@ absl::StatusOr<const PlanCache::RenamingBounds*> PlanCache::RenamingBoundsOf(
        .bandwidth_bytes_per_s = std::min(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s),
        .shared_lanes = fewest_lanes});
   const int pre_rounds = canonical.pre_arrival_rounds;
-  const int rounds = canonical.num_rounds();
-  std::vector<double> start(static_cast<size_t>(num_ranks_), 0.0);
+  const std::vector<double> zeros(static_cast<size_t>(num_ranks_), 0.0);
   absl::StatusOr<SimulationResult> pre_fastest =
-      SimulatePartOn(canonical, 0, pre_rounds, bytes, fastest, start);
+      SimulatePartOn(canonical, 0, pre_rounds, bytes, fastest, zeros);
   if (!pre_fastest.ok()) return pre_fastest.status();
   absl::StatusOr<SimulationResult> pre_slowest =
-      SimulatePartOn(canonical, 0, pre_rounds, bytes, slowest, start);
+      SimulatePartOn(canonical, 0, pre_rounds, bytes, slowest, zeros);
   if (!pre_slowest.ok()) return pre_slowest.status();
-  // The straggler's paths: it starts later than any ready rank's path is long, as in ProfileOf.
-  absl::StatusOr<double> far_s = FarStart(canonical, bytes, fastest, start);
-  if (!far_s.ok()) return far_s.status();
-  start[*canonical.straggler] = *far_s;
-  absl::StatusOr<SimulationResult> from_straggler =
-      SimulatePartOn(canonical, pre_rounds, rounds, bytes, fastest, start);
-  if (!from_straggler.ok()) return from_straggler.status();
-  const RenamingBounds bounds{
-      .straggler_path_at_least_s =
-          *std::max_element(from_straggler->finish_s.begin(), from_straggler->finish_s.end()) -
-          *far_s,
-      .pre_arrival_at_least_s = pre_fastest->completion_s,
-      .pre_arrival_at_most_s = pre_slowest->completion_s};
+  // The straggler's paths, as in ProfileOf (the ready ranks' side is not needed).
+  absl::StatusOr<std::array<std::vector<double>, 2>> paths =
+      PathsFromReadyAndStraggler(canonical, bytes, fastest, zeros);
+  if (!paths.ok()) return paths.status();
+  const std::vector<double>& from_straggler_s = (*paths)[1];
+  const RenamingBounds bounds{.straggler_path_at_least_s = *std::max_element(
+                                  from_straggler_s.begin(), from_straggler_s.end()),
+                              .pre_arrival_at_least_s = pre_fastest->completion_s,
+                              .pre_arrival_at_most_s = pre_slowest->completion_s};
   return &renaming_bounds_.emplace(key, bounds).first->second;
 }
 
@@ -567,24 +564,32 @@ absl::StatusOr<SimulationResult> PlanCache::SimulatePartOn(const Plan& plan, int
                                                            int end_round, double bytes,
                                                            const NetworkModel& network,
                                                            absl::Span<const double> arrival_s) {
-  if (auto renamed = indexed_by_renaming_.find(&plan); renamed != indexed_by_renaming_.end()) {
-    const Plan& canonical = *renamed->second.canonical;
-    absl::StatusOr<const SimulationIndex*> found = IndexOf(canonical);
-    if (!found.ok()) return found.status();
-    std::vector<int> names(static_cast<size_t>(num_ranks_));
-    for (int rank = 0; rank < num_ranks_; ++rank) {
-      names[rank] = renamed->second.relabel.Renamed(rank);
-    }
-    ++renamed_simulations_;
-    return SimulateRenamedRounds(canonical, (*found)->ring_runs,
-                                 (*found)->compact.has_value() ? &*(*found)->compact : nullptr,
-                                 names, begin_round, end_round, bytes, network, arrival_s);
+  absl::StatusOr<Indexed> indexed = IndexedFor(plan);
+  if (!indexed.ok()) return indexed.status();
+  if (indexed->names.empty()) {
+    return SimulateRounds(plan, indexed->index->ring_runs, indexed->compact(), begin_round,
+                          end_round, bytes, network, arrival_s);
   }
-  absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
+  ++renamed_simulations_;
+  return SimulateRenamedRounds(*indexed->plan, indexed->index->ring_runs, indexed->compact(),
+                               indexed->names, begin_round, end_round, bytes, network, arrival_s);
+}
+
+absl::StatusOr<PlanCache::Indexed> PlanCache::IndexedFor(const Plan& plan) {
+  auto renamed = indexed_by_renaming_.find(&plan);
+  if (renamed == indexed_by_renaming_.end()) {
+    absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
+    if (!found.ok()) return found.status();
+    return Indexed{.plan = &plan, .index = *found};
+  }
+  const Plan& canonical = *renamed->second.canonical;
+  absl::StatusOr<const SimulationIndex*> found = IndexOf(canonical);
   if (!found.ok()) return found.status();
-  return SimulateRounds(plan, (*found)->ring_runs,
-                        (*found)->compact.has_value() ? &*(*found)->compact : nullptr, begin_round,
-                        end_round, bytes, network, arrival_s);
+  Indexed indexed{.plan = &canonical, .index = *found, .names = std::vector<int>(num_ranks_)};
+  for (int rank = 0; rank < num_ranks_; ++rank) {
+    indexed.names[rank] = renamed->second.relabel.Renamed(rank);
+  }
+  return indexed;
 }
 
 int64_t PlanCache::kept_transfers() const {

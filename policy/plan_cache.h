@@ -7,6 +7,7 @@
 // it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -249,10 +250,22 @@ class PlanCache {
   // The index of `plan`, read from its transfers at its first simulation (not for a plan in
   // indexed_by_renaming_, which has none).
   absl::StatusOr<const SimulationIndex*> IndexOf(const Plan& plan);
+  // What simulating a plan reads: the plan whose index it is (its own, or for a plan in
+  // indexed_by_renaming_ its canonical plan's) and the new name of each of that plan's ranks
+  // (empty: none).
+  struct Indexed {
+    const Plan* plan = nullptr;
+    const SimulationIndex* index = nullptr;
+    std::vector<int> names;
+    const CompactRounds* compact() const {
+      return index->compact.has_value() ? &*index->compact : nullptr;
+    }
+  };
+  absl::StatusOr<Indexed> IndexedFor(const Plan& plan);
 
   // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
-  // finish from the ready ranks' start (ready ranks at 0, the straggler too early to matter) and
-  // from the straggler's (the straggler so late that only its paths count, minus its start).
+  // finish from the ready ranks leaving the pre-arrival rounds in their pattern, and from the
+  // straggler starting at 0 (PathsFromReadyAndStraggler; -infinity where a side has no path).
   struct PostArrivalProfile {
     // When each ready rank leaves the pre-arrival rounds if all arrive together, from the first.
     std::vector<double> ready_leave_s;
@@ -262,11 +275,13 @@ class PlanCache {
   };
   absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
                                                       const LinkModel& link);
-  // How far from the ready ranks' `start` the straggler starts so that only its own paths through
-  // `plan`'s post-arrival rounds count (or, before them, only theirs): further from 0 than any of
-  // their paths from `start` is long.
-  absl::StatusOr<double> FarStart(const Plan& plan, double bytes, const NetworkModel& network,
-                                  absl::Span<const double> start);
+  // The longest paths through `plan`'s post-arrival rounds to each rank's finish, [0] from the
+  // ready ranks starting at `ready_start_s` (the straggler's entry ignored), [1] from the straggler
+  // starting at 0: the two sides of the max-plus map, found apart in one pass
+  // (SimulateFromTwoStarts).
+  absl::StatusOr<std::array<std::vector<double>, 2>> PathsFromReadyAndStraggler(
+      const Plan& plan, double bytes, const NetworkModel& network,
+      absl::Span<const double> ready_start_s);
   std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
   // How far, relative, a bound keeps from the rounding by which two simulations of the same paths
   // (summed in another order) may differ.

@@ -1,8 +1,10 @@
 #include "policy/simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "absl/functional/function_ref.h"
@@ -44,12 +46,10 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
   return SimulateRounds(plan, runs, nullptr, begin_round, end_round, bytes, network, arrival_s);
 }
 
-absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkModel& network,
-                                absl::Span<const double> arrival_s) {
-  if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
-                                                   " arrival times, got ", arrival_s.size()));
-  }
+namespace {
+
+// ValidateSimulation's checks that are not of the arrival times.
+absl::Status ValidateMachine(const Plan& plan, double bytes, const NetworkModel& network) {
   if (!(bytes >= 0) || !std::isfinite(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
   }
@@ -59,6 +59,23 @@ absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkMod
                                                    " has ", network.topology.num_ranks(),
                                                    " ranks, the plan ", plan.num_ranks));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateArrivalCount(const Plan& plan, absl::Span<const double> arrival_s) {
+  if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
+                                                   " arrival times, got ", arrival_s.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkModel& network,
+                                absl::Span<const double> arrival_s) {
+  if (absl::Status status = ValidateArrivalCount(plan, arrival_s); !status.ok()) return status;
+  if (absl::Status status = ValidateMachine(plan, bytes, network); !status.ok()) return status;
   for (double arrival : arrival_s) {
     if (!std::isfinite(arrival)) return absl::InvalidArgumentError("arrival times must be finite");
   }
@@ -88,20 +105,39 @@ std::optional<CompactRounds> CompactRoundsOf(const Plan& plan) {
 
 namespace {
 
+// A rank's time as one pass of the simulation carries it: one simulation's (double), or several
+// simulations' over the same rounds at once (Lanes), each lane on its own. The rule is max-plus
+// (the later of two times, a time plus a cost), so -infinity in a lane is "no path yet".
+template <size_t K>
+using Lanes = std::array<double, K>;
+inline double Later(double a, double b) { return std::max(a, b); }
+inline double After(double time, double cost) { return time + cost; }
+template <size_t K>
+Lanes<K> Later(const Lanes<K>& a, const Lanes<K>& b) {
+  Lanes<K> later;
+  for (size_t k = 0; k < K; ++k) later[k] = std::max(a[k], b[k]);
+  return later;
+}
+template <size_t K>
+Lanes<K> After(Lanes<K> time, double cost) {
+  for (double& lane : time) lane += cost;
+  return time;
+}
+
 // One round of `moves` (each with src, dst and a chunk count), the simulator's rule: a transfer
 // starts when both of its ranks are ready and ends its cost later; a rank is ready again when all
 // of its transfers of the round have ended. Consecutive transfers of one chunk count and class
 // share their cost, computed once: the same expression, so the same bits.
-template <typename Moves, typename ChunksOf>
+template <typename Time, typename Moves, typename ChunksOf>
 void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk,
                   const NetworkModel& network, const std::vector<int>& node_of,
-                  std::vector<double>& ready, std::vector<double>& next) {
+                  std::vector<Time>& ready, std::vector<Time>& next) {
   const int transfers = static_cast<int>(moves.size());
   size_t cached_chunks = 0;
   const LinkModel* cached_link = nullptr;
   double cost = 0;
   for (const auto& move : moves) {
-    const double start = std::max(ready[move.src], ready[move.dst]);
+    const Time start = Later(ready[move.src], ready[move.dst]);
     const LinkModel& link = node_of.empty() || node_of[move.src] == node_of[move.dst]
                                 ? network.intra_node
                                 : network.inter_node;
@@ -111,9 +147,9 @@ void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk
       cached_link = &link;
       cached_chunks = chunks;
     }
-    const double end = start + cost;
-    next[move.src] = std::max(next[move.src], end);
-    next[move.dst] = std::max(next[move.dst], end);
+    const Time end = After(start, cost);
+    next[move.src] = Later(next[move.src], end);
+    next[move.dst] = Later(next[move.dst], end);
   }
   // Only ranks that took part moved on; copying back keeps `ready` and `next` equal between
   // rounds.
@@ -123,13 +159,30 @@ void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk
   }
 }
 
-// The arguments of the compact SimulateRounds, checked.
-absl::Status ValidateRounds(const Plan& plan, const CompactRounds* compact, int begin_round,
-                            int end_round, double bytes, const NetworkModel& network,
-                            absl::Span<const double> arrival_s) {
-  if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
-    return status;
+// `rounds` rounds of a ring run from `ready`, each hop taking its class's time (`node_of` empty:
+// one class). Lanes are advanced one at a time: the run's closed form is a pass over its ranks.
+void AdvanceRun(const RingRun& run, int rounds, const std::vector<int>& node_of, double intra_s,
+                double inter_s, std::vector<double>& ready) {
+  if (!node_of.empty()) {
+    AdvanceRingRounds(run, rounds, node_of, intra_s, inter_s, ready);
+  } else {
+    AdvanceRingRounds(run, rounds, intra_s, ready);
   }
+}
+template <size_t K>
+void AdvanceRun(const RingRun& run, int rounds, const std::vector<int>& node_of, double intra_s,
+                double inter_s, std::vector<Lanes<K>>& ready) {
+  std::vector<double> lane(ready.size());
+  for (size_t k = 0; k < K; ++k) {
+    for (size_t rank = 0; rank < ready.size(); ++rank) lane[rank] = ready[rank][k];
+    AdvanceRun(run, rounds, node_of, intra_s, inter_s, lane);
+    for (size_t rank = 0; rank < ready.size(); ++rank) ready[rank][k] = lane[rank];
+  }
+}
+
+// The arguments of the compact SimulateRounds other than the arrival times, checked.
+absl::Status ValidateRoundRange(const Plan& plan, const CompactRounds* compact, int begin_round,
+                                int end_round) {
   if (begin_round < 0 || end_round > plan.num_rounds() || begin_round > end_round) {
     return absl::InvalidArgumentError(absl::StrCat("rounds [", begin_round, ", ", end_round,
                                                    ") are not within the plan's ",
@@ -143,14 +196,52 @@ absl::Status ValidateRounds(const Plan& plan, const CompactRounds* compact, int 
   return absl::OkStatus();
 }
 
+absl::Status ValidateRounds(const Plan& plan, const CompactRounds* compact, int begin_round,
+                            int end_round, double bytes, const NetworkModel& network,
+                            absl::Span<const double> arrival_s) {
+  if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
+    return status;
+  }
+  return ValidateRoundRange(plan, compact, begin_round, end_round);
+}
+
+// `renamed` checked as a renaming of `plan`'s ranks: empty (none), or one rank in range per rank.
+absl::Status ValidateRenaming(const Plan& plan, absl::Span<const int> renamed) {
+  if (renamed.empty()) return absl::OkStatus();
+  if (static_cast<int>(renamed.size()) != plan.num_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("renaming ", renamed.size(), " ranks of a plan of ", plan.num_ranks));
+  }
+  for (int rank : renamed) {
+    if (rank < 0 || rank >= plan.num_ranks) {
+      return absl::InvalidArgumentError(absl::StrCat("renamed rank ", rank, " is out of range"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The node whose links each of `plan`'s ranks takes under `renamed` (empty: none): its new name's.
+// Empty on one node, where AdvanceRounds prices every transfer alike.
+std::vector<int> NodesOf(const Plan& plan, absl::Span<const int> renamed,
+                         const NetworkModel& network) {
+  std::vector<int> node_of;
+  if (!network.topology.multi_node()) return node_of;
+  node_of.resize(plan.num_ranks);
+  for (int c = 0; c < plan.num_ranks; ++c) {
+    node_of[c] = network.topology.NodeOf(renamed.empty() ? c : renamed[c]);
+  }
+  return node_of;
+}
+
 // Rounds [begin_round, end_round) of `plan` from `ready` (each rank's start, by the plan's ranks),
 // with node_of[rank] the node whose links a rank's transfers take (empty on one node).
+template <typename Time>
 absl::Status AdvanceRounds(const Plan& plan, absl::Span<const RingRun> runs,
                            const CompactRounds* compact, int begin_round, int end_round,
                            double bytes, const NetworkModel& network,
-                           const std::vector<int>& node_of, std::vector<double>& ready) {
+                           const std::vector<int>& node_of, std::vector<Time>& ready) {
   const double bytes_per_chunk = bytes / plan.num_chunks;
-  std::vector<double> next = ready;
+  std::vector<Time> next = ready;
   auto run = runs.begin();
   for (int r = begin_round; r < end_round;) {
     while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
@@ -160,13 +251,10 @@ absl::Status AdvanceRounds(const Plan& plan, absl::Span<const RingRun> runs,
       const double bytes_per_transfer = bytes_per_chunk * static_cast<size_t>(run->chunks);
       const double intra_s =
           network.intra_node.TransferSeconds(bytes_per_transfer, run->transfers());
-      if (!node_of.empty()) {
-        const double inter_s =
-            network.inter_node.TransferSeconds(bytes_per_transfer, run->transfers());
-        AdvanceRingRounds(*run, rounds, node_of, intra_s, inter_s, ready);
-      } else {
-        AdvanceRingRounds(*run, rounds, intra_s, ready);
-      }
+      const double inter_s = node_of.empty() ? intra_s
+                                             : network.inter_node.TransferSeconds(
+                                                   bytes_per_transfer, run->transfers());
+      AdvanceRun(*run, rounds, node_of, intra_s, inter_s, ready);
       for (const std::vector<int>& cycle : run->cycles) {
         for (int rank : cycle) next[rank] = ready[rank];
       }
@@ -216,12 +304,7 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
       !status.ok()) {
     return status;
   }
-  // Each rank's node, looked up per transfer (empty on one node).
-  std::vector<int> node_of;
-  if (network.topology.multi_node()) {
-    node_of.resize(plan.num_ranks);
-    for (int rank = 0; rank < plan.num_ranks; ++rank) node_of[rank] = network.topology.NodeOf(rank);
-  }
+  const std::vector<int> node_of = NodesOf(plan, {}, network);
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
   if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
                                           network, node_of, ready);
@@ -240,30 +323,57 @@ absl::StatusOr<SimulationResult> SimulateRenamedRounds(
       !status.ok()) {
     return status;
   }
-  if (static_cast<int>(renamed.size()) != plan.num_ranks) {
+  if (renamed.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("renaming ", renamed.size(), " ranks of a plan of ", plan.num_ranks));
+        absl::StrCat("renaming 0 ranks of a plan of ", plan.num_ranks));
   }
+  if (absl::Status status = ValidateRenaming(plan, renamed); !status.ok()) return status;
   // The plan's rank c is rank renamed[c]: it starts when that rank arrives and uses its links.
   std::vector<double> ready(plan.num_ranks);
-  std::vector<int> node_of;
-  if (network.topology.multi_node()) node_of.resize(plan.num_ranks);
-  for (int c = 0; c < plan.num_ranks; ++c) {
-    const int rank = renamed[c];
-    if (rank < 0 || rank >= plan.num_ranks) {
-      return absl::InvalidArgumentError(absl::StrCat("renamed rank ", rank, " is out of range"));
-    }
-    ready[c] = arrival_s[rank];
-    if (!node_of.empty()) node_of[c] = network.topology.NodeOf(rank);
-  }
+  for (int c = 0; c < plan.num_ranks; ++c) ready[c] = arrival_s[renamed[c]];
   if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
-                                          network, node_of, ready);
+                                          network, NodesOf(plan, renamed, network), ready);
       !status.ok()) {
     return status;
   }
   std::vector<double> finish_s(plan.num_ranks);
   for (int c = 0; c < plan.num_ranks; ++c) finish_s[renamed[c]] = ready[c];
   return ResultOf(std::move(finish_s), arrival_s);
+}
+
+absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
+    const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
+    absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
+    const NetworkModel& network, const std::array<absl::Span<const double>, 2>& start_s) {
+  for (absl::Span<const double> start : start_s) {
+    if (absl::Status status = ValidateArrivalCount(plan, start); !status.ok()) return status;
+    for (double time : start) {
+      if (!std::isfinite(time) && time != -std::numeric_limits<double>::infinity()) {
+        return absl::InvalidArgumentError("start times must be finite or -infinity");
+      }
+    }
+  }
+  if (absl::Status status = ValidateMachine(plan, bytes, network); !status.ok()) return status;
+  if (absl::Status status = ValidateRoundRange(plan, compact, begin_round, end_round);
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateRenaming(plan, renamed); !status.ok()) return status;
+  const auto name_of = [&](int c) { return renamed.empty() ? c : renamed[c]; };
+  std::vector<Lanes<2>> ready(plan.num_ranks);
+  for (int c = 0; c < plan.num_ranks; ++c)
+    ready[c] = {start_s[0][name_of(c)], start_s[1][name_of(c)]};
+  if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
+                                          network, NodesOf(plan, renamed, network), ready);
+      !status.ok()) {
+    return status;
+  }
+  std::array<std::vector<double>, 2> finish_s;
+  for (size_t k = 0; k < 2; ++k) {
+    finish_s[k].resize(plan.num_ranks);
+    for (int c = 0; c < plan.num_ranks; ++c) finish_s[k][name_of(c)] = ready[c][k];
+  }
+  return finish_s;
 }
 
 std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s) {

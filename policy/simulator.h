@@ -4,6 +4,7 @@
 // a flat machine). The same plan that executors run is what gets priced.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -89,6 +90,19 @@ absl::StatusOr<SimulationResult> SimulateRenamedRounds(
     const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
     absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
     const NetworkModel& network, absl::Span<const double> arrival_s);
+
+// Two simulations of rounds [begin_round, end_round) from two starts, in one pass over the rounds
+// (at 1024 ranks a stream of a million moves, bound by memory) with each transfer's cost computed
+// once: finish[k] is SimulateRenamedRounds's finish_s from start_s[k] (`renamed` empty: no
+// renaming, SimulateRounds's), bit for bit. A start may also be -infinity, no path from that rank:
+// the rule is max-plus, so each rank then finishes at its latest path from the lane's finite starts
+// (-infinity where none reaches it). So the paths from two sets of ranks are found apart without a
+// start so early that the other set's never count. InvalidArgument as SimulateRenamedRounds, and
+// for a start that is NaN or +infinity.
+absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
+    const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
+    absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
+    const NetworkModel& network, const std::array<absl::Span<const double>, 2>& start_s);
 
 // Arrival vector with every rank at 0 except `late_rank` at `delay_s`.
 std::vector<double> OneLateRank(int num_ranks, int late_rank, double delay_s);
