@@ -116,9 +116,10 @@ uint64_t UpTo(uint64_t noise, uint64_t limit) {
   return limit == std::numeric_limits<uint64_t>::max() ? noise : Below(noise, limit + 1);
 }
 
-// A number in [-limit, limit], `limit` below 2^63.
+// A number in [-limit, limit], `limit` below 2^63. Subtracted unsigned, where wrapping is defined
+// (at limit 2^63 - 1 the signed subtraction overflows), then taken as signed: the same bits.
 int64_t Within(uint64_t noise, uint64_t limit) {
-  return static_cast<int64_t>(Below(noise, 2 * limit + 1)) - static_cast<int64_t>(limit);
+  return static_cast<int64_t>(Below(noise, 2 * limit + 1) - limit);
 }
 
 uint64_t LoadBits(DataType type, const void* data, int64_t index) {
