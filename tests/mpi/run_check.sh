@@ -9,14 +9,23 @@ args=(--allow-run-as-root --oversubscribe --bind-to none -np "$nprocs")
 # Loopback only: the ranks are on this host, and a CI container may have odd interfaces.
 args+=(--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
 for variable in $(compgen -e | grep '^STRAGGLAR_' || true); do args+=(-x "$variable"); done
+# The ASan runtime a program or library was built with (scripts/sanitize.sh), if any.
+asan_runtime_of() { { ldd "$1" 2>/dev/null || true; } | awk '/libasan/ { print $3; exit }'; }
+asan=$(asan_runtime_of "$(command -v "$1" || true)")
 if [[ $preload == yes ]]; then
   library="$build_dir/lib/libstragglar_mpi.so"
   # An install (scripts/gpu-bundle.sh) keeps the preloads in lib/stragglar/.
   [[ -f $library || ! -f $build_dir/lib/stragglar/libstragglar_mpi.so ]] ||
     library="$build_dir/lib/stragglar/libstragglar_mpi.so"
   [[ -f $library ]] || { echo "missing $library"; exit 1; }
-  args+=(-x "LD_PRELOAD=$(realpath "$library")")
+  preloads=$(realpath "$library")
+  # A library built with ASan needs the ASan runtime loaded before it.
+  library_asan=$(asan_runtime_of "$library")
+  [[ -z $library_asan ]] || { asan=$library_asan preloads="$library_asan:$preloads"; }
+  args+=(-x "LD_PRELOAD=$preloads")
 fi
+# Under ASan, leaks are not checked: OpenMPI keeps its own allocations until exit.
+[[ -z $asan ]] || args+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 # A test that passes on its output (PASS_REGULAR_EXPRESSION, which makes ctest ignore the exit
 # status) must still fail when any rank failed: this line is every MPI test's FAIL pattern.
 status=0
