@@ -361,8 +361,9 @@ absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
   if (absl::Status status = ValidateRenaming(plan, renamed); !status.ok()) return status;
   const auto name_of = [&](int c) { return renamed.empty() ? c : renamed[c]; };
   std::vector<Lanes<2>> ready(plan.num_ranks);
-  for (int c = 0; c < plan.num_ranks; ++c)
+  for (int c = 0; c < plan.num_ranks; ++c) {
     ready[c] = {start_s[0][name_of(c)], start_s[1][name_of(c)]};
+  }
   if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
                                           network, NodesOf(plan, renamed, network), ready);
       !status.ok()) {
