@@ -16,8 +16,8 @@
 namespace stragglar {
 namespace {
 
-constexpr std::array<absl::string_view, 3> kAlgorithmNames = {"ring", "halving-doubling",
-                                                              "stragglar"};
+constexpr std::array<absl::string_view, 4> kAlgorithmNames = {"ring", "halving-doubling",
+                                                              "stragglar", "native"};
 
 absl::string_view OpName(TransferOp op) { return op == TransferOp::kReduce ? "reduce" : "copy"; }
 
@@ -105,10 +105,20 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
       "unknown algorithm \"", name, "\"; expected one of ", absl::StrJoin(kAlgorithmNames, ", ")));
 }
 
+absl::StatusOr<Algorithm> ParsePlanAlgorithm(absl::string_view name) {
+  absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
+  if (algorithm.ok() && *algorithm != Algorithm::kNative) return algorithm;
+  return absl::InvalidArgumentError(absl::StrCat(
+      algorithm.ok() ? "\"native\" is a communication library's own AllReduce, not a plan"
+                     : absl::StrCat("unknown algorithm \"", name, "\""),
+      "; expected one of ",
+      absl::StrJoin(kAlgorithmNames.begin(), kAlgorithmNames.end() - 1, ", ")));
+}
+
 absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names) {
   std::vector<Algorithm> algorithms;
   for (absl::string_view name : absl::StrSplit(names, ',')) {
-    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name);
+    absl::StatusOr<Algorithm> algorithm = ParsePlanAlgorithm(name);
     if (!algorithm.ok()) return algorithm.status();
     if (std::find(algorithms.begin(), algorithms.end(), *algorithm) != algorithms.end()) {
       return absl::InvalidArgumentError(absl::StrCat("algorithm \"", name, "\" listed twice"));
@@ -234,6 +244,10 @@ absl::StatusOr<Plan> PlanHeaderFromJson(const nlohmann::json& json) {
   absl::StatusOr<Algorithm> parsed = ParseAlgorithm(algorithm->get<std::string>());
   if (!parsed.ok())
     return absl::InvalidArgumentError(absl::StrCat("plan: ", parsed.status().message()));
+  if (*parsed == Algorithm::kNative) {
+    return absl::InvalidArgumentError(
+        "plan: \"native\" is the communication library's own AllReduce, which has no plan");
+  }
   plan.algorithm = *parsed;
   absl::StatusOr<int> ranks = IntMember(json, "ranks", "plan");
   if (!ranks.ok()) return ranks.status();

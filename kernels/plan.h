@@ -23,19 +23,30 @@
 
 namespace stragglar {
 
-enum class Algorithm : uint8_t { kRing, kHalvingDoubling, kStragglar };
+// What a call runs. Ring, Halving-Doubling and StragglAR are plans of ours (this IR). Native is
+// the communication library's own AllReduce (MPI's, NCCL's), which the preload libraries can run
+// instead: it has no plan, the model prices it as Ring's plan (or NCCL's closed forms on nodes),
+// and the calibration learns what it really takes, apart from our plans.
+enum class Algorithm : uint8_t { kRing, kHalvingDoubling, kStragglar, kNative };
 
-inline constexpr std::array<Algorithm, 3> kAllAlgorithms = {
+inline constexpr std::array<Algorithm, 4> kAllAlgorithms = {
+    Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar, Algorithm::kNative};
+// The algorithms that are plans (everything but native).
+inline constexpr std::array<Algorithm, 3> kPlanAlgorithms = {
     Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar};
 
-// "ring", "halving-doubling", "stragglar": the names used by the CLI and every JSON/CSV contract.
+// "ring", "halving-doubling", "stragglar", "native": the names used by the CLI and every JSON/CSV
+// contract.
 absl::string_view AlgorithmName(Algorithm algorithm);
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
 // The family an algorithm belongs to in comparisons (`stragglar sim --json`): "baseline" for what
-// NCCL or MPI would run (Ring, Halving-Doubling), "stragglar" for plans that use the straggler's
-// delay.
+// NCCL or MPI would run (Ring, Halving-Doubling, the library's own), "stragglar" for plans that
+// use the straggler's delay.
 absl::string_view AlgorithmFamily(Algorithm algorithm);
-// Comma-separated names, e.g. "ring,stragglar"; rejects empty items and duplicates.
+// ParseAlgorithm of a plan's algorithm: "native" is refused too, naming the plans.
+absl::StatusOr<Algorithm> ParsePlanAlgorithm(absl::string_view name);
+// Comma-separated plan algorithms, e.g. "ring,stragglar"; rejects empty items, duplicates and
+// native.
 absl::StatusOr<std::vector<Algorithm>> ParseAlgorithmList(absl::string_view names);
 
 // Which family within its algorithm a plan belongs to. StragglAR: the flat schedule (the paper's,

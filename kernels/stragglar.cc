@@ -87,6 +87,10 @@ absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,
     if (!straggler.has_value()) return absl::InvalidArgumentError("stragglar needs a straggler");
     return SynthesizeStragglar(num_ranks, *straggler);
   }
+  if (algorithm == Algorithm::kNative) {
+    return absl::InvalidArgumentError(
+        "native is the communication library's own AllReduce, which has no plan");
+  }
   if (straggler.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(AlgorithmName(algorithm), " takes no straggler"));

@@ -31,8 +31,9 @@ class Calibration {
   // Ratios kept per (algorithm, bucket, regime); older ones are forgotten so the model follows
   // drift.
   static constexpr int kSamplesKept = 32;
-  // Below this many of its own samples (in its regime) an algorithm uses the ratio pooled over all
-  // algorithms and regimes on its size.
+  // Below this many of its own samples (in its regime) a plan uses the ratio pooled over all plans
+  // and regimes on its size where that is below 1, else 1; native (the library's own AllReduce)
+  // its own few, or with none the plans'.
   static constexpr int kOwnSamples = 4;
 
   // The bucket of a message: floor(log2(bytes)), 0 for bytes <= 1.
@@ -43,8 +44,11 @@ class Calibration {
   void Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s,
            CalibrationRegime regime = CalibrationRegime::kPhaseExposed);
   // The correction to multiply the model's time after the last arrival by: the median of the
-  // algorithm's own ratios on this size in this regime, the median pooled over all algorithms and
-  // regimes on this size while it has fewer than kOwnSamples, or 1 with no samples at all.
+  // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
+  // a plan the median pooled over our plans (every plan algorithm and regime) on this size, at
+  // most 1 (an unmeasured plan is never priced slower than the model says, so it gets tried), for
+  // native the median of its own on this size if it has any, else the plans'; 1 with nothing to
+  // pool.
   double Factor(Algorithm algorithm, int64_t bytes,
                 CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
   int Samples(Algorithm algorithm, int64_t bytes,

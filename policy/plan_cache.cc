@@ -47,15 +47,24 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
-  if (algorithm == Algorithm::kRing && (!topology.multi_node() || machine_.ring_is_nccl)) {
-    // Priced without its transfers, which wait for an executor (Materialized): on one machine by
-    // its one ring run, on nodes as NCCL's closed form.
+  if (algorithm == Algorithm::kNative) {
+    // The library's own AllReduce has no plan of ours: it is priced as Ring's, or on nodes as
+    // NCCL's closed form, through a header of its own that no executor ever asks for.
+    if (!machine_.native_is_nccl || !topology.multi_node()) {
+      return WithShape(Algorithm::kRing, std::nullopt, {});
+    }
+    absl::StatusOr<Plan> header = SynthesizeRingPlan(/*with_transfers=*/false);
+    if (!header.ok()) return header.status();
+    header->algorithm = Algorithm::kNative;
+    return &plans_.emplace(key, *std::move(header)).first->second;
+  }
+  if (algorithm == Algorithm::kRing && !topology.multi_node()) {
+    // Priced by its one ring run, without its transfers, which wait for an executor
+    // (Materialized).
     absl::StatusOr<Plan> header = SynthesizeRingPlan(/*with_transfers=*/false);
     if (!header.ok()) return header.status();
     const Plan* plan = &plans_.emplace(key, *std::move(header)).first->second;
-    if (!topology.multi_node()) {
-      indexes_.emplace(plan, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks_)});
-    }
+    indexes_.emplace(plan, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks_)});
     return plan;
   }
   const int last = num_ranks_ - 1;
@@ -83,7 +92,12 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   absl::StatusOr<Plan> plan = Synthesize(algorithm, straggler, shape);
   if (!plan.ok()) return plan.status();
   Plan& kept = plans_.emplace(key, *std::move(plan)).first->second;
-  if (on_nodes_by_index) {
+  // On nodes the plans are priced by their index, so their transfers wait for an executor: the
+  // hierarchical ring's are 285 MB at 512x8, which a preload running its library's own
+  // AllReduce may never read.
+  const bool ring_on_nodes =
+      algorithm == Algorithm::kRing && topology.multi_node() && !PricedWithQueues();
+  if (on_nodes_by_index || ring_on_nodes) {
     if (absl::Status status = ElideAfterIndexing(kept); !status.ok()) return status;
   }
   return &kept;
@@ -397,10 +411,8 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
         Simulate(*renamed->canonical, bytes, link, renamed->relabel.ToCanonical(arrival_s)));
   }
   ++simulate_calls_;
-  if (plan.algorithm == Algorithm::kRing && machine_.ring_is_nccl &&
-      machine_.topology.multi_node()) {
-    return NcclRing(bytes, link, arrival_s);
-  }
+  // Only a header of native's on nodes with Machine::native_is_nccl has native as its algorithm.
+  if (plan.algorithm == Algorithm::kNative) return NcclRing(bytes, link, arrival_s);
   if (PricedWithQueues()) return SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);
   if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
       plan.pre_arrival_rounds == 0 || arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {

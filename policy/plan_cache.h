@@ -34,8 +34,9 @@ class PlanCache {
   struct Machine {
     Topology topology;
     LinkModel inter_node_link = kTypicalInterNodeLink;
-    // On several nodes Ring's plan is priced as NCCL's faster closed form (RuntimeConfig).
-    bool ring_is_nccl = false;
+    // On several nodes the library's own AllReduce (Algorithm::kNative) is NCCL's, priced as its
+    // faster closed form (RuntimeConfig); otherwise native is priced as Ring's plan.
+    bool native_is_nccl = false;
     // On several nodes the executor runs one queue per link class (RuntimeConfig): every plan is
     // priced with SimulatePlanWithQueues, and hierarchical StragglAR's shapes include the plan
     // written for it (shards in pieces).
@@ -74,7 +75,8 @@ class PlanCache {
   // What For and WithShape return is for pricing, and may have its transfers elided
   // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices (1.35 GB
   // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads), and on nodes
-  // with Machine::ring_is_nccl, which NCCL's closed form prices (285 MB at 512x8); StragglAR's
+  // the hierarchical ring, which its index prices (285 MB at 512x8); native's, a header with
+  // Machine::native_is_nccl on nodes (NCCL's closed form prices it), else Ring's plan; StragglAR's
   // plans around a straggler other than the last rank, which rename the plan around it
   // (kernels/rank_relabel.h) and are priced through it (RenamesStragglars) or through its index
   // renamed (on nodes); and on nodes that plan itself, which its index prices
@@ -129,8 +131,8 @@ class PlanCache {
   // once per plan, size and link. Equal to the full simulation up to that tolerance (the argument
   // is in docs/policy.md); otherwise it simulates every round as before.
   //
-  // With Machine::ring_is_nccl on several nodes, Ring's plan is bulk-synchronous NCCL: every rank
-  // finishes the faster of NCCL's ring and tree closed forms after the last arrival. With
+  // With Machine::native_is_nccl on several nodes, native's plan is bulk-synchronous NCCL: every
+  // rank finishes the faster of NCCL's ring and tree closed forms after the last arrival. With
   // Machine::per_class_queues on several nodes, every plan is SimulatePlanWithQueues (no closed
   // form: they are the round model's).
   static constexpr double kPatternTolerance = 1e-12;
@@ -204,7 +206,7 @@ class PlanCache {
   // rank on nodes, whose index the plans around the other ranks rename. Materialized rebuilds
   // them for an executor.
   absl::Status ElideAfterIndexing(Plan& plan);
-  // Machine::ring_is_nccl's price of Ring on `arrival_s`.
+  // Machine::native_is_nccl's price of native on `arrival_s`.
   absl::StatusOr<SimulationResult> NcclRing(double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s) const;
   // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.

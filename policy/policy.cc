@@ -65,7 +65,7 @@ Policy::Policy(RuntimeConfig config, int num_ranks, LinkModel link)
           num_ranks, config_.stragglar_pieces,
           PlanCache::Machine{.topology = config_.topology.value_or(Topology::Flat(num_ranks)),
                              .inter_node_link = config_.inter_node_link,
-                             .ring_is_nccl = config_.ring_is_nccl,
+                             .native_is_nccl = config_.native_is_nccl,
                              .per_class_queues = config_.per_class_queues})),
       chooser_(*plans_, config_.candidates, config_.min_predicted_gain,
                config_.calibrated_min_predicted_gain),

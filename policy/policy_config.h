@@ -56,10 +56,11 @@ struct RuntimeConfig {
   // include the hierarchical plan.
   std::optional<Topology> topology;
   LinkModel inter_node_link = kTypicalInterNodeLink;
-  // Ring, the default, is NCCL's own AllReduce (the NCCL preload): on a machine of nodes it is
-  // priced as the faster of NCCL's ring and tree in closed form (policy/nccl_models.h), what NCCL
-  // runs there, not as our hierarchical ring plan, which the model puts 1.2x to 3.7x slower.
-  bool ring_is_nccl = false;
+  // The library's own AllReduce (Algorithm::kNative, the NCCL preload's default) is NCCL's: on a
+  // machine of nodes it is priced as the faster of NCCL's ring and tree in closed form
+  // (policy/nccl_models.h), what NCCL runs there, not as our hierarchical ring plan, which the
+  // model puts 1.2x to 3.7x slower. Otherwise native is priced as Ring's plan.
+  bool native_is_nccl = false;
   // On a machine of nodes, the executor runs one queue per link class (the host executor's
   // HostAllReduceArgs::ranks_per_node, `stragglar run --queues per-class`): plans are priced with
   // the queue simulator, and hierarchical StragglAR's shapes include the plan written for it.

@@ -142,9 +142,15 @@ CallDecision Communicator::Decide(int64_t bytes, bool* native) {
             absl::StrCat("policy failed: ", decided.status().message(), "; using the default"));
     decision = CallDecision{.algorithm = core_.config().default_algorithm};
   }
-  const bool native_if_ring =
+  *native =
       ApplyForcedAlgorithm(options_.forced, options_.forced_straggler, core_.num_ranks(), decision);
-  *native = options_.native_default && native_if_ring;
+  if (*native && !options_.has_native) {
+    // A backend without a library of its own (the host runtime) never offers native.
+    LogOnce(LogLevel::kWarn, "no-native",
+            "this backend has no AllReduce of its own; running the Ring plan");
+    decision.algorithm = Algorithm::kRing;
+    *native = false;
+  }
   if (std::optional<StragglarFamily> family = ForcedStragglarFamily(options_.forced)) {
     // The forced family in the shape the chooser would price for this size; a function of the
     // size and the link every rank shares, so every rank runs the same plan.
@@ -281,8 +287,8 @@ absl::Status Communicator::AdvanceDeferredExchange() {
 }
 
 absl::StatusOr<CallDecision> Communicator::RunDisabled(CallWork& work) {
-  if (!options_.native_default) return disabled_;
-  const CallDecision decision{.call = core_.calls(), .algorithm = core_.config().default_algorithm};
+  if (!options_.has_native) return disabled_;
+  const CallDecision decision{.call = core_.calls(), .algorithm = Algorithm::kNative};
   const CallOutcome outcome = work.Run(decision, nullptr, nullptr);
   // Nothing is recorded any more.
   if (outcome.ticket.has_value()) backend_.ReleaseTiming(*outcome.ticket);
@@ -297,10 +303,9 @@ absl::StatusOr<CallDecision> Communicator::AllReduce(int64_t bytes, bool in_plac
     disabled_ = status;
     if (!options_.library_call.empty()) {
       Log(LogLevel::kWarn,
-          absl::StrCat(
-              "epoch exchange on ", options_.name, " failed: ", status.message(), "; ",
-              options_.native_default ? "the library's own AllReduce" : "failing every call",
-              " from now on"));
+          absl::StrCat("epoch exchange on ", options_.name, " failed: ", status.message(), "; ",
+                       options_.has_native ? "the library's own AllReduce" : "failing every call",
+                       " from now on"));
     }
     return status;
   };

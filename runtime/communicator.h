@@ -53,9 +53,9 @@ struct CommOptions {
   // runtime.inter_node_link.
   std::optional<LinkModel> link;
   LinkProbeSpec probe;
-  // The backend runs its library's own AllReduce for the default algorithm (MPI, NCCL; the model
-  // prices it as Ring). Without one, the default is our Ring plan.
-  bool native_default = false;
+  // The backend has its library's own AllReduce (MPI, NCCL): Algorithm::kNative runs it, and it
+  // runs every call once the protocol is disabled. Without one, native is never decided.
+  bool has_native = false;
   // STRAGGLAR_ALGORITHM and STRAGGLAR_STRAGGLER (testing and benchmark knobs).
   PreloadConfig::Forced forced = PreloadConfig::Forced::kAuto;
   std::optional<int> forced_straggler;

@@ -450,6 +450,8 @@ bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> strag
     case Forced::kAuto:
       break;
     case Forced::kNative:
+      decision.algorithm = Algorithm::kNative;
+      break;
     case Forced::kRing:
       decision.algorithm = Algorithm::kRing;
       break;
@@ -465,7 +467,7 @@ bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> strag
       break;
   }
   if (decision.algorithm != Algorithm::kStragglar) decision.straggler.reset();
-  return decision.algorithm == Algorithm::kRing && forced != Forced::kRing;
+  return decision.algorithm == Algorithm::kNative;
 }
 
 bool TraceFileIsJson(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }

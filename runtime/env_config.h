@@ -152,8 +152,8 @@ RuntimeConfig ToRuntimeConfig(const PreloadConfig& config);
 
 // Applies STRAGGLAR_ALGORITHM (and STRAGGLAR_STRAGGLER, capped to the last rank) to the core's
 // `decision` for a communicator of `num_ranks`. Returns whether the call runs the backend's own
-// collective (NCCL's or MPI's AllReduce, which the core prices as Ring): for auto when the core
-// chose Ring, and for native. A forced "ring" runs our Ring plan instead. A forced StragglAR
+// collective (NCCL's or MPI's AllReduce, Algorithm::kNative): for auto when the core chose it, and
+// for native. A forced "ring" runs our Ring plan. A forced StragglAR
 // family leaves `decision.shape` empty (the plan cache's default, the flat schedule): the caller
 // sets the family's shape for the size (PlanCache::ShapeOfFamily).
 bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecision& decision);

@@ -646,12 +646,15 @@ TEST(ForcedAlgorithmTest, OverridesTheDecision) {
   EXPECT_EQ(decision.algorithm, Algorithm::kStragglar);
   EXPECT_EQ(decision.straggler, 2);
   decision = ring;
-  EXPECT_TRUE(ApplyForcedAlgorithm(config, 4, decision));  // auto's Ring is the native one
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));  // auto's Ring is our Ring plan
+  EXPECT_EQ(decision.algorithm, Algorithm::kRing);
+  decision = {.call = 7, .algorithm = Algorithm::kNative};
+  EXPECT_TRUE(ApplyForcedAlgorithm(config, 4, decision));  // and its native the library's
 
   config.algorithm = Forced::kNative;
   decision = stragglar;
   EXPECT_TRUE(ApplyForcedAlgorithm(config, 4, decision));
-  EXPECT_EQ(decision.algorithm, Algorithm::kRing);
+  EXPECT_EQ(decision.algorithm, Algorithm::kNative);
   EXPECT_FALSE(decision.straggler.has_value());
 
   config.algorithm = Forced::kRing;  // our Ring plan, not the library's

@@ -82,7 +82,7 @@ std::string GridName(const ::testing::TestParamInfo<GridParam>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithmsTypesOpsRanks, HostExecutorGridTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
+                         ::testing::Combine(::testing::ValuesIn(kPlanAlgorithms),
                                             ::testing::ValuesIn(kAllDataTypes),
                                             ::testing::ValuesIn(kAllReduceOps),
                                             ::testing::Range(2, 17)),
@@ -223,7 +223,7 @@ TEST_P(HostExecutorLargeTest, MatchesReferenceOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     OneMebibytePlusThree, HostExecutorLargeTest,
-    ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
+    ::testing::Combine(::testing::ValuesIn(kPlanAlgorithms),
                        ::testing::Values(DataType::kFloat32, DataType::kBfloat16, DataType::kInt64),
                        ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
                        ::testing::Values(2, 5, 8, 13)),
@@ -292,7 +292,7 @@ TEST_P(HostExecutorRandomFloatTest, WithinRoundingBoundAndIdenticalAcrossRanks) 
 
 INSTANTIATE_TEST_SUITE_P(
     FloatTypes, HostExecutorRandomFloatTest,
-    ::testing::Combine(::testing::ValuesIn(kAllAlgorithms),
+    ::testing::Combine(::testing::ValuesIn(kPlanAlgorithms),
                        ::testing::Values(DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
                                          DataType::kBfloat16),
                        ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
@@ -397,7 +397,7 @@ TEST_F(HostExecutorValidationTest, ValidationFailureAbortsTheTransport) {
 }
 
 TEST(HostExecutorTest, NullBuffersWithZeroCountSucceed) {
-  for (Algorithm algorithm : kAllAlgorithms) {
+  for (Algorithm algorithm : kPlanAlgorithms) {
     const Plan plan = MakePlan(algorithm, 5, 2);
     HostTransport transport(5);
     std::vector<absl::Status> statuses(5);
@@ -455,7 +455,7 @@ void ExpectEveryRankFails(const Plan& plan, const std::vector<HostAllReduceArgs>
 }
 
 TEST(HostExecutorMismatchTest, CountsAcrossRanks) {
-  for (Algorithm algorithm : kAllAlgorithms) {
+  for (Algorithm algorithm : kPlanAlgorithms) {
     const Plan plan = MakePlan(algorithm, 6, 4);
     std::vector<Bytes> buffers(plan.num_ranks, Bytes(4 * 9));
     std::vector<HostAllReduceArgs> args;

@@ -96,7 +96,7 @@ TEST(LinkClassQueuesTest, EveryFamilyMatchesTheReferenceOnEveryRank) {
     add(SynthesizeHierarchicalStragglar(nodes, per_node, 1, 2, 2));
     add(SynthesizeHierarchicalRing(nodes, per_node));
     add(SynthesizeLogDepthStragglar(n, 0, 4));
-    for (Algorithm algorithm : kAllAlgorithms) {
+    for (Algorithm algorithm : kPlanAlgorithms) {
       add(SynthesizePlan(
           algorithm, n,
           algorithm == Algorithm::kStragglar ? std::optional<int>(n / 2) : std::nullopt));

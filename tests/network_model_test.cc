@@ -82,7 +82,7 @@ TEST(NetworkSimulatorTest, OneClassPricesLikeTheFlatModel) {
     const NetworkModel network{.topology = {.nodes = nodes, .ranks_per_node = per_node},
                                .intra_node = kNvLink,
                                .inter_node = kNvLink};
-    for (Algorithm algorithm : kAllAlgorithms) {
+    for (Algorithm algorithm : kPlanAlgorithms) {
       const Plan plan = Synthesize(algorithm, nodes * per_node, 3);
       const std::vector<double> arrival = OneLateRank(plan.num_ranks, 3, 1e-3);
       absl::StatusOr<SimulationResult> flat = SimulatePlan(plan, 64e6, kNvLink, arrival);

@@ -58,6 +58,23 @@ TEST(AlgorithmTest, NamesRoundTripAndUnknownNamesAreRejected) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("halving-doubling"));
 }
 
+TEST(AlgorithmTest, NativeIsAnAlgorithmButNoPlan) {
+  // Traces and the calibration name what ran, the library's own AllReduce too; plans, their JSON,
+  // their synthesis and the CLI's lists of plans refuse it in one line naming the plans.
+  EXPECT_EQ(*ParseAlgorithm("native"), Algorithm::kNative);
+  EXPECT_EQ(AlgorithmFamily(Algorithm::kNative), "baseline");
+  EXPECT_EQ(*ParsePlanAlgorithm("ring"), Algorithm::kRing);
+  for (absl::string_view name : {"native", "tree"}) {
+    const absl::Status refused = ParsePlanAlgorithm(name).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(refused.message(), HasSubstr("expected one of ring, halving-doubling, stragglar"));
+  }
+  EXPECT_THAT(ParsePlanAlgorithm("native").status().message(), HasSubstr("not a plan"));
+  EXPECT_THAT(ParseAlgorithmList("ring,native").status().message(), HasSubstr("not a plan"));
+  EXPECT_THAT(SynthesizePlan(Algorithm::kNative, 4, std::nullopt).status().message(),
+              HasSubstr("has no plan"));
+}
+
 TEST(AlgorithmTest, ListsParseInOrderAndRejectDuplicatesAndEmptyItems) {
   absl::StatusOr<std::vector<Algorithm>> list = ParseAlgorithmList("stragglar,ring");
   ASSERT_TRUE(list.ok());
@@ -93,7 +110,7 @@ TEST(PlanJsonTest, HasTheContractShape) {
 }
 
 TEST(PlanJsonTest, RoundTripsEveryAlgorithm) {
-  for (Algorithm algorithm : kAllAlgorithms) {
+  for (Algorithm algorithm : kPlanAlgorithms) {
     absl::StatusOr<Plan> plan = SynthesizePlan(
         algorithm, 6, algorithm == Algorithm::kStragglar ? std::optional<int>(2) : std::nullopt);
     ASSERT_TRUE(plan.ok());
@@ -149,6 +166,8 @@ TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
   bad = good;
   bad["algorithm"] = "tree";
   EXPECT_THAT(message(bad), HasSubstr("unknown algorithm"));
+  bad["algorithm"] = "native";
+  EXPECT_THAT(message(bad), HasSubstr("\"native\" is the communication library's own AllReduce"));
   bad = good;
   bad["rounds"][1]["transfers"][0]["op"] = "xor";
   EXPECT_THAT(message(bad), HasSubstr("round 1 transfer 0"));

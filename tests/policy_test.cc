@@ -253,7 +253,7 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   ASSERT_EQ(choice.priced.size(), 2u);
   EXPECT_EQ(choice.priced[1].shape, shapes[2]);
   EXPECT_LT(choice.priced[1].predicted_s, choice.priced[0].predicted_s);
-  EXPECT_EQ(**nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink),
+  EXPECT_EQ(**nodes.Materialized(**nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink)),
             *SynthesizeHierarchicalRing(2, 4));
   // On 4x4 at 1 MiB it is 1.3x faster after arrival, and chosen.
   const Topology four_by_four{.nodes = 4, .ranks_per_node = 4};
@@ -300,7 +300,7 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   // The hierarchical ring is priced in closed form per run of one class: the same result.
   const Plan& ring = **nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
   EXPECT_EQ(nodes.Simulate(ring, 64 << 20, nvlink, arrival)->finish_s,
-            SimulatePlan(ring, 64 << 20, network, arrival)->finish_s);
+            SimulatePlan(*SynthesizeHierarchicalRing(2, 4), 64 << 20, network, arrival)->finish_s);
   // The same ranks on one node are never offered the hierarchical plan.
   PlanCache flat(8);
   const std::vector<StragglarShape> one_node_shapes = *flat.StragglarShapes(64 << 20, nvlink);
@@ -378,26 +378,31 @@ TEST(ChooserTest, SkipsPricingTheFlatShapeExactlyOnlyWhereItCannotChangeTheChoic
 TEST(ChooserTest, NcclAsTheDefaultIsPricedAsNcclRunsOnNodes) {
   // 8x8 at 64 MiB, rank 6 late (`stragglar sim --topology 8x8 --bytes 64MiB`): hierarchical
   // StragglAR takes 0.59 ms after arrival, the hierarchical ring plan 0.72 ms, NCCL's tree 0.44 ms.
-  // Where Ring is our plan StragglAR is picked; where Ring is NCCL's own AllReduce it is priced as
-  // NCCL's faster closed form, and StragglAR, slower than that, is not.
+  // Where native is priced as our Ring plan StragglAR is picked; where native is NCCL's own
+  // AllReduce it is priced as NCCL's faster closed form, and StragglAR, slower than that, is not.
+  // Our Ring plan is priced as itself either way.
   const LinkModel nvlink{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
   const Topology eight_by_eight{.nodes = 8, .ranks_per_node = 8};
   const NetworkModel network{
       .topology = eight_by_eight, .intra_node = nvlink, .inter_node = kTypicalInterNodeLink};
   std::vector<double> late(64, 0.0);
   late[6] = 0.2;
-  for (bool ring_is_nccl : {false, true}) {
+  for (bool native_is_nccl : {false, true}) {
     PlanCache plans(64, 0,
                     {.topology = eight_by_eight,
                      .inter_node_link = kTypicalInterNodeLink,
-                     .ring_is_nccl = ring_is_nccl});
-    const Choice choice = *Chooser(plans, {Algorithm::kRing, Algorithm::kStragglar})
+                     .native_is_nccl = native_is_nccl});
+    const Choice choice = *Chooser(plans, {Algorithm::kNative, Algorithm::kStragglar})
                                .Choose(64 << 20, late, 6, nvlink);
-    EXPECT_EQ(choice.algorithm, ring_is_nccl ? Algorithm::kRing : Algorithm::kStragglar);
+    EXPECT_EQ(choice.algorithm, native_is_nccl ? Algorithm::kNative : Algorithm::kStragglar);
     const Plan& ring = **plans.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
-    const SimulationResult priced = *plans.Simulate(ring, 64 << 20, nvlink, late);
-    if (!ring_is_nccl) {
-      EXPECT_EQ(priced.finish_s, SimulatePlan(ring, 64 << 20, network, late)->finish_s);
+    const Plan& native = **plans.For(Algorithm::kNative, std::nullopt, 64 << 20, nvlink);
+    const std::vector<double> ring_finish =
+        SimulatePlan(**plans.Materialized(ring), 64 << 20, network, late)->finish_s;
+    EXPECT_EQ(plans.Simulate(ring, 64 << 20, nvlink, late)->finish_s, ring_finish);
+    const SimulationResult priced = *plans.Simulate(native, 64 << 20, nvlink, late);
+    if (!native_is_nccl) {
+      EXPECT_EQ(&native, &ring);
       continue;
     }
     // Bulk-synchronous: everyone finishes NCCL's time after the last arrival.
@@ -406,13 +411,14 @@ TEST(ChooserTest, NcclAsTheDefaultIsPricedAsNcclRunsOnNodes) {
     EXPECT_EQ(priced.after_last_arrival_s, tree);
     EXPECT_EQ(priced.completion_s, 0.2 + tree);
     for (double finish_s : priced.finish_s) EXPECT_EQ(finish_s, 0.2 + tree);
-    EXPECT_FALSE(plans.Simulate(ring, 64 << 20, nvlink, std::vector<double>(63, 0.0)).ok());
+    EXPECT_FALSE(plans.Simulate(native, 64 << 20, nvlink, std::vector<double>(63, 0.0)).ok());
   }
-  // On one node the flag changes nothing: NCCL's ring there is the flat Ring plan's closed form.
-  PlanCache flat(8, 0, {.topology = Topology::Flat(8), .ring_is_nccl = true});
-  const Plan& ring = **flat.For(Algorithm::kRing, std::nullopt, 1 << 20, nvlink);
+  // On one node the flag changes nothing: native is priced as the flat Ring plan.
+  PlanCache flat(8, 0, {.topology = Topology::Flat(8), .native_is_nccl = true});
+  const Plan& native = **flat.For(Algorithm::kNative, std::nullopt, 1 << 20, nvlink);
+  EXPECT_EQ(&native, *flat.For(Algorithm::kRing, std::nullopt, 1 << 20, nvlink));
   const std::vector<double> together(8, 0.0);
-  EXPECT_EQ(flat.Simulate(ring, 1 << 20, nvlink, together)->finish_s,
+  EXPECT_EQ(flat.Simulate(native, 1 << 20, nvlink, together)->finish_s,
             SimulatePlan(*SynthesizeRing(8), 1 << 20, nvlink, together)->finish_s);
 }
 
@@ -543,10 +549,15 @@ TEST(CalibrationTest, MedianRatioPerAlgorithmAndSizeBucket) {
   EXPECT_NEAR(calibration.Factor(Algorithm::kRing, 1 << 20), 1.25, 1e-12);  // the median
   EXPECT_EQ(calibration.Samples(Algorithm::kRing, (1 << 20) + 100), 5);     // same bucket
   EXPECT_EQ(calibration.Samples(Algorithm::kRing, 1 << 21), 0);             // another one
-  // An algorithm with too few samples of its own uses the pooled ratio of its size.
+  // An algorithm with too few samples of its own uses the pooled ratio of its size where that is
+  // below 1 (1.3 here: the raw model instead), so that it is not priced out of being tried.
   calibration.Add(Algorithm::kHalvingDoubling, 1 << 20, 1e-3, 3e-3);
-  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 20), 1.3, 1e-12);
+  EXPECT_EQ(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 20), 1);
   EXPECT_EQ(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 10), 1);
+  for (double ratio : {0.5, 0.6, 0.5, 0.4}) {
+    calibration.Add(Algorithm::kRing, 1 << 22, 1e-3, ratio * 1e-3);
+  }
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 22), 0.5, 1e-12);
   // Bad measurements are ignored.
   calibration.Add(Algorithm::kRing, 1 << 20, 0, 1e-3);
   calibration.Add(Algorithm::kRing, 1 << 20, 1e-3, std::nan(""));

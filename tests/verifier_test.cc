@@ -126,7 +126,7 @@ TEST(VerifierTest, RandomLargerPlansVerify) {
   for (int sample = 0; sample < 6; ++sample) {
     const int n = ranks(random);
     const int straggler = std::uniform_int_distribution<int>(0, n - 1)(random);
-    for (Algorithm algorithm : kAllAlgorithms) {
+    for (Algorithm algorithm : kPlanAlgorithms) {
       absl::StatusOr<Plan> plan = SynthesizePlan(
           algorithm, n,
           algorithm == Algorithm::kStragglar ? std::optional<int>(straggler) : std::nullopt);
@@ -141,7 +141,7 @@ TEST(VerifierTest, RandomLargerPlansVerify) {
 // trivially accepting (every transfer of these plans carries a contribution somebody needs).
 TEST(VerifierTest, DroppingAnyTransferIsCaught) {
   std::mt19937 random(7);
-  for (Algorithm algorithm : kAllAlgorithms) {
+  for (Algorithm algorithm : kPlanAlgorithms) {
     for (int n : {3, 5, 8, 13}) {
       absl::StatusOr<Plan> plan = SynthesizePlan(
           algorithm, n, algorithm == Algorithm::kStragglar ? std::optional<int>(1) : std::nullopt);
@@ -169,7 +169,7 @@ TEST(VerifierTest, BatchesOfChunksGiveTheSameVerdictAndMessage) {
     return status.ok() ? std::string("ok") : std::string(status.message());
   };
   std::mt19937 random(11);
-  for (Algorithm algorithm : kAllAlgorithms) {
+  for (Algorithm algorithm : kPlanAlgorithms) {
     for (int n : {5, 8, 13}) {
       absl::StatusOr<Plan> plan = SynthesizePlan(
           algorithm, n, algorithm == Algorithm::kStragglar ? std::optional<int>(2) : std::nullopt);

@@ -80,7 +80,7 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
     }
     return RunLogDepth(args, out);
   }
-  absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(args.algorithm);
+  absl::StatusOr<Algorithm> algorithm = ParsePlanAlgorithm(args.algorithm);
   if (!algorithm.ok()) {
     return Usage(absl::StrCat(algorithm.status().message(), " (or ", kLogDepthStragglarName, ")"));
   }

@@ -23,7 +23,7 @@ double Percentile(std::vector<double> values, double fraction) {
 
 std::map<std::string, int> AlgorithmCounts(const Phase& phase) {
   std::map<std::string, int> counts;
-  for (Algorithm algorithm : kAllAlgorithms) counts[std::string(AlgorithmName(algorithm))] = 0;
+  for (Algorithm algorithm : kPlanAlgorithms) counts[std::string(AlgorithmName(algorithm))] = 0;
   for (const std::vector<Algorithm>& per_rank : phase.algorithm) {
     ++counts[std::string(AlgorithmName(per_rank[0]))];
   }

@@ -48,7 +48,7 @@ absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
   for (PlanFamily family : {kStragglarHierarchical, kStragglarLogDepth, kRingHierarchical}) {
     if (name == CandidateName(family)) return family;
   }
-  if (absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(name); algorithm.ok()) {
+  if (absl::StatusOr<Algorithm> algorithm = ParsePlanAlgorithm(name); algorithm.ok()) {
     return PlanFamily{.algorithm = *algorithm};
   }
   if (absl::StatusOr<NcclModel> model = ParseNcclModel(name); model.ok()) return *model;

@@ -212,7 +212,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
     CommOptions options = PreloadCommOptions(g.config, kBackend, "ncclAllReduce", name,
                                              LagSource::kDuration);  // clock-free: across hosts
     options.probe = {.small_repeats = 16, .large_repeats = 4};
-    options.runtime.ring_is_nccl = true;  // the default runs NCCL's own AllReduce
+    options.runtime.native_is_nccl = true;  // native, the default, is NCCL's own AllReduce
     absl::StatusOr<std::unique_ptr<Communicator>> created = absl::UnknownError("");
     absl::StatusOr<SharedSettings> settings = AgreedSettings(g.config, *state->backend);
     if (settings.ok()) {

@@ -2,12 +2,20 @@
 # Runs one MPI test program under mpirun on this host, with or without libstragglar_mpi.so.
 # usage: run_check.sh BUILD_DIR NPROCS PRELOAD(yes|no) PROGRAM [ARGS...]
 # STRAGGLAR_* variables in the environment are passed to every rank. Runs as root too (CI).
+# With RUN_CHECK_CLUSTER=NAME the ranks run on that emulated cluster instead (scripts/cluster.sh;
+# NPROCS must be its hosts times their ranks, which the cluster's launch places).
 set -euo pipefail
 build_dir=$1 nprocs=$2 preload=$3
 shift 3
-args=(--allow-run-as-root --oversubscribe --bind-to none -np "$nprocs")
-# Loopback only: the ranks are on this host, and a CI container may have odd interfaces.
-args+=(--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+if [[ -n ${RUN_CHECK_CLUSTER:-} ]]; then
+  launch=("$(dirname "$0")/../../scripts/cluster.sh" run --name "$RUN_CHECK_CLUSTER")
+  args=()
+else
+  launch=(mpirun)
+  args=(--allow-run-as-root --oversubscribe --bind-to none -np "$nprocs")
+  # Loopback only: the ranks are on this host, and a CI container may have odd interfaces.
+  args+=(--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+fi
 for variable in $(compgen -e | grep '^STRAGGLAR_' || true); do args+=(-x "$variable"); done
 # The ASan runtime a program or library was built with (scripts/sanitize.sh), if any.
 asan_runtime_of() { { ldd "$1" 2>/dev/null || true; } | awk '/libasan/ { print $3; exit }'; }
@@ -29,6 +37,6 @@ fi
 # A test that passes on its output (PASS_REGULAR_EXPRESSION, which makes ctest ignore the exit
 # status) must still fail when any rank failed: this line is every MPI test's FAIL pattern.
 status=0
-timeout 300 mpirun "${args[@]}" "$@" || status=$?
+timeout "${RUN_CHECK_TIMEOUT:-300}" "${launch[@]}" "${args[@]+"${args[@]}"}" "$@" || status=$?
 if ((status != 0)); then echo "run_check: mpirun exited with status $status"; fi
 exit "$status"

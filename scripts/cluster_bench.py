@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""The headline benchmark on an emulated cluster (scripts/cluster-bench.sh; docs/cluster.md).
+
+For each shape (hosts x ranks per host) it brings a cluster up (scripts/cluster.sh), refuses to
+report times as link numbers when the link check says the CPU sets them, and for each size runs
+stragglar-mpi-bench once per candidate and repetition: STRAGGLAR_ALGORITHM forced to Ring,
+Halving-Doubling and each StragglAR family, and left to the policy (adapt). Every run also times
+the MPI library's own Allreduce (native), call by call interleaved with the candidate, on the
+same data and delays. The straggler (the last rank) is 0, about the pre-arrival phase (the size
+at the link's rate) and twice that late.
+
+Writes a Markdown report (medians of every call's time after the last arrival and of the whole
+call, with the spread of the per-run medians), the raw samples as JSON, and a plot of speedup
+against delay. Needs a build (scripts/build.sh), root, and matplotlib for the plot (Debian
+python3-matplotlib).
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+BASELINES = ["native", "ring", "halving-doubling"]
+FAMILIES = ["stragglar", "stragglar-log-depth", "stragglar-hierarchical"]
+NAME = "bench"
+
+
+def parse_size(text):
+    match = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"size {text!r}: use e.g. 4MiB")
+    return int(match.group(1)) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[
+        match.group(2)]
+
+
+def size_name(size):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def rate_bits(rate):
+    match = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate)
+    return float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[match.group(2)]
+
+
+def run(command, **kwargs):
+    print("+ " + " ".join(shlex.quote(c) for c in command), flush=True)
+    return subprocess.run(command, check=True, **kwargs)
+
+
+class Shape:
+    def __init__(self, text, rate):
+        hosts, per_host = re.fullmatch(r"(\d+)x(\d+)", text).groups()
+        self.text, self.hosts, self.per_host, self.rate = text, int(hosts), int(per_host), rate
+        self.ranks = self.hosts * self.per_host
+
+    def candidates(self):
+        families = FAMILIES if self.per_host > 1 else FAMILIES[:2]
+        return BASELINES[1:] + families + ["adapt"]
+
+
+def bench_run(args, shape, size, delays, candidate, repetition, build):
+    """One mpirun of the bench: the candidate against native, interleaved."""
+    warmup = args.adapt_warmup if candidate == "adapt" else args.warmup
+    with tempfile.TemporaryDirectory() as work:
+        report = os.path.join(work, "bench.json")
+        trace = os.path.join(work, "trace.csv")
+        env = ["-x", f"LD_PRELOAD={build}/lib/libstragglar_mpi.so",
+               "-x", f"STRAGGLAR_EPOCH_CALLS={args.epoch_calls}",
+               "-x", f"STRAGGLAR_TRACE_FILE={trace}"]
+        if candidate != "adapt":
+            env += ["-x", f"STRAGGLAR_ALGORITHM={candidate}"]
+        command = [CLUSTER, "run", "--name", NAME, *env, f"{build}/bin/stragglar-mpi-bench",
+                   "--min-bytes", f"{size}B", "--max-bytes", f"{size}B",
+                   "--delays", ",".join(f"{d * 1e3:.3f}ms" for d in delays),
+                   "--iterations", str(args.iterations), "--warmup", str(warmup),
+                   "--check", "--json", report]
+        run(["timeout", str(args.run_timeout), *command], stdout=subprocess.DEVNULL)
+        with open(report) as file:
+            rows = json.load(file)["rows"]
+        mixes = timed_mixes(trace, len(delays), warmup, args.iterations)
+    results = []
+    for row, mix in zip(rows, mixes):
+        if row["wrong"]:
+            sys.exit(f"cluster-bench: {row['wrong']} wrong elements with {candidate}")
+        results.append({
+            "shape": shape.text, "size": size, "delay_s": row["delay_s"],
+            "candidate": candidate, "repetition": repetition, "mix": mix,
+            "native": {"latency": row["native"]["samples_latency_s"],
+                       "time": row["native"]["samples_time_s"]},
+            "preload": {"latency": row["preload"]["samples_latency_s"],
+                        "time": row["preload"]["samples_time_s"]}})
+    return results
+
+
+def timed_mixes(trace, rows, warmup, iterations):
+    """What the preload ran in each row's timed calls, from rank 0's trace."""
+    algorithms = {}
+    if os.path.exists(trace):
+        with open(trace) as file:
+            for line in csv.DictReader(file):
+                if line["rank"] == "0":
+                    algorithms[int(line["call"])] = line.get("algorithm", "?")
+    mixes = []
+    for row in range(rows):
+        first = row * (warmup + iterations) + warmup
+        counts = {}
+        for call in range(first, first + iterations):
+            name = algorithms.get(call, "?")
+            counts[name] = counts.get(name, 0) + 1
+        mixes.append(counts)
+    return mixes
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(samples):
+    """Per (shape, size, delay, candidate): medians over every call, and the per-run spread."""
+    table = {}
+    for sample in samples:
+        for who in ("native", "preload"):
+            candidate = "native" if who == "native" else sample["candidate"]
+            key = (sample["shape"], sample["size"], round(sample["delay_s"], 6), candidate)
+            entry = table.setdefault(key, {"latency": [], "time": [], "runs": [], "mix": {}})
+            entry["latency"] += sample[who]["latency"]
+            entry["time"] += sample[who]["time"]
+            entry["runs"].append(median(sample[who]["latency"]))
+            if who == "preload":
+                for name, count in sample["mix"].items():
+                    entry["mix"][name] = entry["mix"].get(name, 0) + count
+    return {key: {"latency": median(e["latency"]), "time": median(e["time"]),
+                  "low": min(e["runs"]), "high": max(e["runs"]), "mix": e["mix"],
+                  "calls": len(e["latency"])}
+            for key, e in table.items()}
+
+
+def ms(seconds):
+    return f"{seconds * 1e3:.0f}" if seconds >= 0.1 else f"{seconds * 1e3:.1f}"
+
+
+def report(args, shapes, samples, verdicts, started, out_md, out_json, out_png):
+    table = summarize(samples)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    lines = [f"# StragglAR on an emulated cluster ({started:%Y-%m-%d})", "",
+             f"Machine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, "
+             f"{mpi_version()}. Commit {commit}{' with local changes' if dirty else ''}.",
+             f"Command: `{' '.join(shlex.quote(a) for a in sys.argv)}` "
+             f"(scripts/cluster-bench.sh), {started:%Y-%m-%d %H:%M} to "
+             f"{datetime.datetime.now():%H:%M}.", "",
+             "Each cell is the median over every timed call of the time from the last arrival "
+             "to the last completion, in ms, with the range of the per-run medians; `whole` is "
+             "the median of the whole call (first arrival to last completion). The straggler is "
+             "the last rank. Native is the MPI library's own Allreduce, timed in every run, "
+             "interleaved call by call with the candidate. The best baseline is the fastest of "
+             "native, Ring and Halving-Doubling; the best family is the fastest StragglAR "
+             "family forced; `adapt mix` is what the policy ran in the timed calls.", ""]
+    goals = []
+    for shape in shapes:
+        lines += [f"## {shape.text}: {shape.hosts} hosts of {shape.per_host} rank"
+                  f"{'s' if shape.per_host > 1 else ''}, links {shape.rate} both ways", "",
+                  f"Link check: {verdicts.get(shape.text, 'not run')}", ""]
+        if not verdicts.get(shape.text, "").startswith("link-bound"):
+            lines += ["Not measured: the link check did not find the links setting the "
+                      "times.", ""]
+            continue
+        names = ["native"] + shape.candidates()
+        lines += ["| size | delay | " + " | ".join(names) + " | best baseline ÷ best family | "
+                  "adapt ÷ best forced | whole: best baseline, best family, adapt | adapt mix |",
+                  "|" + "---|" * (len(names) + 6)]
+        for size in args.sizes:
+            for delay in sorted({k[2] for k in table if k[0] == shape.text and k[1] == size}):
+                cell = {n: table.get((shape.text, size, delay, n)) for n in names}
+                if any(c is None for c in cell.values()):
+                    continue
+                base = min(BASELINES, key=lambda n: cell[n]["latency"])
+                fams = [n for n in names if n in FAMILIES]
+                fam = min(fams, key=lambda n: cell[n]["latency"])
+                forced = min((n for n in names if n != "adapt"), key=lambda n: cell[n]["latency"])
+                speedup = cell[base]["latency"] / cell[fam]["latency"]
+                adapt_vs = cell["adapt"]["latency"] / cell[forced]["latency"]
+                mix = ", ".join(f"{k} {v}" for k, v in sorted(cell["adapt"]["mix"].items()))
+                lines.append(
+                    f"| {size_name(size)} | {ms(delay)} ms | " +
+                    " | ".join(f"{ms(cell[n]['latency'])} ({ms(cell[n]['low'])}–"
+                               f"{ms(cell[n]['high'])})" for n in names) +
+                    f" | {speedup:.2f} ({base} ÷ {fam}) | {adapt_vs:.3f} ({forced}) | "
+                    f"{ms(cell[base]['time'])}, {ms(cell[fam]['time'])}, "
+                    f"{ms(cell['adapt']['time'])} | {mix} |")
+                goals.append((shape, size, delay, base, fam, forced, cell))
+        lines.append("")
+    lines += goal_lines(goals)
+    with open(out_md, "w") as file:
+        file.write("\n".join(lines) + "\n")
+    with open(out_json, "w") as file:
+        json.dump({"argv": sys.argv, "verdicts": verdicts, "samples": samples}, file)
+    plot(args, shapes, table, out_png)
+    print(f"cluster-bench: {out_md}, {out_json}, {out_png}")
+
+
+def goal_lines(goals):
+    """The issue's goals, point by point."""
+    lines = ["## Goals", "",
+             "- After warm-up, adapt within 5% of the best forced candidate at every point.",
+             "- Best StragglAR family ÷ best baseline, after arrival, ≥ 1.3× at 4x1 and ≥ 1.45× "
+             "at 8x1 where the delay covers the pre-arrival phase.",
+             "- With nobody late, adapt at most 2% slower than the best baseline.", "",
+             "| shape | size | delay | adapt ÷ best forced | best baseline ÷ best family | "
+             "nobody late: adapt ÷ best baseline | verdict |", "|---|---|---|---|---|---|---|"]
+    for shape, size, delay, base, fam, forced, cell in goals:
+        adapt_vs = cell["adapt"]["latency"] / cell[forced]["latency"]
+        speedup = cell[base]["latency"] / cell[fam]["latency"]
+        misses = []
+        if adapt_vs > 1.05:
+            misses.append("adapt")
+        target = {"4x1": 1.3, "8x1": 1.45}.get(shape.text)
+        if target and delay > 0 and speedup < target:
+            misses.append(f"speedup < {target}")
+        idle = "–"
+        if delay == 0:
+            ratio = cell["adapt"]["latency"] / cell[base]["latency"]
+            idle = f"{ratio:.3f}"
+            if ratio > 1.02:
+                misses.append("nobody late")
+        lines.append(f"| {shape.text} | {size_name(size)} | {ms(delay)} ms | {adapt_vs:.3f} | "
+                     f"{speedup:.2f} | {idle} | {'met' if not misses else 'MISSED: ' + ', '.join(misses)} |")
+    return lines + [""]
+
+
+def plot(args, shapes, table, out_png):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("cluster-bench: no matplotlib (Debian python3-matplotlib): no plot", file=sys.stderr)
+        return
+    figure, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
+    for axis, shape in zip(axes[0], shapes):
+        for size in args.sizes:
+            delays = sorted({k[2] for k in table if k[0] == shape.text and k[1] == size})
+            points = []
+            for delay in delays:
+                cells = {n: table.get((shape.text, size, delay, n))
+                         for n in ["native"] + shape.candidates()}
+                if any(c is None for c in cells.values()):
+                    continue
+                base = min(cells[n]["latency"] for n in BASELINES)
+                points.append((delay * 1e3, base / cells["adapt"]["latency"],
+                               base / min(cells[n]["latency"] for n in cells if n in FAMILIES)))
+            if points:
+                line, = axis.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                                  label=f"{size_name(size)} adapt")
+                axis.plot([p[0] for p in points], [p[2] for p in points], linestyle="--",
+                          color=line.get_color(), label=f"{size_name(size)} best family")
+        axis.axhline(1, color="gray", linewidth=0.8)
+        axis.set_title(f"{shape.text}, {shape.rate}")
+        axis.set_xlabel("straggler delay (ms)")
+        axis.set_ylabel("best baseline ÷ time after last arrival")
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(out_png, dpi=110)
+
+
+def mpi_version():
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    return out.splitlines()[0] if out else "MPI (version unknown)"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="4x1:200mbit,8x1:100mbit,4x2:200mbit",
+                        help="HOSTSxRANKS:RATE, comma-separated")
+    parser.add_argument("--sizes", default="1MiB,4MiB,16MiB")
+    parser.add_argument("--runs", type=int, default=2, help="repetitions of every run")
+    parser.add_argument("--iterations", type=int, default=6, help="timed pairs per row")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed pairs per row, forced")
+    parser.add_argument("--adapt-warmup", type=int, default=40,
+                        help="untimed pairs per row for adapt (the policy's epochs)")
+    parser.add_argument("--epoch-calls", type=int, default=8)
+    parser.add_argument("--run-timeout", type=int, default=3600)
+    parser.add_argument("--allow-cpu-bound", action="store_true",
+                        help="measure even where the link check says the CPU sets the times")
+    parser.add_argument("--out", default=os.path.join(
+        ROOT, "docs", "results", f"cluster-{datetime.date.today():%Y-%m-%d}"),
+        help="report path without suffix (.md, .json, .png)")
+    args = parser.parse_args()
+    args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    shapes = []
+    for item in args.shapes.split(","):
+        text, rate = item.split(":")
+        shapes.append(Shape(text, rate))
+    build = os.path.join(ROOT, os.environ.get("STRAGGLAR_BUILD_DIR", "build"))
+    started = datetime.datetime.now()
+    samples, verdicts = [], {}
+    for shape in shapes:
+        try:
+            status = subprocess.run(
+                [CLUSTER, "up", f"{shape.hosts}x{shape.per_host}", "--name", NAME, "--rate",
+                 shape.rate, "--owner", str(os.getpid())], capture_output=True, text=True)
+            print(status.stdout + status.stderr, end="", flush=True)
+            if status.returncode != 0:
+                sys.exit(f"cluster-bench: {shape.text}: {status.stdout}{status.stderr}".strip())
+            verdicts[shape.text] = status.stdout.strip().splitlines()[-1].split(": ", 1)[1]
+            if not verdicts[shape.text].startswith("link-bound") and not args.allow_cpu_bound:
+                print(f"cluster-bench: {shape.text} is not link-bound; not measured", flush=True)
+                continue
+            goodput = rate_bits(shape.rate) * 0.95 / 8
+            for size in args.sizes:
+                phase = size / goodput
+                delays = [0.0, phase, 2 * phase]
+                for repetition in range(args.runs):
+                    order = shape.candidates()
+                    order = order[repetition % len(order):] + order[:repetition % len(order)]
+                    for candidate in order:
+                        samples += bench_run(args, shape, size, delays, candidate, repetition,
+                                             build)
+                        report(args, shapes, samples, verdicts, started, args.out + ".md",
+                               args.out + ".json", args.out + ".png")
+        finally:
+            subprocess.run([CLUSTER, "down", "--name", NAME])
+    report(args, shapes, samples, verdicts, started, args.out + ".md", args.out + ".json",
+           args.out + ".png")
+
+
+if __name__ == "__main__":
+    main()
