@@ -192,7 +192,8 @@ void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
   }
 }
 
-// STRAGGLAR_PIECES, STRAGGLAR_TOPOLOGY and STRAGGLAR_MPI_SEGMENT: how plans are shaped and cut.
+// STRAGGLAR_PIECES, STRAGGLAR_TOPOLOGY, STRAGGLAR_MPI_SEGMENT and STRAGGLAR_MPI_NETWORK_MESSAGE:
+// how plans are shaped and cut.
 void ReadPlanKnobs(const EnvReader& env, PreloadConfig& config) {
   const PreloadConfig defaults;
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_PIECES")) {
@@ -224,6 +225,18 @@ void ReadPlanKnobs(const EnvReader& env, PreloadConfig& config) {
       env.Invalid("STRAGGLAR_MPI_SEGMENT", *value,
                   "0 or a multiple of 16 bytes up to 1GiB, e.g. 256KiB",
                   FormatBytes(static_cast<double>(defaults.mpi_segment_bytes)));
+    }
+  }
+
+  if (std::optional<std::string> value = env.Stripped("STRAGGLAR_MPI_NETWORK_MESSAGE")) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(*value);
+    if (absl::EqualsIgnoreCase(*value, "auto")) {
+      config.mpi_network_message_bytes.reset();
+    } else if (bytes.ok() && *bytes % 16 == 0 && *bytes <= kMaxMpiSegmentBytes) {
+      config.mpi_network_message_bytes = *bytes;
+    } else {
+      env.Invalid("STRAGGLAR_MPI_NETWORK_MESSAGE", *value,
+                  "auto, 0 or a multiple of 16 bytes up to 1GiB, e.g. 64000", "auto");
     }
   }
 }
@@ -263,6 +276,7 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_MIN_BYTES",
                                                  "STRAGGLAR_MODE",
                                                  "STRAGGLAR_MPI_SEGMENT",
+                                                 "STRAGGLAR_MPI_NETWORK_MESSAGE",
                                                  "STRAGGLAR_PIECES",
                                                  "STRAGGLAR_TOPOLOGY",
                                                  "STRAGGLAR_PRE_ARRIVAL",
@@ -504,6 +518,12 @@ std::string DescribeConfig(const PreloadConfig& config) {
                     config.mpi_segment_bytes == 0
                         ? std::string("off")
                         : FormatBytes(static_cast<double>(config.mpi_segment_bytes)));
+  }
+  if (config.mpi_network_message_bytes.has_value()) {
+    absl::StrAppend(&text, ", mpi network messages ",
+                    *config.mpi_network_message_bytes == 0
+                        ? std::string("whole")
+                        : FormatBytes(static_cast<double>(*config.mpi_network_message_bytes)));
   }
   if (!config.state_file.empty()) absl::StrAppend(&text, ", state ", config.state_file);
   if (!config.trace_file.empty()) {

@@ -93,6 +93,13 @@ struct PreloadConfig {
   // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
   // while still in cache. The MPI library uses rank 0's value on every rank.
   int64_t mpi_segment_bytes = 256 << 10;
+  // STRAGGLAR_MPI_NETWORK_MESSAGE=auto|SIZE, MPI library only: on a machine of nodes, transfers
+  // with a peer on another node travel as messages of at most this many bytes (ParseByteSize; a
+  // multiple of 16 up to 1 GiB, or 0 for none), all posted at once, so that none waits for a
+  // rendezvous handshake (MpiExecutorOptions::network_message_bytes). auto (nullopt, default):
+  // just below the TCP transport's eager limit where the MPI library has one (OpenMPI's
+  // btl_tcp_eager_limit, read through MPI_T), else 0. Rank 0's value on every rank.
+  std::optional<int64_t> mpi_network_message_bytes;
   // STRAGGLAR_QUEUES=rounds|per-class (case-insensitive), MPI library only: on a machine of
   // several nodes, plans run round by round (rounds, default) or on one queue per link class
   // (per-class: kernels/mpi_link_class_queues.h), and the policy prices them as they run. The MPI

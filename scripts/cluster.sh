@@ -90,15 +90,17 @@ in_host() {
   nsenter --net="/run/netns/$host" --uts="$(dir)/uts/$host" -- "$@"
 }
 
-# Bytes a token bucket may send at once: 10 ms at the rate, at least 32 KiB (a few MTUs and a TSO
-# burst), so that a capped link runs near its rate without long bursts above it.
+# Bytes a token bucket may send at once: 100 us at the rate, at least 4 KiB (two full frames). A
+# link never sends faster than its rate for longer: with tc's usual 10 ms bucket an idle 200 Mbit/s
+# link sent 250 KB at once, and StragglAR's rounds of 88 KB looked 1.7x faster than on a link
+# that keeps its rate (docs/cluster.md).
 burst_for() {
   python3 -c '
 import re, sys
 m = re.fullmatch(r"([0-9.]+)([kmg]?)(bit|bps)", sys.argv[1].lower())
 if not m: sys.exit(1)
 scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] * (8 if m.group(3) == "bps" else 1)
-print(max(32768, int(float(m.group(1)) * scale / 8 / 100)))' "$1" 2>/dev/null ||
+print(max(4096, int(float(m.group(1)) * scale / 8 * 100e-6)))' "$1" 2>/dev/null ||
     die "rate \"$1\" is not a tc rate such as 200mbit, 1gbit, 25mbps"
 }
 

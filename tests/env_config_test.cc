@@ -41,6 +41,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.prefer_cupti, expected.prefer_cupti);
   EXPECT_EQ(actual.pieces, expected.pieces);
   EXPECT_EQ(actual.mpi_segment_bytes, expected.mpi_segment_bytes);
+  EXPECT_EQ(actual.mpi_network_message_bytes, expected.mpi_network_message_bytes);
   EXPECT_EQ(actual.nccl_pre_arrival, expected.nccl_pre_arrival);
   EXPECT_EQ(actual.per_class_queues, expected.per_class_queues);
   EXPECT_EQ(actual.topology, expected.topology);
@@ -132,7 +133,8 @@ TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
        {"STRAGGLAR_MODE", "STRAGGLAR_DEBUG", "STRAGGLAR_EPOCH_CALLS", "STRAGGLAR_MIN_BYTES",
         "STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
         "STRAGGLAR_ALGORITHM", "STRAGGLAR_STRAGGLER", "STRAGGLAR_PROFILER", "STRAGGLAR_PIECES",
-        "STRAGGLAR_MPI_SEGMENT", "STRAGGLAR_PRE_ARRIVAL", "STRAGGLAR_TOPOLOGY"}) {
+        "STRAGGLAR_MPI_SEGMENT", "STRAGGLAR_MPI_NETWORK_MESSAGE", "STRAGGLAR_PRE_ARRIVAL",
+        "STRAGGLAR_TOPOLOGY"}) {
     FakeEnv()[name] = "";
   }
   std::vector<std::string> lines;
@@ -282,6 +284,28 @@ TEST_F(EnvConfigTest, MpiSegment) {
   FakeEnv()["STRAGGLAR_MPI_SEGMENT"] = "1GiB";
   EXPECT_EQ(Parse(&lines).mpi_segment_bytes, int64_t{1} << 30);
   EXPECT_THAT(lines, IsEmpty());
+}
+
+TEST_F(EnvConfigTest, MpiNetworkMessage) {
+  std::vector<std::string> lines;
+  EXPECT_EQ(Parse(&lines).mpi_network_message_bytes, std::nullopt);  // auto: the eager limit
+  FakeEnv()["STRAGGLAR_MPI_NETWORK_MESSAGE"] = "0";                  // whole messages
+  EXPECT_EQ(Parse(&lines).mpi_network_message_bytes, 0);
+  FakeEnv()["STRAGGLAR_MPI_NETWORK_MESSAGE"] = "48";
+  EXPECT_EQ(Parse(&lines).mpi_network_message_bytes, 48);
+  EXPECT_THAT(DescribeConfig(Parse(&lines)), HasSubstr("mpi network messages 48 B"));
+  FakeEnv()["STRAGGLAR_MPI_NETWORK_MESSAGE"] = " Auto ";
+  EXPECT_EQ(Parse(&lines).mpi_network_message_bytes, std::nullopt);
+  EXPECT_THAT(lines, IsEmpty());
+  for (const char* bad : {"100", "2GiB", "-16", "fast"}) {
+    FakeEnv()["STRAGGLAR_MPI_NETWORK_MESSAGE"] = bad;
+    lines.clear();
+    EXPECT_EQ(Parse(&lines).mpi_network_message_bytes, std::nullopt) << bad;
+    EXPECT_THAT(lines, ElementsAre(absl::StrCat(
+                           "STRAGGLAR_MPI_NETWORK_MESSAGE=\"", bad,
+                           "\" is invalid (accepted: auto, 0 or a multiple of 16 bytes up to "
+                           "1GiB, e.g. 64000); using auto")));
+  }
 }
 
 TEST_F(EnvConfigTest, PreArrival) {

@@ -21,6 +21,41 @@ std::string MpiLibraryVersion() {
   return version;
 }
 
+std::optional<int64_t> TcpEagerLimit() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  std::optional<int64_t> limit;
+  int index = 0;
+  char name[256];
+  char description[1024];
+  int name_length = sizeof(name), description_length = sizeof(description);
+  int verbosity = 0, bind = 0, scope = 0, count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum enumtype = nullptr;
+  MPI_T_cvar_handle handle = nullptr;
+  if (MPI_T_cvar_get_index("btl_tcp_eager_limit", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, name, &name_length, &verbosity, &type, &enumtype, description,
+                          &description_length, &bind, &scope) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    if (count == 1 && (type == MPI_UNSIGNED_LONG || type == MPI_UNSIGNED_LONG_LONG)) {
+      unsigned long long value = 0;  // NOLINT: the width MPI_T reads for these types
+      if (type == MPI_UNSIGNED_LONG) {
+        unsigned long narrow = 0;  // NOLINT
+        if (MPI_T_cvar_read(handle, &narrow) == MPI_SUCCESS) value = narrow;
+      } else if (MPI_T_cvar_read(handle, &value) != MPI_SUCCESS) {
+        value = 0;
+      }
+      if (value > 0) limit = static_cast<int64_t>(value);
+    } else if (count == 1 && (type == MPI_INT || type == MPI_UNSIGNED)) {
+      int value = 0;
+      if (MPI_T_cvar_read(handle, &value) == MPI_SUCCESS && value > 0) limit = value;
+    }
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return limit;
+}
+
 absl::Status MpiBackend::Failed(absl::string_view call, int code) {
   last_error_ = code;
   return MpiCallFailed(call, code);

@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,11 @@ namespace stragglar {
 // The MPI library in the process, its first line as MPI_Get_library_version gives it up to the
 // first comma, e.g. "Open MPI v4.1.4" (callable before MPI_Init).
 std::string MpiLibraryVersion();
+
+// The largest message the MPI library's TCP transport sends eagerly (without a rendezvous
+// handshake), header included, read through the MPI tool interface: OpenMPI's
+// btl_tcp_eager_limit (64 KiB by default). nullopt where the library has no such variable.
+std::optional<int64_t> TcpEagerLimit();
 
 class MpiBackend final : public CommBackend {
  public:

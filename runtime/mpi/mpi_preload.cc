@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/units.h"
 #include "kernels/mpi_executor.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
@@ -155,14 +156,38 @@ std::string CommName(MPI_Comm comm) {
 struct AgreedSettings {
   int64_t segment_bytes = 0;
   bool per_class_queues = false;
+  int64_t network_message_bytes = 0;
 };
+
+// Room left in an eager message for the MPI library's own header (OpenMPI's match header is 14
+// bytes; its eager limit counts it).
+constexpr int64_t kEagerHeaderBytes = 64;
+
+// STRAGGLAR_MPI_NETWORK_MESSAGE, auto: just below the TCP transport's eager limit, in whole
+// 16-byte units; 0 (whole messages) where the library has no such limit.
+int64_t NetworkMessageBytes(const PreloadConfig& config) {
+  if (config.mpi_network_message_bytes.has_value()) return *config.mpi_network_message_bytes;
+  const std::optional<int64_t> eager = TcpEagerLimit();
+  if (!eager.has_value() || *eager <= kEagerHeaderBytes + 16) return 0;
+  return (*eager - kEagerHeaderBytes) / 16 * 16;
+}
 
 // Sender and receiver must cut a message alike and run plans alike, so every rank takes rank 0's
 // settings; a rank whose own setting differs says so (collective over `own`).
 AgreedSettings AgreeOnSettings(const PreloadConfig& config, MPI_Comm own, int rank) {
-  int64_t agreed[] = {config.mpi_segment_bytes, config.per_class_queues ? 1 : 0};
-  PMPI_Bcast(agreed, 2, MPI_INT64_T, 0, own);
-  const AgreedSettings settings{.segment_bytes = agreed[0], .per_class_queues = agreed[1] != 0};
+  const int64_t network_message_bytes = NetworkMessageBytes(config);
+  int64_t agreed[] = {config.mpi_segment_bytes, config.per_class_queues ? 1 : 0,
+                      network_message_bytes};
+  PMPI_Bcast(agreed, 3, MPI_INT64_T, 0, own);
+  const AgreedSettings settings{.segment_bytes = agreed[0],
+                                .per_class_queues = agreed[1] != 0,
+                                .network_message_bytes = agreed[2]};
+  if (settings.network_message_bytes != network_message_bytes) {
+    LogOnce(LogLevel::kWarn, "network-message-differs",
+            absl::StrCat("STRAGGLAR_MPI_NETWORK_MESSAGE differs across ranks: rank ", rank, " has ",
+                         network_message_bytes, " bytes, rank 0 ", settings.network_message_bytes,
+                         "; every rank uses rank 0's"));
+  }
   if (settings.segment_bytes != config.mpi_segment_bytes) {
     LogOnce(LogLevel::kWarn, "mpi-segment-differs",
             absl::StrCat("STRAGGLAR_MPI_SEGMENT differs across ranks: rank ", rank, " has ",
@@ -191,7 +216,7 @@ void UsePerClassQueues(RuntimeConfig& runtime, MpiExecutorOptions& executor,
     return;
   }
   runtime.per_class_queues = true;
-  executor.ranks_per_node = runtime.topology->ranks_per_node;
+  executor.per_class_queues = true;
   Log(LogLevel::kInfo, absl::StrCat(comm, ": plans run on one queue per link class"));
 }
 
@@ -232,11 +257,20 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
     const AgreedSettings agreed = AgreeOnSettings(g.config, own, rank);
-    state->options = {.reduce_segment_bytes = agreed.segment_bytes};
+    state->options = {.reduce_segment_bytes = agreed.segment_bytes,
+                      .network_message_bytes = agreed.network_message_bytes};
     absl::StatusOr<std::optional<Topology>> topology =
         LearnTopology(g.config, *state->backend, size, node_leader, CommName(comm));
     if (topology.ok()) {
       options.runtime.topology = *topology;
+      if (topology->has_value()) {
+        state->options.ranks_per_node = (*topology)->ranks_per_node;
+        if (agreed.network_message_bytes > 0) {
+          Log(LogLevel::kInfo,
+              absl::StrCat(CommName(comm), ": transfers between nodes in messages of at most ",
+                           FormatBytes(static_cast<double>(agreed.network_message_bytes))));
+        }
+      }
     } else {
       Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
     }
