@@ -98,7 +98,6 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   layout.send_bytes = buffers_.PiecesBytes(step.first_send, step.num_sends);
   layout.receive_bytes = buffers_.PiecesBytes(step.first_receive, step.num_receives);
   // Inside a node only reduce transfers are cut; a copy is one message whatever its size.
-  bool network = false;  // the receive is cut for the network
   if (sends) {
     const Cut cut = Segments(step.send_op, layout.send_bytes, step.send_peer);
     layout.send_segment_bytes = cut.size;
@@ -109,7 +108,6 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
     const Cut cut = Segments(step.receive_op, layout.receive_bytes, step.receive_peer);
     layout.segment_bytes = cut.size;
     layout.segments = cut.count;
-    network = cut.network;
     layout.receive_says_ready = cut.network;
   }
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
@@ -120,7 +118,7 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   // first (a window could deadlock two ranks each waiting on the other's send). Network messages
   // are all posted at once: a window would hold the next ones back for a handshake of ours.
   layout.streaming =
-      layout.segments > 1 && !network &&
+      layout.segments > 1 && !layout.receive_says_ready &&
       (!layout.overlap || (step.same_chunks_both_ways && layout.send_segments == layout.segments &&
                            layout.send_segment_bytes == layout.segment_bytes));
   layout.window = layout.streaming ? std::min(kSegmentWindow, layout.segments) : layout.segments;

@@ -1,13 +1,17 @@
 // A fake environment for the tests of the STRAGGLAR_* readers (runtime/env_config.h): what
-// PreloadConfigFromEnv reads instead of the process's, and the invalid-value lines it writes.
+// PreloadConfigFromEnv reads instead of the process's, and the log lines it writes.
 #pragma once
+
+#include <unistd.h>
 
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "runtime/env_config.h"
 
@@ -22,6 +26,18 @@ inline std::map<std::string, std::string>& FakeEnv() {
 inline const char* FakeGetenv(const char* name) {
   auto it = FakeEnv().find(name);
   return it == FakeEnv().end() ? nullptr : it->second.c_str();
+}
+
+// The host name as gethostname gives it, to check the log's own.
+inline std::string SystemHostName() {
+  char buffer[256] = {};
+  gethostname(buffer, sizeof(buffer) - 1);
+  return buffer;
+}
+
+// What each log line starts with: "<hostname>:<pid> [<rank>] stragglar <LEVEL> ".
+inline std::string Prefix(absl::string_view rank, absl::string_view level) {
+  return absl::StrCat(SystemHostName(), ":", getpid(), " [", rank, "] stragglar ", level, " ");
 }
 
 inline std::vector<std::string> Lines(const std::string& text) {
