@@ -152,7 +152,14 @@ def ms(seconds):
     return f"{seconds * 1e3:.0f}" if seconds >= 0.1 else f"{seconds * 1e3:.1f}"
 
 
-def report(args, shapes, samples, verdicts, started, out_md, out_json, out_png):
+def part_line(part):
+    started = datetime.datetime.fromisoformat(part["started"])
+    return (f"`{' '.join(shlex.quote(a) for a in part['argv'])}` (scripts/cluster-bench.sh), "
+            f"{started:%Y-%m-%d %H:%M} to {part['ended']}")
+
+
+def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png):
+    """Writes the report of every part's samples; the last part may still be running."""
     table = summarize(samples)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
@@ -160,25 +167,31 @@ def report(args, shapes, samples, verdicts, started, out_md, out_json, out_png):
                            capture_output=True, text=True).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
+    started = datetime.datetime.fromisoformat(parts[0]["started"])
     lines = [f"# StragglAR on an emulated cluster ({started:%Y-%m-%d})", "",
              f"Machine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, "
-             f"{mpi_version()}. Commit {commit}{' with local changes' if dirty else ''}.",
-             f"Command: `{' '.join(shlex.quote(a) for a in sys.argv)}` "
-             f"(scripts/cluster-bench.sh), {started:%Y-%m-%d %H:%M} to "
-             f"{datetime.datetime.now():%H:%M}.", "",
-             "Each cell is the median over every timed call of the time from the last arrival "
-             "to the last completion, in ms, with the range of the per-run medians; `whole` is "
-             "the median of the whole call (first arrival to last completion). The straggler is "
-             "the last rank. Native is the MPI library's own Allreduce, timed in every run, "
-             "interleaved call by call with the candidate. The best baseline is the fastest of "
-             "native, Ring and Halving-Doubling; the best family is the fastest StragglAR "
-             "family forced; `adapt mix` is what the policy ran in the timed calls.", ""]
+             f"{mpi_version()}. Commit {commit}{' with local changes' if dirty else ''}."]
+    if len(parts) == 1:
+        lines += [f"Command: {part_line(parts[0])}.", ""]
+    else:
+        lines += ["Commands, one part of the shapes and sizes each:", ""]
+        lines += [f"- {part_line(part)}" for part in parts] + [""]
+    lines += ["Each cell is the median over every timed call of the time from the last arrival "
+              "to the last completion, in ms, with the range of the per-run medians; `whole` is "
+              "the median of the whole call (first arrival to last completion). The straggler is "
+              "the last rank. Native is the MPI library's own Allreduce, timed in every run, "
+              "interleaved call by call with the candidate. The best baseline is the fastest of "
+              "native, Ring and Halving-Doubling; the best family is the fastest StragglAR "
+              "family forced; `adapt mix` is what the policy ran in the timed calls.", ""]
     goals = []
     for shape in shapes:
         lines += [f"## {shape.text}: {shape.hosts} hosts of {shape.per_host} rank"
                   f"{'s' if shape.per_host > 1 else ''}, links {shape.rate} both ways", "",
                   f"Link check: {verdicts.get(shape.text, 'not run')}", ""]
-        if not verdicts.get(shape.text, "").startswith("link-bound"):
+        if shape.text not in verdicts:
+            lines += ["Not measured: no run reached this shape.", ""]
+            continue
+        if not verdicts[shape.text].startswith("link-bound"):
             lines += ["Not measured: the link check did not find the links setting the "
                       "times.", ""]
             continue
@@ -211,7 +224,7 @@ def report(args, shapes, samples, verdicts, started, out_md, out_json, out_png):
     with open(out_md, "w") as file:
         file.write("\n".join(lines) + "\n")
     with open(out_json, "w") as file:
-        json.dump({"argv": sys.argv, "verdicts": verdicts, "samples": samples}, file)
+        json.dump({"parts": parts, "verdicts": verdicts, "samples": samples}, file)
     plot(args, shapes, table, out_png)
     print(f"cluster-bench: {out_md}, {out_json}, {out_png}")
 
@@ -223,10 +236,15 @@ def goal_lines(goals):
              "- Best StragglAR family ÷ best baseline, after arrival, ≥ 1.3× at 4x1 and ≥ 1.45× "
              "at 8x1 where the delay covers the pre-arrival phase.",
              "- With nobody late, adapt at most 2% slower than the best baseline.", "",
-             "| shape | size | delay | adapt ÷ best forced | best baseline ÷ best family | "
-             "nobody late: adapt ÷ best baseline | verdict |", "|---|---|---|---|---|---|---|"]
+             "Per-run medians (ms) show the noise: a call now and then takes 10-15% longer, "
+             "whatever ran.", "",
+             "| shape | size | delay | adapt ÷ best forced | adapt's runs; best forced's | "
+             "best baseline ÷ best family | nobody late: adapt ÷ best baseline | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for shape, size, delay, base, fam, forced, cell in goals:
         adapt_vs = cell["adapt"]["latency"] / cell[forced]["latency"]
+        runs = (f"{ms(cell['adapt']['low'])}–{ms(cell['adapt']['high'])}; "
+                f"{ms(cell[forced]['low'])}–{ms(cell[forced]['high'])}")
         speedup = cell[base]["latency"] / cell[fam]["latency"]
         misses = []
         if adapt_vs > 1.05:
@@ -240,8 +258,9 @@ def goal_lines(goals):
             idle = f"{ratio:.3f}"
             if ratio > 1.02:
                 misses.append("nobody late")
+        verdict = "met" if not misses else "MISSED: " + ", ".join(misses)
         lines.append(f"| {shape.text} | {size_name(size)} | {ms(delay)} ms | {adapt_vs:.3f} | "
-                     f"{speedup:.2f} | {idle} | {'met' if not misses else 'MISSED: ' + ', '.join(misses)} |")
+                     f"{runs} | {speedup:.2f} | {idle} | {verdict} |")
     return lines + [""]
 
 
@@ -264,7 +283,9 @@ def plot(args, shapes, table, out_png):
                 if any(c is None for c in cells.values()):
                     continue
                 base = min(cells[n]["latency"] for n in BASELINES)
-                points.append((delay * 1e3, base / cells["adapt"]["latency"],
+                # Delays in units of the size's time on one link (0, 1, 2), so that sizes align.
+                phase = size / (rate_bits(shape.rate) * 0.95 / 8)
+                points.append((delay / phase, base / cells["adapt"]["latency"],
                                base / min(cells[n]["latency"] for n in cells if n in FAMILIES)))
             if points:
                 line, = axis.plot([p[0] for p in points], [p[1] for p in points], marker="o",
@@ -273,7 +294,7 @@ def plot(args, shapes, table, out_png):
                           color=line.get_color(), label=f"{size_name(size)} best family")
         axis.axhline(1, color="gray", linewidth=0.8)
         axis.set_title(f"{shape.text}, {shape.rate}")
-        axis.set_xlabel("straggler delay (ms)")
+        axis.set_xlabel("straggler delay ÷ the size's time on one link")
         axis.set_ylabel("best baseline ÷ time after last arrival")
         axis.legend(fontsize=7)
     figure.tight_layout()
@@ -299,18 +320,40 @@ def main():
     parser.add_argument("--run-timeout", type=int, default=3600)
     parser.add_argument("--allow-cpu-bound", action="store_true",
                         help="measure even where the link check says the CPU sets the times")
+    parser.add_argument("--candidates", type=lambda text: text.split(","),
+                        help="measure only these (comma-separated; default every candidate): a "
+                        "part to join others with --report-from")
+    parser.add_argument("--report-from", metavar="JSON", nargs="+",
+                        help="write one report from the JSON of one or more runs (parts of the "
+                        "shapes and sizes), measuring nothing; --shapes and --sizes name all")
     parser.add_argument("--out", default=os.path.join(
         ROOT, "docs", "results", f"cluster-{datetime.date.today():%Y-%m-%d}"),
         help="report path without suffix (.md, .json, .png)")
     args = parser.parse_args()
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    known = BASELINES[1:] + FAMILIES + ["adapt"]
+    for name in args.candidates or []:
+        if name not in known:
+            parser.error(f"--candidates: {name!r} is not one of {', '.join(known)}")
     shapes = []
     for item in args.shapes.split(","):
         text, rate = item.split(":")
         shapes.append(Shape(text, rate))
     build = os.path.join(ROOT, os.environ.get("STRAGGLAR_BUILD_DIR", "build"))
-    started = datetime.datetime.now()
-    samples, verdicts = [], {}
+    samples, verdicts, parts = [], {}, []
+    if args.report_from:
+        for path in args.report_from:
+            with open(path) as file:
+                saved = json.load(file)
+            samples += saved["samples"]
+            verdicts.update(saved["verdicts"])
+            parts += saved["parts"]
+        report(args, shapes, samples, verdicts, parts, args.out + ".md", args.out + ".json",
+               args.out + ".png")
+        return
+    part = {"argv": sys.argv, "started": datetime.datetime.now().isoformat(timespec="minutes"),
+            "ended": "now"}
+    parts.append(part)
     for shape in shapes:
         try:
             status = subprocess.run(
@@ -328,16 +371,19 @@ def main():
                 phase = size / goodput
                 delays = [0.0, phase, 2 * phase]
                 for repetition in range(args.runs):
-                    order = shape.candidates()
+                    order = [c for c in shape.candidates()
+                             if not args.candidates or c in args.candidates]
                     order = order[repetition % len(order):] + order[:repetition % len(order)]
                     for candidate in order:
                         samples += bench_run(args, shape, size, delays, candidate, repetition,
                                              build)
-                        report(args, shapes, samples, verdicts, started, args.out + ".md",
+                        part["ended"] = f"{datetime.datetime.now():%H:%M}"
+                        report(args, shapes, samples, verdicts, parts, args.out + ".md",
                                args.out + ".json", args.out + ".png")
         finally:
             subprocess.run([CLUSTER, "down", "--name", NAME])
-    report(args, shapes, samples, verdicts, started, args.out + ".md", args.out + ".json",
+    part["ended"] = f"{datetime.datetime.now():%H:%M}"
+    report(args, shapes, samples, verdicts, parts, args.out + ".md", args.out + ".json",
            args.out + ".png")
 
 
