@@ -152,25 +152,31 @@ def ms(seconds):
     return f"{seconds * 1e3:.0f}" if seconds >= 0.1 else f"{seconds * 1e3:.1f}"
 
 
-def part_line(part):
-    started = datetime.datetime.fromisoformat(part["started"])
-    return (f"`{' '.join(shlex.quote(a) for a in part['argv'])}` (scripts/cluster-bench.sh), "
-            f"{started:%Y-%m-%d %H:%M} to {part['ended']}")
-
-
-def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png):
-    """Writes the report of every part's samples; the last part may still be running."""
-    table = summarize(samples)
+def this_commit():
+    """The commit measured: HEAD, and whether tracked files differ from it."""
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
+    return f"{commit}{' with local changes' if dirty else ''}"
+
+
+def part_line(part):
+    started = datetime.datetime.fromisoformat(part["started"])
+    return (f"`{' '.join(shlex.quote(a) for a in part['argv'])}` (scripts/cluster-bench.sh), "
+            f"commit {part.get('commit', 'not recorded')}, "
+            f"{started:%Y-%m-%d %H:%M} to {part['ended']}")
+
+
+def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png, notes=""):
+    """Writes the report of every part's samples; the last part may still be running."""
+    table = summarize(samples)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
     started = datetime.datetime.fromisoformat(parts[0]["started"])
     lines = [f"# StragglAR on an emulated cluster ({started:%Y-%m-%d})", "",
              f"Machine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, "
-             f"{mpi_version()}. Commit {commit}{' with local changes' if dirty else ''}."]
+             f"{mpi_version()}."]
     if len(parts) == 1:
         lines += [f"Command: {part_line(parts[0])}.", ""]
     else:
@@ -221,10 +227,13 @@ def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png):
                 goals.append((shape, size, delay, base, fam, forced, cell))
         lines.append("")
     lines += goal_lines(goals)
+    if notes:
+        lines += ["## Notes", "", notes.strip(), ""]
     with open(out_md, "w") as file:
         file.write("\n".join(lines) + "\n")
     with open(out_json, "w") as file:
-        json.dump({"parts": parts, "verdicts": verdicts, "samples": samples}, file)
+        json.dump({"parts": parts, "verdicts": verdicts, "samples": samples, "notes": notes},
+                  file)
     plot(args, shapes, table, out_png)
     print(f"cluster-bench: {out_md}, {out_json}, {out_png}")
 
@@ -326,11 +335,16 @@ def main():
     parser.add_argument("--report-from", metavar="JSON", nargs="+",
                         help="write one report from the JSON of one or more runs (parts of the "
                         "shapes and sizes), measuring nothing; --shapes and --sizes name all")
+    parser.add_argument("--notes", metavar="MARKDOWN",
+                        help="with --report-from: a section of notes (follow-up measurements, "
+                        "causes) that the report carries from then on")
     parser.add_argument("--out", default=os.path.join(
         ROOT, "docs", "results", f"cluster-{datetime.date.today():%Y-%m-%d}"),
         help="report path without suffix (.md, .json, .png)")
     args = parser.parse_args()
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    if args.notes and not args.report_from:
+        parser.error("--notes goes with --report-from")
     known = BASELINES[1:] + FAMILIES + ["adapt"]
     for name in args.candidates or []:
         if name not in known:
@@ -340,7 +354,7 @@ def main():
         text, rate = item.split(":")
         shapes.append(Shape(text, rate))
     build = os.path.join(ROOT, os.environ.get("STRAGGLAR_BUILD_DIR", "build"))
-    samples, verdicts, parts = [], {}, []
+    samples, verdicts, parts, notes = [], {}, [], ""
     if args.report_from:
         for path in args.report_from:
             with open(path) as file:
@@ -348,11 +362,15 @@ def main():
             samples += saved["samples"]
             verdicts.update(saved["verdicts"])
             parts += saved["parts"]
+            notes = saved.get("notes", notes)
+        if args.notes:
+            with open(args.notes) as file:
+                notes = file.read()
         report(args, shapes, samples, verdicts, parts, args.out + ".md", args.out + ".json",
-               args.out + ".png")
+               args.out + ".png", notes)
         return
-    part = {"argv": sys.argv, "started": datetime.datetime.now().isoformat(timespec="minutes"),
-            "ended": "now"}
+    part = {"argv": sys.argv, "commit": this_commit(),
+            "started": datetime.datetime.now().isoformat(timespec="minutes"), "ended": "now"}
     parts.append(part)
     for shape in shapes:
         try:
