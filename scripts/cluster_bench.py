@@ -197,7 +197,8 @@ def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png, no
         if shape.text not in verdicts:
             lines += ["Not measured: no run reached this shape.", ""]
             continue
-        if not verdicts[shape.text].startswith("link-bound"):
+        if not all(verdict.startswith("link-bound")
+                   for verdict in verdicts[shape.text].split("; ")):
             lines += ["Not measured: the link check did not find the links setting the "
                       "times.", ""]
             continue
@@ -360,7 +361,10 @@ def main():
             with open(path) as file:
                 saved = json.load(file)
             samples += saved["samples"]
-            verdicts.update(saved["verdicts"])
+            for shape, verdict in saved["verdicts"].items():
+                # A shape measured in several parts had a link check in each.
+                known = verdicts.get(shape)
+                verdicts[shape] = f"{known}; {verdict}" if known and known != verdict else verdict
             parts += saved["parts"]
             notes = saved.get("notes", notes)
         if args.notes:

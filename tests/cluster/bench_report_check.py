@@ -49,13 +49,13 @@ def sample(delay, candidate, repetition):
                         "time": [LATENCY[delay][candidate] + delay] * calls}}
 
 
-def part(path, argv, candidates):
+def part(path, argv, candidates, verdict):
     samples = [sample(delay, candidate, repetition) for delay in LATENCY
                for candidate in candidates for repetition in range(2)]
     with open(path, "w") as file:
         json.dump({"parts": [{"argv": argv, "commit": "abc1234", "started": "2026-11-28T03:02",
                               "ended": "04:00"}],
-                   "verdicts": {"4x1": "link-bound: made up"}, "samples": samples}, file)
+                   "verdicts": {"4x1": verdict}, "samples": samples}, file)
 
 
 def bench(*args):
@@ -74,8 +74,9 @@ def main():
         adapt = os.path.join(work, "adapt.json")
         notes = os.path.join(work, "notes.md")
         part(forced, ["cluster_bench.py", "--part", "forced"],
-             ["ring", "halving-doubling", "stragglar", "stragglar-log-depth"])
-        part(adapt, ["cluster_bench.py", "--part", "adapt"], ["adapt"])
+             ["ring", "halving-doubling", "stragglar", "stragglar-log-depth"],
+             "link-bound: first check")
+        part(adapt, ["cluster_bench.py", "--part", "adapt"], ["adapt"], "link-bound: second check")
         with open(notes, "w") as file:
             file.write("A note that stays with the report.\n")
         out = os.path.join(work, "report")
@@ -94,6 +95,8 @@ def main():
                 found = [line for line in lines if line.startswith(start)]
                 expect(len(found) == 1 and found[0].endswith(end),
                        f"goals row {start!r}: want it to end {end!r}, got {found}")
+            expect("Link check: link-bound: first check; link-bound: second check" in text,
+                   "the link checks of both parts are not both shown")
             expect("Not measured: no run reached this shape." in text,
                    "8x1, which no part reached, is not said to be unmeasured")
             expect("A note that stays with the report." in text, "the notes are not carried")
