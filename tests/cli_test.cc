@@ -162,6 +162,13 @@ TEST(CliTest, VerifyAcceptsGoodPlansAndExplainsBadOnes) {
   CliResult missing = RunCli("verify --plan /nonexistent/plan.json");
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_THAT(missing.err, HasSubstr("cannot open plan file"));
+  // A directory: one line, where reading it threw out of the stream (an uncaught exception).
+  const std::string dir = ::testing::TempDir();
+  CliResult directory = RunCli(absl::StrCat("verify --plan ", dir));
+  EXPECT_NE(directory.exit_code, 0);
+  EXPECT_THAT(directory.err,
+              HasSubstr(absl::StrCat("cannot open plan file ", dir, ": Is a directory")));
+  EXPECT_EQ(std::count(directory.err.begin(), directory.err.end(), '\n'), 1) << directory.err;
 }
 
 TEST(CliTest, PipelinedPlansPrintAndVerify) {
@@ -372,6 +379,8 @@ TEST(CliTest, ReplayAndScenariosRejectBadInput) {
       {absl::StrCat("replay --trace ", bad.string()),
        absl::StrCat(bad.string(), ":4: call must be a non-negative integer, got \"not\"")},
       {absl::StrCat("replay --trace ", (dir / "missing.csv").string()), "cannot read the trace"},
+      {absl::StrCat("replay --trace ", dir.string()),
+       absl::StrCat("cannot read the trace ", dir.string(), ": Is a directory")},
       {"replay --trace x.csv --bytes 1MiB", "--bytes does not apply to 'stragglar replay'"},
       {"replay --trace x.csv --exchange sideways",
        "--exchange must be immediate or deferred, got \"sideways\""},

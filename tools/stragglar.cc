@@ -3,11 +3,9 @@
 // not apply to it, so a typo never passes silently. Every error is one line on stderr and a
 // non-zero exit.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -42,6 +40,7 @@
 #include "runtime/version.h"
 #include "tools/cli_args.h"
 #include "tools/doctor.h"
+#include "tools/input_file.h"
 #include "tools/pipeline_command.h"
 #include "tools/plan_command.h"
 #include "tools/run_job.h"
@@ -289,8 +288,10 @@ absl::Status RunVerify() {
     std::ifstream file;
     std::istream* in = &std::cin;
     if (path != "-") {
-      file.open(path);
-      if (!file) return absl::NotFoundError(absl::StrCat("cannot open plan file ", path));
+      if (absl::Status opened = OpenInputFile(path, file); !opened.ok()) {
+        return absl::Status(opened.code(),
+                            absl::StrCat("cannot open plan file ", path, ": ", opened.message()));
+      }
       in = &file;
     }
     plan = ReadPlanJson(*in);
@@ -459,10 +460,9 @@ absl::Status RunReplay() {
   }
   std::ifstream file;
   if (path != "-") {
-    file.open(path);
-    if (!file) {
-      return absl::NotFoundError(
-          absl::StrCat("cannot read the trace ", path, ": ", std::strerror(errno)));
+    if (absl::Status opened = OpenInputFile(path, file); !opened.ok()) {
+      return absl::Status(opened.code(),
+                          absl::StrCat("cannot read the trace ", path, ": ", opened.message()));
     }
   }
   std::istream& in = path == "-" ? std::cin : file;
