@@ -1,6 +1,9 @@
 #include "kernels/plan.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -21,16 +24,34 @@ constexpr std::array<absl::string_view, 4> kAlgorithmNames = {"ring", "halving-d
 
 absl::string_view OpName(TransferOp op) { return op == TransferOp::kReduce ? "reduce" : "copy"; }
 
+// `value` as an int, if it is an integer that fits: get<int>() would keep its low 32 bits, and
+// "ranks": 4294967300 would read as 4.
+std::optional<int> AsInt(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t number = value.get<uint64_t>();
+    if (number > static_cast<uint64_t>(std::numeric_limits<int>::max())) return std::nullopt;
+    return static_cast<int>(number);
+  }
+  if (!value.is_number_integer()) return std::nullopt;
+  const int64_t number = value.get<int64_t>();
+  if (number < std::numeric_limits<int>::min() || number > std::numeric_limits<int>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<int>(number);
+}
+
 // Reads an integer member, naming `where` and the key in the error.
 absl::StatusOr<int> IntMember(const nlohmann::json& object, absl::string_view key,
                               absl::string_view where) {
   auto it = object.find(key);
   if (it == object.end())
     return absl::InvalidArgumentError(absl::StrCat(where, ": missing \"", key, "\""));
-  if (!it->is_number_integer()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": \"", key, "\" must be an integer"));
+  std::optional<int> value = AsInt(*it);
+  if (!value.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": \"", key, "\" must be a 32-bit signed integer, got ", it->dump()));
   }
-  return it->get<int>();
+  return *value;
 }
 
 absl::StatusOr<Transfer> TransferFromJson(const nlohmann::json& json, absl::string_view where) {
@@ -54,10 +75,12 @@ absl::StatusOr<Transfer> TransferFromJson(const nlohmann::json& json, absl::stri
     return absl::InvalidArgumentError(absl::StrCat(where, ": \"chunks\" must be an array"));
   }
   for (const nlohmann::json& chunk : *chunks) {
-    if (!chunk.is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": chunk ids must be integers"));
+    std::optional<int> id = AsInt(chunk);
+    if (!id.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": chunk ids must be 32-bit signed integers, got ", chunk.dump()));
     }
-    transfer.chunks.push_back(chunk.get<int32_t>());
+    transfer.chunks.push_back(*id);
   }
   return transfer;
 }

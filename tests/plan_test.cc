@@ -1,5 +1,6 @@
 #include "kernels/plan.h"
 
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <utility>
@@ -178,6 +179,29 @@ TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
   bad = good;
   bad["variant"] = "diagonal";
   EXPECT_THAT(message(bad), HasSubstr("\"variant\" must be"));
+  // Integers that do not fit in 32 bits are refused, not read modulo 2^32: "ranks": 2^32 + 3
+  // read as 3 and verified as a good 3-rank plan.
+  bad = good;
+  bad["ranks"] = (int64_t{1} << 32) + 3;
+  EXPECT_EQ(message(bad), "plan: \"ranks\" must be a 32-bit signed integer, got 4294967299");
+  bad = good;
+  bad["chunks"] = uint64_t{1} << 63;
+  EXPECT_THAT(message(bad), HasSubstr("\"chunks\" must be a 32-bit signed integer"));
+  bad = good;
+  bad["rounds"][0]["transfers"][0]["src"] = -(int64_t{1} << 32);
+  EXPECT_THAT(message(bad), HasSubstr("\"src\" must be a 32-bit signed integer"));
+  bad = good;
+  const int first_chunk = good["rounds"][0]["transfers"][0]["chunks"][0].get<int>();
+  bad["rounds"][0]["transfers"][0]["chunks"][0] = (int64_t{1} << 32) + first_chunk;
+  EXPECT_THAT(message(bad), HasSubstr("chunk ids must be 32-bit signed integers, got 42949672"));
+  // The largest and smallest that fit are read as they are.
+  bad = good;
+  bad["ranks"] = std::numeric_limits<int>::max();
+  bad["straggler"] = std::numeric_limits<int>::min();
+  absl::StatusOr<Plan> edges = PlanFromJson(bad);
+  ASSERT_TRUE(edges.ok()) << edges.status();
+  EXPECT_EQ(edges->num_ranks, std::numeric_limits<int>::max());
+  EXPECT_EQ(edges->straggler, std::numeric_limits<int>::min());
 }
 
 // Read from text transfer by transfer, a plan is what PlanFromJson makes of the whole value, and
@@ -211,6 +235,7 @@ TEST(PlanJsonTest, ReadFromTextIsPlanFromJsonErrorsIncluded) {
     j["rounds"][0]["transfers"][1]["src"] = "x";
   });
   bad([](nlohmann::json& j) { j["rounds"][3]["transfers"][1]["src"] = "x"; });
+  bad([](nlohmann::json& j) { j["rounds"][2]["transfers"][0]["dst"] = int64_t{1} << 32; });
   // The header's errors come before any round's.
   bad([](nlohmann::json& j) {
     j["rounds"][0]["transfers"][0]["op"] = "xor";
