@@ -408,6 +408,17 @@ TEST(CliTest, RunWithoutAStragglerFlagsNobody) {
 }
 
 // 64 ranks of int8: the sums leave int8's range and must wrap exactly as the reference does.
+// The default straggler is rank 5; with fewer ranks, the last (it failed on its own default).
+TEST(CliTest, RunWithFewRanksMakesItsLastRankTheDefaultStraggler) {
+  const CliResult result = RunCli("run --ranks 4 --bytes 64KiB --iterations 8 --epoch-calls 4");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("rank 3 late by"));
+  EXPECT_THAT(result.out, HasSubstr("results correct on every rank and step"));
+  const CliResult outside = RunCli("run --ranks 4 --straggler 5 --iterations 8");
+  EXPECT_NE(outside.exit_code, 0);
+  EXPECT_THAT(outside.err, HasSubstr("--straggler 5 is outside [0, 3] for 4 ranks"));
+}
+
 TEST(CliTest, RunWrapsNarrowIntegersLikeTheReference) {
   CliResult result = RunCli(
       "run --ranks 64 --dtype int8 --bytes 640B --iterations 4 --epoch-calls 4 --straggler none");

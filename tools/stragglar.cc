@@ -417,6 +417,8 @@ absl::Status RunRun() {
           absl::StrCat("--straggler must be a rank index or \"none\", got \"", straggler, "\""));
     }
     options.straggler = index;
+  } else if (options.straggler.has_value() && *options.straggler >= options.ranks) {
+    options.straggler = options.ranks - 1;  // the default, rank 5, where there is one
   }
   options.delay_s = absl::GetFlag(FLAGS_delay).value_or(Seconds{options.delay_s}).value;
   options.delay_spread_s = options.delay_s / 10;
