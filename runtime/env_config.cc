@@ -476,6 +476,13 @@ bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> strag
     case Forced::kStragglarLogDepth:
     case Forced::kStragglarHierarchical:
       decision.algorithm = Algorithm::kStragglar;
+      if (straggler.has_value() && *straggler >= num_ranks) {
+        // Once per process: this runs on every call.
+        LogOnce(LogLevel::kWarn, "forced-straggler-outside",
+                absl::StrCat("STRAGGLAR_STRAGGLER=", *straggler, " is outside [0, ", num_ranks - 1,
+                             "] for ", num_ranks, " ranks: StragglAR runs around the last rank, ",
+                             num_ranks - 1));
+      }
       decision.straggler = std::min(straggler.value_or(num_ranks - 1), num_ranks - 1);
       decision.shape.reset();
       break;

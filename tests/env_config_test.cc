@@ -528,8 +528,16 @@ TEST(ForcedAlgorithmTest, OverridesTheDecision) {
   EXPECT_EQ(decision.algorithm, Algorithm::kStragglar);
   EXPECT_EQ(decision.straggler, 3);  // unset: the last rank
   config.straggler = 9;
+  std::ostringstream log;
+  SetLogSink(&log);
   EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
-  EXPECT_EQ(decision.straggler, 3);  // capped to the last rank
+  EXPECT_EQ(decision.straggler, 3);  // capped to the last rank, with one warning for all calls
+  EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
+  SetLogSink(nullptr);
+  EXPECT_THAT(Lines(log.str()),
+              ElementsAre(Prefix("-", "WARN") +
+                          "STRAGGLAR_STRAGGLER=9 is outside [0, 3] for 4 ranks: StragglAR runs "
+                          "around the last rank, 3"));
   config.straggler = 1;
   EXPECT_FALSE(ApplyForcedAlgorithm(config, 4, decision));
   EXPECT_EQ(decision.straggler, 1);
