@@ -484,6 +484,20 @@ TEST(CliTest, RunWithoutItsMetricsEndpointLogsOnceAndContinues) {
   EXPECT_THAT(result.out, Not(HasSubstr("metrics: http")));
 }
 
+// `stragglar doctor` with a port out of range: its [fail] line, and no [ok] line calling the port
+// unset (it printed both).
+TEST(CliTest, DoctorFailsABadMetricsPortWithoutCallingItUnset) {
+  setenv("STRAGGLAR_METRICS_PORT", "99999", 1);
+  const CliResult bad = RunCli("doctor --preload any");
+  unsetenv("STRAGGLAR_METRICS_PORT");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.out, HasSubstr("[fail] setting stragglar: STRAGGLAR_METRICS_PORT=\"99999\" is "
+                                 "invalid: it accepts a port number in [1, 65535]"));
+  EXPECT_THAT(bad.out, Not(HasSubstr("metrics: STRAGGLAR_METRICS_PORT unset")));
+  const CliResult unset = RunCli("doctor --preload any");
+  EXPECT_THAT(unset.out, HasSubstr("[ok]   metrics: STRAGGLAR_METRICS_PORT unset"));
+}
+
 // `stragglar pipeline --json`: default, adapted and best, each with its counts, iteration time
 // and bubble fraction, consistent with each other (best is no slower than the others) and with
 // the repeated --link-delay flags all applied.

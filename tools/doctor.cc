@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -165,7 +166,11 @@ void CheckSettings(Report& report, int local_ranks) {
   report.Line(valid ? Verdict::kOk : Verdict::kWarn,
               absl::StrCat("settings: ", DescribeConfig(config)));
   if (!endpoint.has_value()) {
-    report.Line(Verdict::kOk, "metrics: STRAGGLAR_METRICS_PORT unset, no metrics endpoint");
+    // Set but invalid: its [fail] line above says so, and that it serves no metrics.
+    const char* port = std::getenv("STRAGGLAR_METRICS_PORT");
+    if (port == nullptr || *port == '\0') {
+      report.Line(Verdict::kOk, "metrics: STRAGGLAR_METRICS_PORT unset, no metrics endpoint");
+    }
     return;
   }
   if (endpoint->port == 0) {
