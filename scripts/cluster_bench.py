@@ -66,6 +66,11 @@ class Shape:
         self.text, self.hosts, self.per_host, self.rate = text, int(hosts), int(per_host), rate
         self.ranks = self.hosts * self.per_host
 
+    def phase_s(self, size):
+        """The size's time on one link at TCP's goodput (95% of the tc rate): one pre-arrival
+        phase, the unit of the straggler's delays."""
+        return size / (rate_bits(self.rate) * 0.95 / 8)
+
     def candidates(self):
         families = FAMILIES if self.per_host > 1 else FAMILIES[:2]
         return BASELINES[1:] + families + ["adapt"]
@@ -246,8 +251,7 @@ def goal_lines(goals):
              "- Best StragglAR family ÷ best baseline, after arrival, ≥ 1.3× at 4x1 and ≥ 1.45× "
              "at 8x1 where the delay covers the pre-arrival phase.",
              "- With nobody late, adapt at most 2% slower than the best baseline.", "",
-             "Per-run medians (ms) show the noise: a call now and then takes 10-15% longer, "
-             "whatever ran.", "",
+             "Per-run medians (ms) show the spread between runs.", "",
              "| shape | size | delay | adapt ÷ best forced | adapt's runs; best forced's | "
              "best baseline ÷ best family | nobody late: adapt ÷ best baseline | verdict |",
              "|---|---|---|---|---|---|---|---|"]
@@ -294,8 +298,7 @@ def plot(args, shapes, table, out_png):
                     continue
                 base = min(cells[n]["latency"] for n in BASELINES)
                 # Delays in units of the size's time on one link (0, 1, 2), so that sizes align.
-                phase = size / (rate_bits(shape.rate) * 0.95 / 8)
-                points.append((delay / phase, base / cells["adapt"]["latency"],
+                points.append((delay / shape.phase_s(size), base / cells["adapt"]["latency"],
                                base / min(cells[n]["latency"] for n in cells if n in FAMILIES)))
             if points:
                 line, = axis.plot([p[0] for p in points], [p[1] for p in points], marker="o",
@@ -388,14 +391,16 @@ def main():
             if not verdicts[shape.text].startswith("link-bound") and not args.allow_cpu_bound:
                 print(f"cluster-bench: {shape.text} is not link-bound; not measured", flush=True)
                 continue
-            goodput = rate_bits(shape.rate) * 0.95 / 8
+            chosen = [c for c in shape.candidates() if not args.candidates or c in args.candidates]
+            if not chosen:
+                print(f"cluster-bench: {shape.text} has none of --candidates", flush=True)
+                continue
             for size in args.sizes:
-                phase = size / goodput
+                phase = shape.phase_s(size)
                 delays = [0.0, phase, 2 * phase]
                 for repetition in range(args.runs):
-                    order = [c for c in shape.candidates()
-                             if not args.candidates or c in args.candidates]
-                    order = order[repetition % len(order):] + order[:repetition % len(order)]
+                    turn = repetition % len(chosen)
+                    order = chosen[turn:] + chosen[:turn]
                     for candidate in order:
                         samples += bench_run(args, shape, size, delays, candidate, repetition,
                                              build)
