@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <ostream>
 #include <tuple>
 #include <utility>
@@ -50,20 +52,13 @@ constexpr std::array<PreloadConfig::Forced, 7> kForcedAlgorithms = {
 constexpr std::array<LogLevel, 4> kLogLevels = {LogLevel::kNone, LogLevel::kWarn, LogLevel::kInfo,
                                                 LogLevel::kTrace};
 
-absl::string_view ModeName(RuntimeMode mode) {
-  for (const auto& [name, value] : kModes) {
-    if (value == mode) return name;
-  }
-  return "unknown";
-}
-
 const char* StdGetenv(const char* name) { return std::getenv(name); }
 
 // Reads variables and reports invalid ones.
 class EnvReader {
  public:
-  EnvReader(const char* (*getenv)(const char*), std::ostream* log)
-      : getenv_(getenv != nullptr ? getenv : &StdGetenv), log_(log) {}
+  EnvReader(std::function<const char*(const char*)> getenv, std::ostream* log)
+      : getenv_(std::move(getenv)), log_(log) {}
 
   // The raw value; nullopt when unset or empty (both keep the default).
   std::optional<std::string> Raw(const char* name) const {
@@ -108,7 +103,7 @@ class EnvReader {
   }
 
  private:
-  const char* (*getenv_)(const char*);
+  std::function<const char*(const char*)> getenv_;
   std::ostream* log_;
 };
 
@@ -337,8 +332,10 @@ std::optional<StragglarFamily> ForcedStragglarFamily(PreloadConfig::Forced algor
   return std::nullopt;
 }
 
-PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostream* log) {
-  const EnvReader env(getenv, log);
+namespace {
+
+// Every variable through `env` (PreloadConfigFromEnv, PreloadConfigFromValues).
+PreloadConfig ReadConfig(const EnvReader& env) {
   const PreloadConfig defaults;
   PreloadConfig config;
 
@@ -351,7 +348,7 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
       }
     }
     if (!found) {
-      env.Invalid("STRAGGLAR_MODE", *value, "adapt, observe, off", ModeName(defaults.mode));
+      env.Invalid("STRAGGLAR_MODE", *value, "adapt, observe, off", RuntimeModeName(defaults.mode));
     }
   }
 
@@ -389,7 +386,7 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
   }
 
   // Paths are taken verbatim: whitespace may be part of a file name.
-  config.state_file = StateFileFromEnv(getenv);
+  config.state_file = env.Raw("STRAGGLAR_STATE_FILE").value_or("");
   config.trace_file = env.Raw("STRAGGLAR_TRACE_FILE").value_or("");
   config.summary_file = env.Raw("STRAGGLAR_SUMMARY_FILE").value_or("");
   config.pipeline_advice_file = env.Raw("STRAGGLAR_PIPELINE_ADVICE_FILE").value_or("");
@@ -439,8 +436,33 @@ PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostr
   return config;
 }
 
+}  // namespace
+
+absl::string_view RuntimeModeName(RuntimeMode mode) {
+  for (const auto& [name, value] : kModes) {
+    if (value == mode) return name;
+  }
+  return "unknown";
+}
+
+PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*), std::ostream* log) {
+  return ReadConfig(EnvReader(getenv != nullptr ? getenv : &StdGetenv, log));
+}
+
+PreloadConfig PreloadConfigFromValues(const std::map<std::string, std::string>& values,
+                                      std::ostream* log) {
+  return ReadConfig(EnvReader(
+      [&values](const char* name) -> const char* {
+        auto it = values.find(name);
+        return it == values.end() ? nullptr : it->second.c_str();
+      },
+      log));
+}
+
 std::string StateFileFromEnv(const char* (*getenv)(const char*)) {
-  return EnvReader(getenv, nullptr).Raw("STRAGGLAR_STATE_FILE").value_or("");
+  return EnvReader(getenv != nullptr ? getenv : &StdGetenv, nullptr)
+      .Raw("STRAGGLAR_STATE_FILE")
+      .value_or("");
 }
 
 RuntimeConfig ToRuntimeConfig(const PreloadConfig& config) {
@@ -496,7 +518,7 @@ bool TraceFileIsJson(absl::string_view path) { return absl::EndsWithIgnoreCase(p
 std::string DescribeConfig(const PreloadConfig& config) {
   const PreloadConfig defaults;
   std::string text = absl::StrCat(
-      "mode ", ModeName(config.mode), ", epoch ", config.epoch_calls, " calls, min ",
+      "mode ", RuntimeModeName(config.mode), ", epoch ", config.epoch_calls, " calls, min ",
       FormatBytes(static_cast<double>(config.min_bytes)), ", debug ", LogLevelName(config.debug),
       ", algorithm ", ForcedAlgorithmName(config.algorithm));
   if (ForcedStragglarFamily(config.algorithm).has_value()) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ struct PipelineStageTimes {
 
   // Micro-batches, forward and backward all given: the advisor can run.
   bool complete() const { return microbatches > 0 && !forward_s.empty() && !backward_s.empty(); }
+
+  friend bool operator==(const PipelineStageTimes&, const PipelineStageTimes&) = default;
 };
 
 // The spec of a pipeline of `stages` with these times (one time repeated over every stage) and no
@@ -38,6 +41,8 @@ struct PipelineStageTimes {
 // `stages`, or when the times are incomplete.
 absl::StatusOr<PipelineSpec> PipelineSpecFor(const PipelineStageTimes& times, int stages);
 
+// Every rank of a communicator runs with rank 0's values of all but a few of these
+// (runtime/agreed_settings.h).
 struct PreloadConfig {
   RuntimeMode mode = RuntimeMode::kAdapt;  // STRAGGLAR_MODE=adapt|observe|off (case-insensitive)
   LogLevel debug = LogLevel::kWarn;  // STRAGGLAR_DEBUG=NONE|WARN|INFO|TRACE (case-insensitive)
@@ -91,27 +96,24 @@ struct PreloadConfig {
   std::optional<Topology> topology;
   // STRAGGLAR_MPI_SEGMENT, MPI library only: reduce transfers travel in messages of at most this
   // many bytes (ParseByteSize; a multiple of 16 up to 1 GiB, or 0 for one message), each added
-  // while still in cache. The MPI library uses rank 0's value on every rank.
+  // while still in cache.
   int64_t mpi_segment_bytes = 256 << 10;
   // STRAGGLAR_MPI_NETWORK_MESSAGE=auto|SIZE, MPI library only: on a machine of nodes, transfers
   // with a peer on another node travel as messages of at most this many bytes (ParseByteSize; a
   // multiple of 16 up to 1 GiB, or 0 for none), all posted at once, so that none waits for a
   // rendezvous handshake (MpiExecutorOptions::network_message_bytes). auto (nullopt, default):
   // just below the TCP transport's eager limit where the MPI library has one (OpenMPI's
-  // btl_tcp_eager_limit, read through MPI_T), else 0. Rank 0's value on every rank.
+  // btl_tcp_eager_limit, read through MPI_T), else 0.
   std::optional<int64_t> mpi_network_message_bytes;
   // STRAGGLAR_QUEUES=rounds|per-class (case-insensitive), MPI library only: on a machine of
   // several nodes, plans run round by round (rounds, default) or on one queue per link class
-  // (per-class: kernels/mpi_link_class_queues.h), and the policy prices them as they run. The MPI
-  // library uses rank 0's value on every rank.
+  // (per-class: kernels/mpi_link_class_queues.h), and the policy prices them as they run.
   bool per_class_queues = false;
   // STRAGGLAR_PRE_ARRIVAL=rounds|nccl (case-insensitive), NCCL library only: StragglAR's
   // pre-arrival ReduceScatter as the plan's send/recv rounds (rounds), or as NCCL's ReduceScatter
-  // on a communicator of the ready ranks split off once per straggler (nccl). The NCCL library
-  // uses rank 0's value on every rank.
+  // on a communicator of the ready ranks split off once per straggler (nccl).
   bool nccl_pre_arrival = false;
-  // The device executor (docs/nccl.md "The device executor"), NCCL library only. The NCCL library
-  // uses rank 0's values on every rank.
+  // The device executor (docs/nccl.md "The device executor"), NCCL library only.
   //  - STRAGGLAR_EXECUTOR=nccl|device (case-insensitive): how plans run. nccl (default): each
   //    round is an NCCL group of send/recv plus our reduction kernels. device: one kernel per
   //    call over peer GPU memory, where every rank is on one host and every GPU can access every
@@ -125,6 +127,8 @@ struct PreloadConfig {
   int64_t ipc_bytes = 32 << 20;
   double ipc_timeout_s = 300;
   int ipc_blocks = 8;
+
+  friend bool operator==(const PreloadConfig&, const PreloadConfig&) = default;
 };
 
 // Every STRAGGLAR_* variable the preload libraries read (PreloadConfigFromEnv, StateFileFromEnv,
@@ -147,6 +151,13 @@ std::optional<StragglarFamily> ForcedStragglarFamily(PreloadConfig::Forced algor
 // ignored. Values are C-escaped in the line, so it stays one line.
 PreloadConfig PreloadConfigFromEnv(const char* (*getenv)(const char*) = nullptr,
                                    std::ostream* log = nullptr);
+// The same with the variables' values given (name -> value), e.g. rank 0's agreed settings
+// (runtime/agreed_settings.h).
+PreloadConfig PreloadConfigFromValues(const std::map<std::string, std::string>& values,
+                                      std::ostream* log = nullptr);
+
+// "adapt", "observe", "off": STRAGGLAR_MODE's values.
+absl::string_view RuntimeModeName(RuntimeMode mode);
 
 // STRAGGLAR_STATE_FILE as PreloadConfigFromEnv reads it (verbatim; empty when unset), for
 // `stragglar run`, which honours it too.

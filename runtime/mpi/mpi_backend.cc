@@ -74,17 +74,25 @@ absl::Status MpiBackend::StartGather(absl::Span<const double> mine) {
 
 absl::StatusOr<std::vector<double>> MpiBackend::FinishGather() { return std::move(gathered_); }
 
-absl::Status MpiBackend::BroadcastFromRankZero(std::string& text) {
+absl::Status BroadcastTextFromRankZero(MPI_Comm comm, std::string& text, int* mpi_error) {
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
   int64_t length = static_cast<int64_t>(text.size());
-  if (int code = PMPI_Bcast(&length, 1, MPI_INT64_T, 0, own_); code != MPI_SUCCESS) {
-    return Failed("MPI_Bcast", code);
+  int ignored = MPI_SUCCESS;
+  if (mpi_error == nullptr) mpi_error = &ignored;
+  if (int code = PMPI_Bcast(&length, 1, MPI_INT64_T, 0, comm); code != MPI_SUCCESS) {
+    return MpiCallFailed("MPI_Bcast", code, mpi_error);
   }
-  if (rank_ != 0) text.assign(length, '\0');
-  if (int code = PMPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, own_);
+  if (rank != 0) text.assign(length, '\0');
+  if (int code = PMPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, comm);
       code != MPI_SUCCESS) {
-    return Failed("MPI_Bcast", code);
+    return MpiCallFailed("MPI_Bcast", code, mpi_error);
   }
   return absl::OkStatus();
+}
+
+absl::Status MpiBackend::BroadcastFromRankZero(std::string& text) {
+  return BroadcastTextFromRankZero(own_, text, &last_error_);
 }
 
 absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) {

@@ -25,6 +25,10 @@ std::string MpiLibraryVersion();
 // btl_tcp_eager_limit (64 KiB by default). nullopt where the library has no such variable.
 std::optional<int64_t> TcpEagerLimit();
 
+// Rank 0's `text` on every rank of `comm` (collective); an error naming MPI_Bcast, its code in
+// `mpi_error` when given.
+absl::Status BroadcastTextFromRankZero(MPI_Comm comm, std::string& text, int* mpi_error = nullptr);
+
 class MpiBackend final : public CommBackend {
  public:
   // `own` carries only stragglar's traffic; it is the caller's to free.

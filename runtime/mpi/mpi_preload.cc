@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/units.h"
 #include "kernels/mpi_executor.h"
+#include "runtime/agreed_settings.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
@@ -110,6 +111,38 @@ Global& G() {
   return *global;
 }
 
+// Room left in an eager message for the MPI library's own header (OpenMPI's match header is 14
+// bytes; its eager limit counts it).
+constexpr int64_t kEagerHeaderBytes = 64;
+
+// STRAGGLAR_MPI_NETWORK_MESSAGE, auto: just below the TCP transport's eager limit, in whole
+// 16-byte units; 0 (whole messages) where the library has no such limit.
+int64_t NetworkMessageBytes(const PreloadConfig& config) {
+  if (config.mpi_network_message_bytes.has_value()) return *config.mpi_network_message_bytes;
+  const std::optional<int64_t> eager = TcpEagerLimit();
+  if (!eager.has_value() || *eager <= kEagerHeaderBytes + 16) return 0;
+  return (*eager - kEagerHeaderBytes) / 16 * 16;
+}
+
+// This rank's settings, then rank 0's (runtime/agreed_settings.h), over the world: every
+// communicator's ranks then run alike. nullopt when any rank could not agree (said once): then
+// every rank passes every call through. Collective over MPI_COMM_WORLD, as MPI_Init is.
+std::optional<PreloadConfig> AgreedConfig(PreloadConfig mine, int world_rank) {
+  // Resolved before agreeing: ranks whose libraries have different eager limits must still cut
+  // messages alike.
+  mine.mpi_network_message_bytes = NetworkMessageBytes(mine);
+  absl::StatusOr<PreloadConfig> agreed = AgreeWithRankZero(mine, world_rank, [](std::string& text) {
+    return BroadcastTextFromRankZero(MPI_COMM_WORLD, text);
+  });
+  int all_agreed = agreed.ok() ? 1 : 0;
+  PMPI_Allreduce(MPI_IN_PLACE, &all_agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all_agreed == 1) return *std::move(agreed);
+  Log(LogLevel::kWarn,
+      absl::StrCat("every MPI call passes through: the ranks could not agree on their settings",
+                   agreed.ok() ? "" : absl::StrCat(" (", agreed.status().message(), ")")));
+  return std::nullopt;
+}
+
 void OnInit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
@@ -118,7 +151,10 @@ void OnInit() {
   g.build = {.version = std::string(StragglarVersion()),
              .backend = "mpi",
              .backend_version = MpiLibraryVersion()};
-  g.config = ConfigureFromEnv("libstragglar_mpi.so", g.build.backend_version);
+  std::optional<PreloadConfig> agreed =
+      AgreedConfig(ConfigureFromEnv("libstragglar_mpi.so", g.build.backend_version), g.world_rank);
+  if (!agreed.has_value()) return;
+  g.config = *std::move(agreed);
   if (g.config.mode == RuntimeMode::kOff) {
     Log(LogLevel::kInfo, "STRAGGLAR_MODE=off: every MPI call passes through");
     return;
@@ -149,59 +185,6 @@ std::string CommName(MPI_Comm comm) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return text.empty() ? "comm" : text;
-}
-
-// What every rank of a communicator must run alike: how messages are cut, and whether plans run
-// on per-class queues.
-struct AgreedSettings {
-  int64_t segment_bytes = 0;
-  bool per_class_queues = false;
-  int64_t network_message_bytes = 0;
-};
-
-// Room left in an eager message for the MPI library's own header (OpenMPI's match header is 14
-// bytes; its eager limit counts it).
-constexpr int64_t kEagerHeaderBytes = 64;
-
-// STRAGGLAR_MPI_NETWORK_MESSAGE, auto: just below the TCP transport's eager limit, in whole
-// 16-byte units; 0 (whole messages) where the library has no such limit.
-int64_t NetworkMessageBytes(const PreloadConfig& config) {
-  if (config.mpi_network_message_bytes.has_value()) return *config.mpi_network_message_bytes;
-  const std::optional<int64_t> eager = TcpEagerLimit();
-  if (!eager.has_value() || *eager <= kEagerHeaderBytes + 16) return 0;
-  return (*eager - kEagerHeaderBytes) / 16 * 16;
-}
-
-// Sender and receiver must cut a message alike and run plans alike, so every rank takes rank 0's
-// settings; a rank whose own setting differs says so (collective over `own`).
-AgreedSettings AgreeOnSettings(const PreloadConfig& config, MPI_Comm own, int rank) {
-  const int64_t network_message_bytes = NetworkMessageBytes(config);
-  int64_t agreed[] = {config.mpi_segment_bytes, config.per_class_queues ? 1 : 0,
-                      network_message_bytes};
-  PMPI_Bcast(agreed, 3, MPI_INT64_T, 0, own);
-  const AgreedSettings settings{.segment_bytes = agreed[0],
-                                .per_class_queues = agreed[1] != 0,
-                                .network_message_bytes = agreed[2]};
-  if (settings.network_message_bytes != network_message_bytes) {
-    LogOnce(LogLevel::kWarn, "network-message-differs",
-            absl::StrCat("STRAGGLAR_MPI_NETWORK_MESSAGE differs across ranks: rank ", rank, " has ",
-                         network_message_bytes, " bytes, rank 0 ", settings.network_message_bytes,
-                         "; every rank uses rank 0's"));
-  }
-  if (settings.segment_bytes != config.mpi_segment_bytes) {
-    LogOnce(LogLevel::kWarn, "mpi-segment-differs",
-            absl::StrCat("STRAGGLAR_MPI_SEGMENT differs across ranks: rank ", rank, " has ",
-                         config.mpi_segment_bytes, " bytes, rank 0 ", settings.segment_bytes,
-                         "; every rank uses rank 0's"));
-  }
-  if (settings.per_class_queues != config.per_class_queues) {
-    const auto name = [](bool per_class) { return per_class ? "per-class" : "rounds"; };
-    LogOnce(LogLevel::kWarn, "queues-differ",
-            absl::StrCat("STRAGGLAR_QUEUES differs across ranks: rank ", rank, " has ",
-                         name(config.per_class_queues), ", rank 0 ",
-                         name(settings.per_class_queues), "; every rank uses rank 0's"));
-  }
-  return settings;
 }
 
 // STRAGGLAR_QUEUES=per-class: on a machine of nodes the executor runs one queue per link class
@@ -256,25 +239,26 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .large_repeats = 2,
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
-    const AgreedSettings agreed = AgreeOnSettings(g.config, own, rank);
-    state->options = {.reduce_segment_bytes = agreed.segment_bytes,
-                      .network_message_bytes = agreed.network_message_bytes};
+    const int64_t network_message_bytes = g.config.mpi_network_message_bytes.value_or(0);
+    state->options = {.reduce_segment_bytes = g.config.mpi_segment_bytes,
+                      .network_message_bytes = network_message_bytes};
     absl::StatusOr<std::optional<Topology>> topology =
         LearnTopology(g.config, *state->backend, size, node_leader, CommName(comm));
     if (topology.ok()) {
       options.runtime.topology = *topology;
       if (topology->has_value()) {
         state->options.ranks_per_node = (*topology)->ranks_per_node;
-        if (agreed.network_message_bytes > 0) {
+        if (network_message_bytes > 0) {
           Log(LogLevel::kInfo,
               absl::StrCat(CommName(comm), ": transfers between nodes in messages of at most ",
-                           FormatBytes(static_cast<double>(agreed.network_message_bytes))));
+                           FormatBytes(static_cast<double>(network_message_bytes))));
         }
       }
     } else {
       Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
     }
-    if (agreed.per_class_queues) UsePerClassQueues(options.runtime, state->options, CommName(comm));
+    if (g.config.per_class_queues)
+      UsePerClassQueues(options.runtime, state->options, CommName(comm));
     absl::StatusOr<std::unique_ptr<Communicator>> created =
         Communicator::Create(rank, size, std::move(options), *state->backend);
     if (created.ok()) {

@@ -36,6 +36,10 @@ class NcclBackend final : public CommBackend {
   NcclBackend(const NcclBackend&) = delete;
   NcclBackend& operator=(const NcclBackend&) = delete;
 
+  // STRAGGLAR_EPOCH_CALLS as the ranks agreed on it after the backend was made (it carried the
+  // agreement); before the first epoch exchange.
+  void set_epoch_calls(int epoch_calls) { epoch_calls_ = epoch_calls; }
+
   // The stream of the call in progress: the protocol's traffic is enqueued behind the user's
   // work on it. Set before every call into the protocol.
   void set_stream(cudaStream_t stream) { stream_ = stream; }

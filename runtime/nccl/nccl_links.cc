@@ -1,9 +1,9 @@
 #include "runtime/nccl/nccl_links.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/device_scope.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
+#include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/tcp_report_transport.h"
 
 namespace stragglar {
@@ -11,40 +11,6 @@ namespace stragglar {
 namespace {
 
 constexpr size_t kAddressBytes = 64;  // "host:port" of rank 0's listener, NUL-padded
-
-// Rank 0's text, on every rank: one ncclBroadcast on the user's communicator, made while every
-// rank is in the call that created it.
-absl::StatusOr<std::string> BroadcastAddress(ncclComm_t comm, int device, std::string mine) {
-  DeviceScope scope(device);
-  char host[kAddressBytes] = {};
-  mine.copy(host, kAddressBytes - 1);
-  cudaStream_t stream = nullptr;
-  char* buffer = nullptr;
-  cudaError_t cuda = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (cuda == cudaSuccess) cuda = cudaMalloc(&buffer, kAddressBytes);
-  ncclResult_t nccl = ncclSuccess;
-  if (cuda == cudaSuccess) {
-    cuda = cudaMemcpyAsync(buffer, host, kAddressBytes, cudaMemcpyHostToDevice, stream);
-  }
-  if (cuda == cudaSuccess) {
-    nccl = Api().broadcast(buffer, buffer, kAddressBytes, ncclUint8, 0, comm, stream);
-  }
-  if (cuda == cudaSuccess && nccl == ncclSuccess) {
-    cuda = cudaMemcpyAsync(host, buffer, kAddressBytes, cudaMemcpyDeviceToHost, stream);
-  }
-  if (cuda == cudaSuccess && nccl == ncclSuccess) cuda = cudaStreamSynchronize(stream);
-  if (buffer != nullptr) cudaFree(buffer);
-  if (stream != nullptr) cudaStreamDestroy(stream);
-  if (nccl != ncclSuccess) {
-    return absl::InternalError(absl::StrCat("ncclBroadcast (link report address) failed: ", nccl));
-  }
-  if (cuda != cudaSuccess) {
-    return absl::InternalError(
-        absl::StrCat("sharing the link report address: ", cudaGetErrorString(cuda)));
-  }
-  host[kAddressBytes - 1] = '\0';
-  return std::string(host);
-}
 
 }  // namespace
 
@@ -74,7 +40,8 @@ absl::StatusOr<std::unique_ptr<NcclLinks>> NcclLinks::Start(ncclComm_t comm, std
       Log(LogLevel::kWarn, absl::StrCat(name, ": ", opened.status().message()));
     }
   }
-  absl::StatusOr<std::string> hub = BroadcastAddress(comm, device, advertised);
+  absl::StatusOr<std::string> hub =
+      BroadcastTextAtCreation(comm, device, advertised, kAddressBytes, "the link report address");
   if (!hub.ok()) return hub.status();
   if (hub->empty()) return absl::UnavailableError("rank 0 could not listen for link reports");
   if (timer == nullptr) return absl::FailedPreconditionError("no GPU timer");

@@ -38,12 +38,14 @@
 #include "absl/strings/str_split.h"
 #include "kernels/device_scope.h"
 #include "profiler/gpu_timer.h"
+#include "runtime/agreed_settings.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_backend.h"
 #include "runtime/nccl/nccl_links.h"
+#include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/preload_common.h"
 #include "runtime/version.h"
 
@@ -81,43 +83,9 @@ struct CommState {
   }
 };
 
-// The settings the ranks of a communicator must share, as rank 0 has them: with different ones,
-// the ready ranks would wait for each other in different calls (STRAGGLAR_PRE_ARRIVAL), or some
-// ranks would set up the device executor's windows while others do not (STRAGGLAR_EXECUTOR), or
-// lay out their windows differently (STRAGGLAR_IPC_BYTES, STRAGGLAR_IPC_BLOCKS). A rank whose own
-// settings differ says so once.
-struct SharedSettings {
-  bool nccl_pre_arrival = false;
-  bool device_executor = false;
-  int64_t ipc_bytes = 0;
-  int ipc_blocks = 0;
-  double ipc_timeout_s = 0;
-};
-
-absl::StatusOr<SharedSettings> AgreedSettings(const PreloadConfig& config, CommBackend& backend) {
-  const std::string mine =
-      absl::StrFormat("%d %d %d %d %.17g", config.nccl_pre_arrival, config.device_executor,
-                      config.ipc_bytes, config.ipc_blocks, config.ipc_timeout_s);
-  std::string agreed = mine;
-  if (absl::Status status = backend.BroadcastFromRankZero(agreed); !status.ok()) return status;
-  const std::vector<std::string> fields = absl::StrSplit(agreed, ' ');
-  SharedSettings settings;
-  int pre_arrival = 0, device = 0;
-  if (fields.size() != 5 || !absl::SimpleAtoi(fields[0], &pre_arrival) ||
-      !absl::SimpleAtoi(fields[1], &device) || !absl::SimpleAtoi(fields[2], &settings.ipc_bytes) ||
-      !absl::SimpleAtoi(fields[3], &settings.ipc_blocks) ||
-      !absl::SimpleAtod(fields[4], &settings.ipc_timeout_s)) {
-    return absl::InternalError(absl::StrCat("rank 0's settings are unreadable: ", agreed));
-  }
-  settings.nccl_pre_arrival = pre_arrival != 0;
-  settings.device_executor = device != 0;
-  if (agreed != mine) {
-    LogOnce(LogLevel::kWarn, "settings-differ",
-            "STRAGGLAR_PRE_ARRIVAL, STRAGGLAR_EXECUTOR or STRAGGLAR_IPC_* differ here from rank "
-            "0's; every rank uses rank 0's");
-  }
-  return settings;
-}
+// The largest settings text a communicator's creation shares (runtime/agreed_settings.h): every
+// value but STRAGGLAR_STATE_FILE's is short, and a path is at most PATH_MAX (4096) bytes.
+constexpr size_t kSettingsBytes = 16 << 10;
 
 struct Global {
   std::mutex mutex;
@@ -128,6 +96,10 @@ struct Global {
   std::once_flag timer_once;
   std::unique_ptr<GpuCallTimer> timer;
   std::map<ncclComm_t, std::unique_ptr<CommState>> comms;  // nullptr: pass this one through
+  // Per communicator created outside a group: the settings agreed with its rank 0 at its
+  // creation. Communicators without (created inside ncclGroupStart/End, or by ncclCommInitAll)
+  // use this process's settings until their first handled call agrees on the rest.
+  std::map<ncclComm_t, std::shared_ptr<const PreloadConfig>> agreed;
   std::set<ncclComm_t> nonblocking;  // created with blocking = 0: passed through
   bool traced = false;               // the communicator that traces has been chosen
   int next_comm_index = 0;
@@ -182,6 +154,17 @@ GpuCallTimer* Timer(Global& g) {
   return g.timer.get();
 }
 
+// The settings `comm`'s ranks agreed on at its creation; this process's when they did not.
+std::shared_ptr<const PreloadConfig> ConfigOf(Global& g, ncclComm_t comm, bool* agreed = nullptr) {
+  std::lock_guard<std::mutex> lock(g.mutex);
+  auto it = g.agreed.find(comm);
+  if (agreed != nullptr) *agreed = it != g.agreed.end();
+  if (it != g.agreed.end()) return it->second;
+  static const auto* process =
+      new std::shared_ptr<const PreloadConfig>(std::make_shared<const PreloadConfig>(g.config));
+  return *process;
+}
+
 // The state of `comm`, created at its first handled call (every rank is in the same call).
 // nullptr: pass this communicator through.
 CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
@@ -205,17 +188,27 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
       api.comm_user_rank(comm, &rank) == ncclSuccess &&
       api.comm_cu_device(comm, &device) == ncclSuccess && size >= 2) {
     DeviceScope scope(device);
+    bool agreed_at_creation = false;
+    std::shared_ptr<const PreloadConfig> process = ConfigOf(g, comm, &agreed_at_creation);
     state = std::make_unique<CommState>();
     state->backend =
-        std::make_unique<NcclBackend>(comm, rank, size, device, Timer(g), g.config.epoch_calls);
+        std::make_unique<NcclBackend>(comm, rank, size, device, Timer(g), process->epoch_calls);
     state->backend->set_stream(stream);
-    CommOptions options = PreloadCommOptions(g.config, kBackend, "ncclAllReduce", name,
-                                             LagSource::kDuration);  // clock-free: across hosts
-    options.probe = {.small_repeats = 16, .large_repeats = 4};
-    options.runtime.native_is_nccl = true;  // native, the default, is NCCL's own AllReduce
+    absl::StatusOr<PreloadConfig> settings = *process;
+    if (!agreed_at_creation) {
+      settings = AgreeWithRankZero(*process, rank, [&state](std::string& text) {
+        return state->backend->BroadcastFromRankZero(text);
+      });
+    }
     absl::StatusOr<std::unique_ptr<Communicator>> created = absl::UnknownError("");
-    absl::StatusOr<SharedSettings> settings = AgreedSettings(g.config, *state->backend);
-    if (settings.ok()) {
+    if (settings.ok() && settings->mode == RuntimeMode::kOff) {
+      created = absl::FailedPreconditionError("rank 0 has STRAGGLAR_MODE=off");
+    } else if (settings.ok()) {
+      state->backend->set_epoch_calls(settings->epoch_calls);
+      CommOptions options = PreloadCommOptions(*settings, kBackend, "ncclAllReduce", name,
+                                               LagSource::kDuration);  // clock-free: across hosts
+      options.probe = {.small_repeats = 16, .large_repeats = 4};
+      options.runtime.native_is_nccl = true;  // native, the default, is NCCL's own AllReduce
       // Collective, like the creation, and before it: the link probe at creation measures the
       // executor that will run the plans.
       if (settings->device_executor) {
@@ -225,7 +218,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
       }
       options.native_pre_arrival = settings->nccl_pre_arrival;
       absl::StatusOr<std::optional<Topology>> topology =
-          LearnTopology(g.config, *state->backend, size, HostNodeId(), name);
+          LearnTopology(*settings, *state->backend, size, HostNodeId(), name);
       if (topology.ok()) {
         options.runtime.topology = *topology;
       } else {
@@ -277,6 +270,7 @@ void Forget(ncclComm_t comm, bool aborting) {
   {
     std::lock_guard<std::mutex> lock(g.mutex);
     g.nonblocking.erase(comm);
+    g.agreed.erase(comm);
     if (auto it = g.links.find(comm); it != g.links.end()) {
       links = std::move(it->second);
       g.links.erase(it);
@@ -298,8 +292,37 @@ void Forget(ncclComm_t comm, bool aborting) {
 // ncclGroupStart/End nesting on this thread: calls inside a user's group are NCCL's business.
 thread_local int group_depth = 0;
 
+// Rank 0's settings on every rank of `comm`, at its creation (a collective: every rank is in the
+// call). nullptr when they could not be shared (said once): the communicator is passed through.
+std::shared_ptr<const PreloadConfig> AgreeAtCreation(Global& g, ncclComm_t comm) {
+  const NcclApi& api = Api();
+  int rank = 0, device = 0;
+  if (!api.complete() || api.comm_user_rank(comm, &rank) != ncclSuccess ||
+      api.comm_cu_device(comm, &device) != ncclSuccess) {
+    LogOnce(LogLevel::kWarn, "agree-unknown",
+            "passing a communicator through: its rank or device is unknown");
+    return nullptr;
+  }
+  absl::StatusOr<PreloadConfig> agreed = AgreeWithRankZero(g.config, rank, [&](std::string& text) {
+    absl::StatusOr<std::string> shared =
+        BroadcastTextAtCreation(comm, device, text, kSettingsBytes, "the settings");
+    if (!shared.ok()) return shared.status();
+    if (shared->empty()) return absl::InvalidArgumentError("rank 0's settings are too long");
+    text = *std::move(shared);
+    return absl::OkStatus();
+  });
+  if (!agreed.ok()) {
+    LogOnce(LogLevel::kWarn, "agree-failed",
+            absl::StrCat("passing a communicator through: ", agreed.status().message()));
+    return nullptr;
+  }
+  return std::make_shared<const PreloadConfig>(*std::move(agreed));
+}
+
 // A communicator created non-blocking returns ncclInProgress from its calls; stragglar's
-// multi-step work assumes blocking calls, so it passes such communicators through.
+// multi-step work assumes blocking calls, so it passes such communicators through. Every other
+// one created outside a group agrees on its settings now, whatever this rank's STRAGGLAR_MODE
+// (rank 0's decides), and starts its link profiling when that is on.
 void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t* config) {
   if (comm == nullptr || *comm == nullptr || (result != ncclSuccess && result != ncclInProgress)) {
     return;
@@ -310,18 +333,28 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
     g.nonblocking.insert(*comm);
     return;
   }
-  if (g.config.mode == RuntimeMode::kOff || !g.config.link_profiling) return;
-  if (group_depth > 0) {
-    // Created inside a group (several devices per thread): it exists only at ncclGroupEnd.
-    LogOnce(LogLevel::kInfo, "links-in-group",
-            "no link profiling on communicators created inside ncclGroupStart/End");
+  int size = 0;
+  // Created inside a group (several devices per thread), it exists only at ncclGroupEnd; still
+  // being created (NCCL_COMM_BLOCKING=0), it takes no collective yet.
+  if (group_depth > 0 || result != ncclSuccess || !Api().complete() ||
+      Api().comm_count(*comm, &size) != ncclSuccess || size < 2) {
+    if (g.config.mode != RuntimeMode::kOff && g.config.link_profiling) {
+      LogOnce(LogLevel::kInfo, "links-unagreed",
+              "no link profiling on communicators created inside ncclGroupStart/End or "
+              "non-blocking");
+    }
     return;
   }
-  if (result != ncclSuccess) {  // still being created (NCCL_COMM_BLOCKING=0)
-    LogOnce(LogLevel::kInfo, "links-in-progress",
-            "no link profiling on communicators created non-blocking");
-    return;
+  std::shared_ptr<const PreloadConfig> agreed = AgreeAtCreation(g, *comm);
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    if (agreed == nullptr) {
+      g.comms.emplace(*comm, nullptr);
+      return;
+    }
+    g.agreed[*comm] = agreed;
   }
+  if (agreed->mode == RuntimeMode::kOff || !agreed->link_profiling) return;
   // Every rank of the new communicator is in this call, so it can join the address broadcast.
   std::string name;
   {
@@ -329,7 +362,7 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
     name = absl::StrCat("p2p", g.next_links_index++);
   }
   absl::StatusOr<std::unique_ptr<NcclLinks>> links =
-      NcclLinks::Start(*comm, name, g.config, Timer(g), g.metrics.registry.get());
+      NcclLinks::Start(*comm, name, *agreed, Timer(g), g.metrics.registry.get());
   if (!links.ok()) {
     Log(LogLevel::kWarn,
         absl::StrCat("no link profiling on ", name, ": ", links.status().message()));
@@ -566,13 +599,19 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            cudaStream_t stream) {
   static auto* real = STRAGGLAR_REAL(ncclAllReduce);
   if (real == nullptr) return ncclInternalError;
-  const stragglar::PreloadConfig& config = Config();
+  Config();
   const std::optional<stragglar::DataType> type = stragglar::MapType(datatype);
   const std::optional<stragglar::ReduceOp> reduce_op = stragglar::MapOp(op);
   stragglar::NoteOtherGroupWork();
-  if (config.mode == stragglar::RuntimeMode::kOff || stragglar::group_depth > 0 || count == 0 ||
-      comm == nullptr || !type.has_value() || !reduce_op.has_value() ||
-      static_cast<int64_t>(count) * stragglar::DataTypeSize(*type) < config.min_bytes) {
+  if (stragglar::group_depth > 0 || count == 0 || comm == nullptr || !type.has_value() ||
+      !reduce_op.has_value()) {
+    return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  }
+  stragglar::Global& g = stragglar::G();
+  // Rank 0's mode and minimum size, so that every rank passes the same calls through.
+  const std::shared_ptr<const stragglar::PreloadConfig> config = stragglar::ConfigOf(g, comm);
+  if (config->mode == stragglar::RuntimeMode::kOff ||
+      static_cast<int64_t>(count) * stragglar::DataTypeSize(*type) < config->min_bytes) {
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
   // Under CUDA graph capture the host-side choice would be frozen into the graph: NCCL's own.
@@ -583,7 +622,6 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                        "ncclAllReduce under CUDA graph capture: passed through to NCCL");
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
-  stragglar::Global& g = stragglar::G();
   stragglar::CommState* state = stragglar::StateFor(g, comm, stream);
   // After a failed epoch exchange (alike on every rank): NCCL's own from now on.
   if (state == nullptr || !state->comm->disabled().ok()) {
