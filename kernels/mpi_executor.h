@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "kernels/call_progress.h"
 #include "kernels/plan.h"
 #include "kernels/program.h"
 #include "kernels/reduce.h"
@@ -60,9 +61,10 @@ absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error);
 // (mpi_link_class_queues.h), with the same result. InvalidArgument for a program that does not fit
 // `comm` or the buffers, or a peer that sent a different amount ("mismatched counts across ranks");
 // when an MPI call fails, Internal naming the call and MPI's message, with the MPI error code in
-// `*mpi_error` (MPI_SUCCESS otherwise), so the caller can return it unchanged.
+// `*mpi_error` (MPI_SUCCESS otherwise), so the caller can return it unchanged. With `progress`,
+// each wait first says which rank and round it waits for (a call watchdog reads it).
 absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
-                                   const MpiExecutorOptions& options, MPI_Comm comm,
-                                   int* mpi_error);
+                                   const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error,
+                                   CallProgress* progress = nullptr);
 
 }  // namespace stragglar

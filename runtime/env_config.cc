@@ -31,7 +31,8 @@ constexpr int kMaxForcedPieces = 16;  // the largest depth the model itself cons
 constexpr int64_t kMaxMpiSegmentBytes = int64_t{1} << 30;
 constexpr int64_t kMinIpcBytes = int64_t{1} << 20;
 constexpr int64_t kMaxIpcBytes = int64_t{4} << 30;
-constexpr double kMaxIpcTimeoutS = 86400;
+// The longest wait a setting may ask for: STRAGGLAR_IPC_TIMEOUT, _WARN_AFTER and _TIMEOUT.
+constexpr double kMaxWaitS = 86400;
 constexpr int kMaxIpcBlocks = 64;
 
 constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
@@ -167,11 +168,11 @@ void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
   }
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_IPC_TIMEOUT")) {
     absl::StatusOr<double> seconds = ParseSeconds(*value);
-    if (seconds.ok() && *seconds >= 0 && *seconds <= kMaxIpcTimeoutS) {
+    if (seconds.ok() && *seconds >= 0 && *seconds <= kMaxWaitS) {
       config.ipc_timeout_s = *seconds;
     } else {
       env.Invalid("STRAGGLAR_IPC_TIMEOUT", *value,
-                  "a duration up to a day, e.g. 300s or 10min, or 0 to wait until aborted",
+                  "a duration up to a day, e.g. 300s or 10m, or 0 to wait until aborted",
                   FormatSeconds(defaults.ipc_timeout_s));
     }
   }
@@ -291,7 +292,9 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_EXECUTOR",
                                                  "STRAGGLAR_IPC_BYTES",
                                                  "STRAGGLAR_IPC_TIMEOUT",
-                                                 "STRAGGLAR_IPC_BLOCKS"};
+                                                 "STRAGGLAR_IPC_BLOCKS",
+                                                 "STRAGGLAR_WARN_AFTER",
+                                                 "STRAGGLAR_TIMEOUT"};
   return kNames;
 }
 
@@ -431,6 +434,18 @@ PreloadConfig ReadConfig(const EnvReader& env) {
     }
   }
 
+  for (auto [name, seconds] : {std::pair{"STRAGGLAR_WARN_AFTER", &config.warn_after_s},
+                               std::pair{"STRAGGLAR_TIMEOUT", &config.timeout_s}}) {
+    std::optional<std::string> value = env.Stripped(name);
+    if (!value.has_value()) continue;
+    absl::StatusOr<double> parsed = ParseSeconds(*value);
+    if (parsed.ok() && *parsed >= 0 && *parsed <= kMaxWaitS) {
+      *seconds = *parsed;
+    } else {
+      env.Invalid(name, *value, "a duration up to a day, e.g. 30s or 5m, or 0 for never",
+                  *seconds > 0 ? FormatSeconds(*seconds) : "never");
+    }
+  }
   ReadLinkProfiling(env, config);
   ReadDeviceExecutor(env, config);
   return config;

@@ -124,13 +124,18 @@ absl::Status MpiBackend::MaxOverRanks(absl::Span<double> values) {
 
 CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const Plan* plan,
                                   const RankProgram* program) {
+  if (progress_ != nullptr) {
+    progress_->call.store(decision.call, std::memory_order_relaxed);
+    const Algorithm runs = program == nullptr ? Algorithm::kNative : decision.algorithm;
+    progress_->algorithm.store(static_cast<int>(runs), std::memory_order_relaxed);
+  }
   if (program == nullptr) {
     ran_native_ = true;
     code_ = PMPI_Allreduce(sendbuf_, recvbuf_, count_, datatype_, op_, user_);
     if (code_ == MPI_SUCCESS) return {};
     return {.status = absl::InternalError(absl::StrCat("MPI_Allreduce returned ", code_))};
   }
-  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, &code_)};
+  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, &code_, progress_)};
 }
 
 }  // namespace stragglar

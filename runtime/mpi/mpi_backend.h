@@ -63,7 +63,7 @@ class MpiAllReduceWork final : public CallWork {
  public:
   MpiAllReduceWork(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm user, const MpiAllReduceArgs& args, const MpiExecutorOptions& options,
-                   MPI_Comm own)
+                   MPI_Comm own, CallProgress* progress = nullptr)
       : sendbuf_(sendbuf),
         recvbuf_(recvbuf),
         count_(count),
@@ -72,7 +72,8 @@ class MpiAllReduceWork final : public CallWork {
         user_(user),
         args_(args),
         options_(options),
-        own_(own) {}
+        own_(own),
+        progress_(progress) {}
 
   CallOutcome Run(const CallDecision& decision, const Plan* plan,
                   const RankProgram* program) override;
@@ -92,6 +93,7 @@ class MpiAllReduceWork final : public CallWork {
   const MpiAllReduceArgs& args_;
   const MpiExecutorOptions& options_;
   MPI_Comm own_;
+  CallProgress* progress_;  // may be null: what the call's watchdog reads
   int code_ = MPI_SUCCESS;
   bool ran_native_ = false;
 };

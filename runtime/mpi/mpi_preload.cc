@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cctype>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "exporters/units.h"
 #include "kernels/mpi_executor.h"
 #include "runtime/agreed_settings.h"
+#include "runtime/call_watchdog.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
@@ -68,6 +70,7 @@ struct CommState {
   std::unique_ptr<MpiBackend> backend;
   std::unique_ptr<Communicator> comm;  // after `backend`, which it uses
   MpiExecutorOptions options;          // the same on every rank (rank 0's)
+  CallProgress progress;               // the call in progress, for the watchdog
 
   int AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 DataType type, ReduceOp reduce_op);
@@ -80,10 +83,13 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                               .count = count,
                               .type = type,
                               .op = reduce_op};
-  MpiAllReduceWork work(sendbuf, recvbuf, count, datatype, op, user, args, options, backend->own());
+  MpiAllReduceWork work(sendbuf, recvbuf, count, datatype, op, user, args, options, backend->own(),
+                        &progress);
+  progress.Start();
   const absl::StatusOr<CallDecision> ran =
       comm->AllReduce(static_cast<int64_t>(count) * DataTypeSize(type),
                       /*in_place=*/args.send == args.recv, work);
+  progress.Finish();
   if (ran.ok()) return MPI_SUCCESS;
   int code = work.code() != MPI_SUCCESS ? work.code() : backend->last_error();
   if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
@@ -103,6 +109,9 @@ struct Global {
   BuildInfo build;  // for stragglar_build_info
   std::map<MPI_Comm, std::unique_ptr<CommState>> comms;
   bool traced = false;  // the communicator that traces and summarizes has been chosen
+  // STRAGGLAR_WARN_AFTER / STRAGGLAR_TIMEOUT: watches every communicator's calls; null when both
+  // are 0. After `comms`, so that it stops before the states it reads go.
+  std::unique_ptr<CallWatchdog> watchdog;
 };
 
 // Never destroyed: MPI programs may call into us from atexit handlers and other threads.
@@ -143,6 +152,27 @@ std::optional<PreloadConfig> AgreedConfig(PreloadConfig mine, int world_rank) {
   return std::nullopt;
 }
 
+void WriteOutputs(Global& g, CommState& state);
+
+// STRAGGLAR_TIMEOUT, on the watchdog's thread, after its line: rank 0 writes the trace and
+// summary of the calls so far, then ends the job. The other ranks wait a little first, so that
+// rank 0, stuck in the same call, gets to write them. The calling thread is inside MPI; the
+// outputs are read from what finished calls recorded.
+void EndOnTimeout() {
+  Global& g = G();
+  if (g.world_rank == 0) {
+    std::unique_lock<std::mutex> lock(g.mutex, std::try_to_lock);
+    if (lock.owns_lock()) {
+      for (auto& [comm, state] : g.comms) {
+        if (state != nullptr) WriteOutputs(g, *state);
+      }
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_OTHER);
+}
+
 void OnInit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
@@ -171,6 +201,11 @@ void OnInit() {
   MetricsSetup metrics = StartMetricsFromEnv(local_rank);
   g.registry = std::move(metrics.registry);
   g.server = std::move(metrics.server);
+  if (g.config.warn_after_s > 0 || g.config.timeout_s > 0) {
+    g.watchdog = std::make_unique<CallWatchdog>(
+        WatchdogOptions{.warn_after_s = g.config.warn_after_s, .timeout_s = g.config.timeout_s},
+        [](const std::string&) { EndOnTimeout(); });
+  }
   g.active = true;
 }
 
@@ -277,6 +312,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     const bool traced = !g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT);
     g.traced = g.traced || traced;
     AddPreloadObservers(*state->comm, g.registry.get(), size, traced, g.build);
+    if (g.watchdog != nullptr) g.watchdog->Watch(&state->progress, CommName(comm));
   }
   return g.comms.emplace(comm, std::move(state)).first->second.get();
 }
@@ -291,6 +327,7 @@ void WriteOutputs(Global& g, CommState& state) {
 void OnFinalize() {
   Global& g = G();
   if (!g.active) return;
+  g.watchdog.reset();  // no call is in progress from here on
   for (auto& [comm, state] : g.comms) {
     if (state == nullptr) continue;
     // Only the traced communicator spans the world, so only its ranks all reach this point
@@ -339,6 +376,7 @@ int MPI_Comm_free(MPI_Comm* comm) {
       }
     }
     if (state != nullptr) {
+      if (g.watchdog != nullptr) g.watchdog->Unwatch(&state->progress);
       // MPI_Comm_free is collective, so freeing our duplicate here keeps the ranks in step.
       state->comm->Close();
       stragglar::WriteOutputs(g, *state);

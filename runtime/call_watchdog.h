@@ -1,0 +1,67 @@
+// A thread that watches the calls in progress (kernels/call_progress.h) of a process's
+// communicators, so that a call stuck on a peer that never comes is reported instead of waiting
+// in silence: one warning once it has waited STRAGGLAR_WARN_AFTER, naming the call, what runs it
+// and the rank and round it waits for; and with STRAGGLAR_TIMEOUT one error line, then the
+// caller's ending (the MPI library: its outputs written, MPI_Abort). The calling thread only
+// stores a few atomics per call and round; the watchdog wakes a few times per warning period.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/string_view.h"
+#include "kernels/call_progress.h"
+#include "runtime/log.h"
+
+namespace stragglar {
+
+struct WatchdogOptions {
+  double warn_after_s = 30;  // 0: never warn
+  double timeout_s = 0;      // 0: never end the job
+};
+
+// The line for a call of `comm` that has waited `waited_s`, e.g.
+//   world: call 1200 (stragglar) has waited 30.0 s for rank 3 in round 2
+//   world: call 7 (the library's own AllReduce) has waited 30.0 s (which ranks have not entered
+//   it is not known here)
+std::string DescribeWait(absl::string_view comm, const CallProgress& progress, double waited_s);
+
+class CallWatchdog {
+ public:
+  // `say` writes a line (Log by default; tests collect them). `on_timeout`, called once on the
+  // watchdog's thread after the error line with that line, must end the process or the call.
+  CallWatchdog(WatchdogOptions options, std::function<void(const std::string&)> on_timeout,
+               std::function<void(LogLevel, const std::string&)> say = nullptr);
+  ~CallWatchdog();  // stops the thread
+  CallWatchdog(const CallWatchdog&) = delete;
+  CallWatchdog& operator=(const CallWatchdog&) = delete;
+
+  // Watches `progress` (which must stay alive until Unwatch) under the name `comm`.
+  void Watch(const CallProgress* progress, std::string comm);
+  void Unwatch(const CallProgress* progress);
+
+ private:
+  struct Watched {
+    std::string comm;
+    int64_t warned_started_ns = 0;  // the call last warned about (its start)
+  };
+  void Loop();
+  // Checks every watched call once at `now_ns`; true when one timed out (the thread then stops).
+  bool CheckAll(int64_t now_ns);
+
+  const WatchdogOptions options_;
+  const std::function<void(const std::string&)> on_timeout_;
+  const std::function<void(LogLevel, const std::string&)> say_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::map<const CallProgress*, Watched> watched_;
+  std::thread thread_;  // last: started once the rest exists
+};
+
+}  // namespace stragglar
