@@ -1,5 +1,7 @@
 #include "runtime/state_file.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -31,6 +33,17 @@ std::string MachineId(absl::string_view backend) {
 }
 
 absl::StatusOr<std::string> ReadStateText(const std::string& path) {
+  // Opening a FIFO waits for a writer, and reading a device may never end: the job would hang at
+  // its first call. Only a regular file is read.
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("state file ", path,
+                                                      " is not a regular file (",
+                                                      S_ISDIR(info.st_mode)    ? "a directory"
+                                                      : S_ISFIFO(info.st_mode) ? "a FIFO"
+                                                                               : "a device",
+                                                      ")"));
+  }
   std::ifstream file(path);
   if (!file) {
     return absl::NotFoundError(

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,21 @@ namespace {
 // Rank indices above this are typos, not machines; refusing them bounds the memory a bad line
 // can ask for.
 constexpr int kMaxRanks = 1 << 16;
+
+// A decimal number as a trace writes one: what absl::SimpleAtod reads, finite, and not cut short
+// after its point ("0." is what is left of "0.0125" in a truncated file; strtod reads it as 0).
+bool ParseNumber(absl::string_view text, double* out) {
+  return !absl::EndsWith(text, ".") && absl::SimpleAtod(text, out) && std::isfinite(*out);
+}
+
+// At most 60 characters of a line, escaped: a binary file's first line must not reach the
+// terminal raw.
+std::string Quoted(absl::string_view line) {
+  constexpr size_t kShown = 60;
+  std::string shown = absl::CHexEscape(line.substr(0, kShown));
+  if (line.size() > kShown) absl::StrAppend(&shown, "...");
+  return absl::StrCat("\"", shown, "\"");
+}
 
 struct Columns {
   int call = -1, rank = -1, arrival = -1, duration = -1, bytes = -1, algorithm = -1;
@@ -57,7 +73,7 @@ absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view wh
   if (!missing.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": the header must name the columns call, rank and arrival_s; missing ",
-                     absl::StrJoin(missing, ", "), " in \"", line, "\""));
+                     absl::StrJoin(missing, ", "), " in ", Quoted(line)));
   }
   return columns;
 }
@@ -80,30 +96,29 @@ absl::StatusOr<ParsedRow> ParseRow(const std::vector<absl::string_view>& fields,
   ParsedRow row;
   if (!absl::SimpleAtoi(field(columns.call), &row.call) || row.call < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": call must be a non-negative integer, got \"", field(columns.call), "\""));
+        where, ": call must be a non-negative integer, got ", Quoted(field(columns.call))));
   }
   if (!absl::SimpleAtoi(field(columns.rank), &row.rank) || row.rank < 0 || row.rank >= kMaxRanks) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": rank must be an integer in [0, ",
-                                                   kMaxRanks, "), got \"", field(columns.rank),
-                                                   "\""));
+                                                   kMaxRanks, "), got ",
+                                                   Quoted(field(columns.rank))));
   }
-  if (!absl::SimpleAtod(field(columns.arrival), &row.timing.arrival_s) ||
-      !std::isfinite(row.timing.arrival_s)) {
+  if (!ParseNumber(field(columns.arrival), &row.timing.arrival_s)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": arrival_s must be a finite number, got \"", field(columns.arrival), "\""));
+        where, ": arrival_s must be a finite number, got ", Quoted(field(columns.arrival))));
   }
   if (columns.duration >= 0 && !field(columns.duration).empty() &&
-      (!absl::SimpleAtod(field(columns.duration), &row.timing.duration_s) ||
-       !std::isfinite(row.timing.duration_s) || row.timing.duration_s < 0)) {
+      (!ParseNumber(field(columns.duration), &row.timing.duration_s) ||
+       row.timing.duration_s < 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": duration_s must be a non-negative number, got \"",
-                     field(columns.duration), "\""));
+        absl::StrCat(where, ": duration_s must be a non-negative number, got ",
+                     Quoted(field(columns.duration))));
   }
   if (columns.bytes >= 0 && !field(columns.bytes).empty()) {
     int64_t bytes = 0;
     if (!absl::SimpleAtoi(field(columns.bytes), &bytes) || bytes < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": bytes must be a non-negative integer, got \"", field(columns.bytes), "\""));
+          where, ": bytes must be a non-negative integer, got ", Quoted(field(columns.bytes))));
     }
     row.bytes = bytes;
   }

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +152,9 @@ TEST(CliTest, VerifyAcceptsGoodPlansAndExplainsBadOnes) {
   CliResult good = RunCli("verify --plan -", plan);
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_THAT(good.out, StartsWith("ok: stragglar plan for 6 ranks"));
+  // stdin as "-": nothing on stderr (absl warned "RAW: Did you really mean to set flag 'plan' to
+  // the value '-'?").
+  EXPECT_EQ(good.err, "");
   nlohmann::json broken = nlohmann::json::parse(plan);
   broken["rounds"].erase(broken["rounds"].size() - 1);
   CliResult bad = RunCli("verify --plan -", broken.dump());
@@ -394,6 +398,12 @@ TEST(CliTest, ReplayAndScenariosRejectBadInput) {
     EXPECT_THAT(result.err, HasSubstr(message)) << args;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << args << result.err;
   }
+  // From stdin: a file cut inside a number is refused (it read as 0), in one line (absl added a
+  // "RAW: Did you really mean ..." line for "--trace -").
+  const CliResult cut = RunCli("replay --trace -", "call,rank,arrival_s\n0,0,0.1\n1,1,0.");
+  EXPECT_NE(cut.exit_code, 0);
+  EXPECT_EQ(cut.err,
+            "stragglar replay: <stdin>:3: arrival_s must be a finite number, got \"0.\"\n");
 }
 
 TEST(CliTest, RunWithoutAStragglerFlagsNobody) {
@@ -496,6 +506,36 @@ TEST(CliTest, DoctorFailsABadMetricsPortWithoutCallingItUnset) {
   EXPECT_THAT(bad.out, Not(HasSubstr("metrics: STRAGGLAR_METRICS_PORT unset")));
   const CliResult unset = RunCli("doctor --preload any");
   EXPECT_THAT(unset.out, HasSubstr("[ok]   metrics: STRAGGLAR_METRICS_PORT unset"));
+}
+
+// `stragglar doctor` checks where the preloads would write: a directory or a FIFO as a file, a
+// missing directory, and a path it can write.
+TEST(CliTest, DoctorChecksTheOutputPaths) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "doctor-paths";
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "fifo").string();
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  setenv("STRAGGLAR_STATE_FILE", fifo.c_str(), 1);
+  setenv("STRAGGLAR_TRACE_FILE", "/nonexistent-dir/trace.csv", 1);
+  setenv("STRAGGLAR_SUMMARY_FILE", dir.string().c_str(), 1);
+  setenv("STRAGGLAR_PIPELINE_ADVICE_FILE", (dir / "advice.json").string().c_str(), 1);
+  const CliResult result = RunCli("doctor --preload any");
+  for (const char* name : {"STRAGGLAR_STATE_FILE", "STRAGGLAR_TRACE_FILE", "STRAGGLAR_SUMMARY_FILE",
+                           "STRAGGLAR_PIPELINE_ADVICE_FILE"}) {
+    unsetenv(name);
+  }
+  std::remove(fifo.c_str());
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr(absl::StrCat("[fail] output: STRAGGLAR_STATE_FILE=", fifo,
+                                                 " is not a regular file\n")));
+  EXPECT_THAT(result.out, HasSubstr("[fail] output: STRAGGLAR_TRACE_FILE=/nonexistent-dir/"
+                                    "trace.csv: its directory /nonexistent-dir does not exist\n"));
+  EXPECT_THAT(result.out, HasSubstr(absl::StrCat("[fail] output: STRAGGLAR_SUMMARY_FILE=",
+                                                 dir.string(), " is not a regular file\n")));
+  EXPECT_THAT(result.out,
+              HasSubstr(absl::StrCat("[ok]   output: STRAGGLAR_PIPELINE_ADVICE_FILE=",
+                                     (dir / "advice.json").string(), " is writable\n")));
 }
 
 // `stragglar pipeline --json`: default, adapted and best, each with its counts, iteration time

@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -613,6 +615,20 @@ TEST(StateFileTest, MissingStaleAndCorruptFilesAreRefused) {
     EXPECT_THAT(status.message(),
                 HasSubstr(absl::StrCat("format version ", version, ", this build reads 1 to 2")));
   }
+}
+
+// A FIFO (or a directory) as the state file is refused at once: reading one would wait for a
+// writer and hang the job at its first call.
+TEST(StateFileTest, OnlyARegularFileIsRead) {
+  const std::string fifo = TempPath("state-fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  absl::Status status = LoadState(fifo, 4, "node1/host-threads").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), absl::StrCat("state file ", fifo, " is not a regular file (a FIFO)"));
+  std::remove(fifo.c_str());
+  status = LoadState(::testing::TempDir(), 4, "node1/host-threads").status();
+  EXPECT_THAT(status.message(), HasSubstr("is not a regular file (a directory)"));
 }
 
 // Runs `calls` calls on 4 ranks with rank 2 late by 3 ms; returns rank 0's decisions.

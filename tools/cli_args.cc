@@ -26,6 +26,13 @@ std::vector<std::string> NormalizedArguments(int argc, char** argv, int first,
         joined = true;
       }
     }
+    // "--plan -" (stdin) as "--plan=-": absl reads it either way, but warns on stderr about a
+    // value that looks like a flag ("RAW: Did you really mean ...").
+    if (!joined && absl::StartsWith(arg, "--") && !absl::StrContains(arg, '=') && i + 1 < argc &&
+        absl::string_view(argv[i + 1]) == "-") {
+      absl::StrAppend(&arg, "=-");
+      ++i;
+    }
     if (!joined) args.push_back(std::move(arg));
   }
   for (const auto& [flag, list] : values) {

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -195,6 +197,36 @@ void CheckSettings(Report& report, int local_ranks) {
   }
 }
 
+// Where the preloads write: each path set must be a regular file or not exist yet, in a
+// directory this process can write (files are replaced through a temporary file there). A path
+// that is not loses the run's output (and a FIFO as the state file would hang the job's start).
+void CheckOutputPaths(Report& report, const PreloadConfig& config) {
+  namespace fs = std::filesystem;
+  for (const auto& [variable, path] :
+       {std::pair<absl::string_view, const std::string&>{"STRAGGLAR_STATE_FILE", config.state_file},
+        {"STRAGGLAR_TRACE_FILE", config.trace_file},
+        {"STRAGGLAR_SUMMARY_FILE", config.summary_file},
+        {"STRAGGLAR_PIPELINE_ADVICE_FILE", config.pipeline_advice_file}}) {
+    if (path.empty()) continue;
+    const std::string named = absl::StrCat("output: ", variable, "=", path);
+    std::error_code error;
+    const fs::file_status status = fs::status(path, error);
+    fs::path directory = fs::path(path).parent_path();
+    if (directory.empty()) directory = ".";
+    if (fs::exists(status) && !fs::is_regular_file(status)) {
+      report.Line(Verdict::kFail, absl::StrCat(named, " is not a regular file"));
+    } else if (!fs::is_directory(directory, error)) {
+      report.Line(Verdict::kFail,
+                  absl::StrCat(named, ": its directory ", directory.string(), " does not exist"));
+    } else if (access(directory.c_str(), W_OK | X_OK) != 0 ||
+               (fs::exists(status) && access(path.c_str(), W_OK) != 0)) {
+      report.Line(Verdict::kFail, absl::StrCat(named, " is not writable: ", std::strerror(errno)));
+    } else {
+      report.Line(Verdict::kOk, absl::StrCat(named, " is writable"));
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<int> RunDoctor(const DoctorOptions& options, std::ostream& out) {
@@ -216,6 +248,7 @@ absl::StatusOr<int> RunDoctor(const DoctorOptions& options, std::ostream& out) {
   const bool gpu = CheckGpuStack(report, want_nccl);
   const bool mpi = CheckMpi(report, want_mpi);
   CheckSettings(report, options.local_ranks);
+  CheckOutputPaths(report, PreloadConfigFromEnv(nullptr, nullptr));
 
   const bool nccl_works = nccl_preload && gpu;
   const bool mpi_works = mpi_preload && mpi;
