@@ -143,8 +143,8 @@ bool CheckMpi(Report& report, bool asked) {
 }
 
 // The settings as the preloads would read them: each bad value named, unknown STRAGGLAR_*
-// variables named as likely typos, and the metrics ports checked.
-void CheckSettings(Report& report, int local_ranks) {
+// variables named as likely typos, and the metrics ports checked. Returns the settings read.
+PreloadConfig CheckSettings(Report& report, int local_ranks) {
   std::ostringstream invalid;
   const PreloadConfig config = PreloadConfigFromEnv(nullptr, &invalid);
   std::ostringstream metrics_log;
@@ -173,11 +173,11 @@ void CheckSettings(Report& report, int local_ranks) {
     if (port == nullptr || *port == '\0') {
       report.Line(Verdict::kOk, "metrics: STRAGGLAR_METRICS_PORT unset, no metrics endpoint");
     }
-    return;
+    return config;
   }
   if (endpoint->port == 0) {
     report.Line(Verdict::kOk, absl::StrCat("metrics: any free port on ", endpoint->address));
-    return;
+    return config;
   }
   const int last = endpoint->port + local_ranks - 1;
   const PortsInUse in_use = ProbePorts(endpoint->address, endpoint->port, local_ranks);
@@ -195,6 +195,7 @@ void CheckSettings(Report& report, int local_ranks) {
                 absl::StrCat("metrics: in ", range, " these ports cannot be bound: ",
                              absl::StrJoin(busy, ", "), "; those ranks would run without metrics"));
   }
+  return config;
 }
 
 // Where the preloads write: each path set must be a regular file or not exist yet, in a
@@ -247,8 +248,7 @@ absl::StatusOr<int> RunDoctor(const DoctorOptions& options, std::ostream& out) {
   const bool mpi_preload = CheckPreload(report, bin_dir, "mpi", "libstragglar_mpi.so", want_mpi);
   const bool gpu = CheckGpuStack(report, want_nccl);
   const bool mpi = CheckMpi(report, want_mpi);
-  CheckSettings(report, options.local_ranks);
-  CheckOutputPaths(report, PreloadConfigFromEnv(nullptr, nullptr));
+  CheckOutputPaths(report, CheckSettings(report, options.local_ranks));
 
   const bool nccl_works = nccl_preload && gpu;
   const bool mpi_works = mpi_preload && mpi;
