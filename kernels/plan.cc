@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -276,6 +277,17 @@ absl::StatusOr<Plan> PlanHeaderFromJson(const nlohmann::json& json) {
   if (!ranks.ok()) return ranks.status();
   absl::StatusOr<int> chunks = IntMember(json, "chunks", "plan");
   if (!chunks.ok()) return chunks.status();
+  // Bounds before anything is sized by them: the verifier keeps a bitset over ranks per rank
+  // (512 MiB at 65536 ranks; "ranks": 100000000 ended in std::bad_alloc), and one entry per chunk.
+  constexpr int kMaxRanks = 65536;
+  constexpr int kMaxChunks = 1 << 24;
+  for (auto [name, value, most] :
+       {std::tuple{"ranks", *ranks, kMaxRanks}, std::tuple{"chunks", *chunks, kMaxChunks}}) {
+    if (value < 1 || value > most) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: \"", name, "\" must be in [1, ", most, "], got ", value));
+    }
+  }
   plan.num_ranks = *ranks;
   plan.num_chunks = *chunks;
   if (auto straggler = json.find("straggler"); straggler != json.end() && !straggler->is_null()) {

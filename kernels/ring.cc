@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <numeric>
 
 #include "absl/status/status.h"
@@ -56,6 +57,21 @@ absl::StatusOr<Plan> SynthesizeRingWithoutTransfers(int num_ranks) {
   plan.rounds.resize(2 * (num_ranks - 1));
   plan.transfers_elided = true;
   return plan;
+}
+
+int64_t RingTransfers(int num_ranks) {
+  const int64_t n = num_ranks;
+  return 2 * n * (n - 1);
+}
+
+int64_t FlatStragglarTransfersBound(int num_ranks, int pieces) {
+  const int64_t ready = num_ranks - 1;
+  return 2 * ready * ready * std::max(pieces, 1);
+}
+
+int64_t HierarchicalTransfersBound(int nodes, int ranks_per_node) {
+  const int64_t n = nodes, g = ranks_per_node;
+  return 2 * n * (n - 1) * g + 2 * g * (g - 1) * n;
 }
 
 absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {

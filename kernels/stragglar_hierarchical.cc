@@ -204,6 +204,15 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
                                                    layout.chunks_per_shard, " chunks"));
   }
   const int num_chunks = ranks_per_node * layout.chunks_per_shard;
+  // The packer keeps 8 bytes per (rank, chunk), and every rank holds every chunk: 4096x16 with
+  // log-depth rails is 65536 x 32768 of them, 16 GiB (the sim then took 53 s and 17 GB).
+  constexpr int64_t kMaxPackedCells = int64_t{1} << 27;  // 1 GiB
+  if (static_cast<int64_t>(num_ranks) * num_chunks > kMaxPackedCells) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "hierarchical StragglAR on ", nodes, "x", ranks_per_node, ": ", num_ranks, " ranks x ",
+        num_chunks, " chunks would take ", static_cast<int64_t>(num_ranks) * num_chunks * 8 >> 20,
+        " MiB to schedule; at most ", kMaxPackedCells, " rank-chunk pairs (1 GiB)"));
+  }
   RoundPacker packer(num_ranks, num_chunks);
 
   ReduceShardsInsideNodes(layout, packer);

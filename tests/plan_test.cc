@@ -194,13 +194,26 @@ TEST(PlanJsonTest, MalformedPlansNameTheProblem) {
   const int first_chunk = good["rounds"][0]["transfers"][0]["chunks"][0].get<int>();
   bad["rounds"][0]["transfers"][0]["chunks"][0] = (int64_t{1} << 32) + first_chunk;
   EXPECT_THAT(message(bad), HasSubstr("chunk ids must be 32-bit signed integers, got 42949672"));
+  // Ranks and chunks beyond what any plan has are refused before anything is sized by them
+  // ("ranks": 100000000 ended in std::bad_alloc in the verifier).
+  bad = good;
+  bad["ranks"] = 100000000;
+  EXPECT_EQ(message(bad), "plan: \"ranks\" must be in [1, 65536], got 100000000");
+  bad = good;
+  bad["chunks"] = (1 << 24) + 1;
+  EXPECT_EQ(message(bad), "plan: \"chunks\" must be in [1, 16777216], got 16777217");
+  bad = good;
+  bad["chunks"] = 0;
+  EXPECT_EQ(message(bad), "plan: \"chunks\" must be in [1, 16777216], got 0");
   // The largest and smallest that fit are read as they are.
   bad = good;
-  bad["ranks"] = std::numeric_limits<int>::max();
+  bad["ranks"] = 65536;
+  bad["chunks"] = 1 << 24;
   bad["straggler"] = std::numeric_limits<int>::min();
   absl::StatusOr<Plan> edges = PlanFromJson(bad);
   ASSERT_TRUE(edges.ok()) << edges.status();
-  EXPECT_EQ(edges->num_ranks, std::numeric_limits<int>::max());
+  EXPECT_EQ(edges->num_ranks, 65536);
+  EXPECT_EQ(edges->num_chunks, 1 << 24);
   EXPECT_EQ(edges->straggler, std::numeric_limits<int>::min());
 }
 

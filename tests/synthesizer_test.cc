@@ -1,5 +1,7 @@
 #include <bit>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/stragglar_schedule.h"
@@ -264,6 +266,45 @@ TEST(SynthesizerTest, BadArgumentsGetClearErrors) {
               HasSubstr("takes no straggler"));
   EXPECT_THAT(SynthesizePlan(Algorithm::kStragglar, 4, std::nullopt).status().message(),
               HasSubstr("needs a straggler"));
+}
+
+}  // namespace
+}  // namespace stragglar
+
+namespace stragglar {
+namespace {
+
+int64_t TransfersOf(const absl::StatusOr<Plan>& plan) {
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  int64_t transfers = 0;
+  if (plan.ok()) {
+    for (const Round& round : plan->rounds) transfers += round.transfers.size();
+  }
+  return transfers;
+}
+
+// The closed forms a command's size limit trusts, against the plans themselves: exact where they
+// say so, never below the plan where they bound it.
+TEST(PlanSizeTest, ClosedFormsMatchOrBoundThePlans) {
+  for (int n : {2, 3, 5, 16, 33}) {
+    SCOPED_TRACE(n);
+    EXPECT_EQ(RingTransfers(n), TransfersOf(SynthesizeRing(n)));
+    EXPECT_EQ(FlatStragglarTransfersBound(n, 1), TransfersOf(SynthesizeStragglar(n, n - 1)));
+    for (int pieces : {2, 4}) {
+      EXPECT_GE(FlatStragglarTransfersBound(n, pieces),
+                TransfersOf(SynthesizeStragglar(n, 0, pieces)));
+    }
+  }
+  for (auto [nodes, per_node] : {std::pair{2, 2}, {3, 4}, {8, 4}, {16, 8}, {5, 3}}) {
+    SCOPED_TRACE(absl::StrCat(nodes, "x", per_node));
+    EXPECT_EQ(HierarchicalTransfersBound(nodes, per_node),
+              TransfersOf(SynthesizeHierarchicalRing(nodes, per_node)));
+    for (int rail_blocks : {0, 2}) {
+      EXPECT_GE(HierarchicalTransfersBound(nodes, per_node),
+                TransfersOf(SynthesizeHierarchicalStragglar(nodes, per_node, nodes * per_node - 1,
+                                                            rail_blocks)));
+    }
+  }
 }
 
 }  // namespace

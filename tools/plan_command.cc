@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/synthesizers.h"
 #include "nlohmann/json.hpp"
+#include "tools/plan_size_limit.h"
 #include "tools/text_reports.h"
 
 namespace stragglar {
@@ -29,13 +30,19 @@ absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, int rail
   if (args.pieces != 1 && rail_blocks == 0) {
     return Usage("--pieces does not apply with --topology: the hierarchical plan is not pipelined");
   }
+  if (rail_blocks == 0) {
+    if (absl::Status fits = HierarchicalPlanFits(topology, algorithm == Algorithm::kStragglar);
+        !fits.ok()) {
+      return fits;
+    }
+  }
   absl::StatusOr<Plan> plan =
       algorithm == Algorithm::kRing
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
           : SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node,
                                             args.straggler.value_or(args.num_ranks - 1),
                                             rail_blocks);
-  if (!plan.ok() && rail_blocks > 0) {
+  if (!plan.ok() && rail_blocks > 0 && plan.status().code() == absl::StatusCode::kInvalidArgument) {
     return Usage(absl::StrCat("--pieces: ", plan.status().message()));
   }
   if (!plan.ok()) return plan.status();
@@ -97,6 +104,12 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
     return Usage("--pieces applies to --algorithm stragglar only");
   }
   if (args.topology.has_value()) return RunHierarchical(args, *algorithm, 0, out);
+  if (absl::Status fits = stragglar ? FlatStragglarPlanFits(args.num_ranks, args.pieces)
+                          : *algorithm == Algorithm::kRing ? RingPlanFits(args.num_ranks)
+                                                           : absl::OkStatus();
+      !fits.ok()) {
+    return fits;
+  }
   absl::StatusOr<Plan> plan =
       stragglar ? SynthesizeStragglar(args.num_ranks, args.straggler.value_or(args.num_ranks - 1),
                                       args.pieces)

@@ -16,6 +16,7 @@
 #include "policy/queue_simulator.h"
 #include "policy/simulator.h"
 #include "policy/stragglar_shape.h"
+#include "tools/plan_size_limit.h"
 
 namespace stragglar {
 namespace {
@@ -172,12 +173,15 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
   const Topology& topology = args.network.topology;
   const std::vector<int> rail_blocks = HierarchicalRailBlockChoices(
       topology, static_cast<double>(args.bytes), args.network.inter_node);
+  // Flat rails only where their plan fits (4096x16 would hold 539 million transfers).
+  const absl::Status flat_rails_fit = HierarchicalPlanFits(topology, /*stragglar=*/true);
   const auto synthesize = [&](PlanShape shape) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler,
                                            shape.blocks, shape.pieces);
   };
   std::vector<PlanShape> shapes;
   for (int blocks : rail_blocks) {
+    if (blocks == 0 && !flat_rails_fit.ok()) continue;
     shapes.push_back({.blocks = blocks});
     if (!args.per_class_queues || !topology.multi_node() || topology.ranks_per_node == 1) continue;
     absl::StatusOr<Plan> whole = synthesize({.blocks = blocks});
@@ -187,6 +191,7 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
       shapes.push_back({.blocks = blocks, .pieces = pieces});
     }
   }
+  if (shapes.empty()) return flat_rails_fit;
   return FastestOf(candidate, shapes, synthesize, args);
 }
 
@@ -206,6 +211,15 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
   // Ring without its transfers where its ring run prices it (SimulatePlan): 1.35 GB less at 4096
   // ranks. Per-class queues read every transfer.
   const bool ring_by_its_run = family == PlanFamily{} && !args.per_class_queues;
+  const bool flat_stragglar = family.algorithm == Algorithm::kStragglar;
+  if (absl::Status fits = family == kRingHierarchical ? HierarchicalPlanFits(topology, false)
+                          : ring_by_its_run || family.algorithm == Algorithm::kHalvingDoubling
+                              ? absl::OkStatus()
+                          : flat_stragglar ? FlatStragglarPlanFits(topology.num_ranks(), 1)
+                                           : RingPlanFits(topology.num_ranks());
+      !fits.ok()) {
+    return fits;
+  }
   absl::StatusOr<Plan> plan =
       family == kRingHierarchical
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)

@@ -1,0 +1,32 @@
+// The size limit of the plans a command builds whole (`stragglar plan`, `stragglar sim`): a plan
+// whose transfers would outgrow memory is refused with one line before it is built, where it
+// ended in std::bad_alloc (the flat StragglAR plan for 16384 ranks, or the hierarchical one on
+// 4096x16). The counts are the synthesizers' closed forms (kernels/synthesizers.h).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "policy/topology.h"
+
+namespace stragglar {
+
+// About 1.3 GB at 40 bytes a transfer: Ring's plan and the flat StragglAR schedule up to 4097
+// ranks (the flat schedule took 1.6 GB and 6 s at 4096 ranks, 6.4 GB and 34 s at 8192).
+inline constexpr int64_t kMaxPlanTransfers = int64_t{1} << 25;
+
+// Whether the flat StragglAR schedule (`stragglar`, in `pieces`) or Ring's plan (`ring`) for
+// `num_ranks` fits. InvalidArgument otherwise, e.g.
+//   --ranks 16384: the flat StragglAR plan would hold 536805378 transfers (about 20 GiB); at most
+//   4097 ranks for the flat schedule (33554432 transfers); use stragglar-log-depth
+// The line starts with `given`, the flag that asked for it ("--ranks 16384" by default).
+absl::Status FlatStragglarPlanFits(int num_ranks, int pieces, absl::string_view given);
+absl::Status FlatStragglarPlanFits(int num_ranks, int pieces);
+absl::Status RingPlanFits(int num_ranks, absl::string_view given);
+absl::Status RingPlanFits(int num_ranks);
+// The same for the hierarchical ring and hierarchical StragglAR with flat rails on `topology`
+// (one level: the flat plans above).
+absl::Status HierarchicalPlanFits(const Topology& topology, bool stragglar);
+
+}  // namespace stragglar
