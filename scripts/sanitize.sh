@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-suites='plan_test|program_test|stragglar_schedule_test|reduce_test|host_transport_test|host_executor_test|policy_test|runtime_test|communicator_test|replay_test|scenarios_test|metrics_test|trace_export_test|env_config_test|log_test|pipeline_test|link_monitor_test|pipeline_advisor_test|link_profiler_test|ring_runs_test|tcp_report_transport_test|device_program_test|device_rank_test|device_executor_test|plan_cache_test|network_model_test|hierarchical_test|log_depth_test|hierarchical_ring_test|link_probe_test|queue_simulator_test|hierarchical_queues_test|link_class_queues_test|two_starts_test|exact_data_test|state_file_test|agreed_settings_test|call_watchdog_test'
+suites='plan_test|program_test|stragglar_schedule_test|reduce_test|host_transport_test|host_executor_test|policy_test|runtime_test|communicator_test|replay_test|scenarios_test|metrics_test|trace_export_test|env_config_test|log_test|pipeline_test|link_monitor_test|pipeline_advisor_test|link_profiler_test|ring_runs_test|tcp_report_transport_test|device_program_test|device_rank_test|device_executor_test|plan_cache_test|network_model_test|hierarchical_test|log_depth_test|hierarchical_ring_test|link_probe_test|queue_simulator_test|hierarchical_queues_test|link_class_queues_test|two_starts_test|exact_data_test|state_file_test|agreed_settings_test|call_watchdog_test|fuzz_inputs_test'
 for sanitizer in address thread; do
   dir="build-${sanitizer}"
   echo "== ${sanitizer} sanitizer (${dir})"
@@ -26,6 +26,7 @@ for sanitizer in address thread; do
     plan_cache_test network_model_test hierarchical_test log_depth_test hierarchical_ring_test \
     link_probe_test queue_simulator_test hierarchical_queues_test link_class_queues_test \
     two_starts_test exact_data_test state_file_test agreed_settings_test call_watchdog_test \
+    fuzz_inputs_test \
     "${mpi_targets[@]}"
   # Stop at the first report so CI fails loudly and the report is the last thing printed.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \

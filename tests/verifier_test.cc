@@ -288,3 +288,22 @@ TEST(VerifierTest, MalformedTransfersAreRejected) {
 
 }  // namespace
 }  // namespace stragglar
+
+namespace stragglar {
+namespace {
+
+// A plan read from a file may claim any size: one too large to verify in reasonable time is
+// refused at once (65536 ranks and 2^24 chunks, no rounds, would have reset 2^50 words).
+TEST(VerifierTest, APlanTooLargeToVerifyIsRefusedAtOnce) {
+  Plan plan{.algorithm = Algorithm::kRing, .num_ranks = 65536, .num_chunks = 1 << 24};
+  const absl::Status status = VerifyPlan(plan);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "plan of 65536 ranks and 16777216 chunks is too large to verify: chunks x ranks x "
+            "ranks/64 is 1125899906842624, at most 17179869184");
+  // Well inside it, still verified: Ring on 2048 ranks (2^27 words).
+  EXPECT_TRUE(VerifyPlan(*SynthesizeRing(2048)).ok());
+}
+
+}  // namespace
+}  // namespace stragglar
