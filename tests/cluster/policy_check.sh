@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# cluster.policy: the policy across the hosts of the emulated cluster of RUN_CHECK_CLUSTER (4 hosts
+# of one rank), epochs of 16 calls of 1 MiB, every result checked (tests/mpi/lateness.cc):
+#  1. One job of 320 calls: rank 3 late by 60 ms in calls 0-99, then rank 1 (another host) in
+#     100-199, then nobody, but rank 2 once by 600 ms (10x) at call 250. The straggler is named
+#     within 2 epochs, renamed within 2 whole epochs of the move (the exchange after call 143),
+#     the job is back on a baseline within 2 whole epochs of the recovery (from call 240), and the
+#     one-call stall switches nothing. Every rank runs the same algorithm at every call.
+#  2. A restart with STRAGGLAR_STATE_FILE: a job of 64 calls with rank 3 late saves what it
+#     learned; the next job, rank 3 late again, runs StragglAR from its first call, where the
+#     first needed 33.
+# The detections are the replay's of the job's trace (`stragglar replay`, which decides exactly as
+# the job did). Prints them and "cluster.policy: ok".
+# usage: policy_check.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+cluster=$(cd "$(dirname "$0")/../../scripts" && pwd)/cluster.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+job() {  # job TRACE CALLS SCRIPT [MPIRUN-ARGS...]
+  local trace=$1 calls=$2 script=$3
+  shift 3
+  timeout 150 "$cluster" run --name "$RUN_CHECK_CLUSTER" \
+    -x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" -x STRAGGLAR_EPOCH_CALLS=16 \
+    -x "STRAGGLAR_TRACE_FILE=$work/$trace" "$@" "$build/bin/mpi_lateness" "$calls" "$script" \
+    >"$work/$trace.out" 2>&1
+  local status=$?
+  (($(grep -c "lateness: rank [0-3] exact" "$work/$trace.out") == 4)) || {
+    echo "FAIL: $trace: status $status, not every rank exact"
+    tail -5 "$work/$trace.out"
+    exit 1
+  }
+}
+job moves.csv 320 "3@0-100:0.06,1@100-200:0.06,2@250-251:0.6"
+job first.csv 64 "3@0-64:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
+job restarted.csv 32 "3@0-32:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
+"$build/bin/stragglar" replay --trace "$work/moves.csv" --epoch-calls 16 --json >"$work/replay.json" ||
+  { echo "FAIL: the trace does not replay"; exit 1; }
+python3 - "$work" <<'PY'
+import collections, csv, json, sys
+work = sys.argv[1]
+def algorithms(name):
+    ran = collections.defaultdict(dict)
+    for row in csv.DictReader(open(f"{work}/{name}")):
+        ran[int(row["call"])][int(row["rank"])] = row["algorithm"]
+    differ = [c for c in ran if len(set(ran[c].values())) != 1]
+    if differ:
+        sys.exit(f"FAIL: {name}: the ranks ran different algorithms at calls {differ[:5]}")
+    return [ran[c][0] for c in sorted(ran)]
+def letters(ran):  # one letter a call, for the log
+    return "".join({"stragglar": "S", "native": "n"}.get(a, a[0]) for a in ran)
+ran = algorithms("moves.csv")
+print("1. calls 0-319 (S stragglar, n the library's, r ring, h halving-doubling):")
+for i in range(0, len(ran), 80):
+    print(f"   {i:3d} {letters(ran[i:i + 80])}")
+found = json.load(open(f"{work}/replay.json"))["stragglers"]
+print("   detections:", found)
+named = {d["rank"]: d for d in found}
+failures = []
+if 3 not in named or named[3]["detected_at_call"] > 32:
+    failures.append("rank 3 was not named within 2 epochs")
+if 1 not in named or not 100 <= named[1]["detected_at_call"] <= 112 + 32:
+    failures.append("rank 1 was not named within 2 whole epochs of the move (call 144)")
+if any(d["rank"] not in (1, 3) for d in found):
+    failures.append("a rank that was never persistently late was named (the one-call stall?)")
+# Back on a baseline: from call 240, StragglAR only in exploration slots (one call in 64).
+stragglar_after = [c for c in range(240, 320) if ran[c] == "stragglar"]
+if len(stragglar_after) > 2:
+    failures.append(f"StragglAR still ran after the recovery, at calls {stragglar_after[:5]}")
+first, restarted = algorithms("first.csv"), algorithms("restarted.csv")
+print(f"2. first job:     {letters(first)}")
+print(f"   restarted job: {letters(restarted)}")
+if restarted[:16].count("stragglar") < 15:
+    failures.append("the restarted job did not start from what the first learned")
+if failures:
+    sys.exit("FAIL: " + "; ".join(failures))
+print("cluster.policy: ok")
+PY
