@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cluster.faults: faults across the hosts of the emulated cluster of RUN_CHECK_CLUSTER (4 hosts of
 # one rank, tests/cluster/on_cluster.sh), each run bounded, every result checked
-# (tests/mpi/late_rank.cc), each compared with plain OpenMPI where both apply:
+# (tests/mpi/lateness.cc), each compared with plain OpenMPI where both apply:
 #  1. A host dies mid-run (its rank killed): the job ends about as fast with the preload as
 #     without, and OpenMPI's line names the host.
 #  2. A link goes down for 8 s mid-run, STRAGGLAR_WARN_AFTER=2s: the ranks waiting across it warn,
@@ -25,11 +25,11 @@ fail() {
 }
 
 # The job in the background, output in $work/$1.out; its pid in $job: 400 checked MPI_Allreduce
-# calls of 1 MiB (tests/mpi/late_rank.cc), about 80 ms each here with StragglAR, so about 30 s.
+# calls of 1 MiB (tests/mpi/lateness.cc, nobody late), about 80 ms each here with StragglAR, so about 30 s.
 start_job() {
   local log=$work/$1.out
   shift
-  timeout 120 "$cluster" run --name "$name" "$@" "$build/bin/mpi_late_rank" 0 400 >"$log" 2>&1 &
+  timeout 120 "$cluster" run --name "$name" "$@" "$build/bin/mpi_lateness" 400 0@0-0:0 >"$log" 2>&1 &
   job=$!
 }
 # Waits (at most $2 s) for the pattern $3 in $work/$1.out; the seconds waited.
@@ -46,7 +46,7 @@ wait_for() {
 kill_lost_rank() {
   local pid
   for pid in $(ip netns pids "$lost"); do
-    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == mpi_late_rank ]] && kill -9 "$pid"
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == mpi_lateness ]] && kill -9 "$pid"
   done
 }
 preload=(-x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" -x STRAGGLAR_ALGORITHM=stragglar)
@@ -80,7 +80,7 @@ echo "2. link of $lost down 8 s: first warning after ${warned}s; the run then en
 [[ $warned != none ]] || fail "no warning while the link was down: $(tail -3 "$work/link-warns.out")"
 grep 'has waited' "$work/link-warns.out"
 ((status == 0)) || fail "the run failed after the link came back: $(tail -3 "$work/link-warns.out")"
-(($(grep -c "late_rank: rank [0-3] exact" "$work/link-warns.out") == 4)) ||
+(($(grep -c "lateness: rank [0-3] exact" "$work/link-warns.out") == 4)) ||
   fail "not every rank's results were exact after the link came back"
 
 # 3. A link down, STRAGGLAR_TIMEOUT=3s: the job ends naming the rank waited for.

@@ -3,7 +3,8 @@
 // RANK@FIRST-END:SECONDS, rank RANK late by SECONDS in calls [FIRST, END), e.g.
 //   3@0-100:0.06,1@100-200:0.06,2@250-251:0.6
 // Prints one line per rank when every sum was exact; exits 1 on a wrong sum or a bad script.
-// For the policy's checks on the emulated cluster (tests/cluster/lateness_check.sh).
+// For the call watchdog's check (tests/mpi/watchdog_check.sh) and the fault and policy checks on
+// the emulated cluster (tests/cluster/faults_check.sh, policy_check.sh).
 // usage: lateness CALLS SCRIPT
 #include <mpi.h>
 #include <unistd.h>

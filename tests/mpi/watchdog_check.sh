@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The call watchdog in the MPI preload (runtime/call_watchdog.h), on 4 processes of this host:
-# the last rank is late for the second call by more than the watchdog's limits (late_rank.cc),
+# the last rank is late for the second call by more than the watchdog's limits (lateness.cc),
 # so the other ranks wait in their StragglAR call.
 #  1. STRAGGLAR_WARN_AFTER=1s, 2 s late: each waiting rank warns once, naming the call, the
 #     algorithm, the rank and round it waits for; the job ends normally.
@@ -14,13 +14,15 @@ here=$(dirname "$0")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; cat "$work/log"; exit 1; }
-late() { "$here/run_check.sh" "$build_dir" 4 yes "$build_dir/bin/mpi_late_rank" "$1" >"$work/log" 2>&1; }
+late() {
+  "$here/run_check.sh" "$build_dir" 4 yes "$build_dir/bin/mpi_lateness" 2 "3@1-2:$1" >"$work/log" 2>&1
+}
 export STRAGGLAR_ALGORITHM=stragglar STRAGGLAR_EPOCH_CALLS=1
 
 STRAGGLAR_WARN_AFTER=1s late 2 || fail "the run with warnings failed"
 warnings=$(grep -cE 'WARN world: call 1 \(stragglar\) has waited [0-9.]+ s for rank [0-3] in round [0-9]+ \(STRAGGLAR_WARN_AFTER=1 s\)$' "$work/log" || true)
 ((warnings == 3)) || fail "expected one warning from each of the 3 waiting ranks, got $warnings"
-(($(grep -c "late_rank: rank [0-3] exact" "$work/log") == 4)) || fail "a rank's sums are not exact"
+(($(grep -c "lateness: rank [0-3] exact" "$work/log") == 4)) || fail "a rank's sums are not exact"
 echo "watchdog_check: 3 waiting ranks warned once each; the run ended normally"
 
 start=$(date +%s)
