@@ -17,6 +17,7 @@
 #include "policy/simulator.h"
 #include "policy/stragglar_shape.h"
 #include "tools/plan_size_limit.h"
+#include "tools/progress.h"
 
 namespace stragglar {
 namespace {
@@ -236,10 +237,13 @@ absl::StatusOr<std::vector<SimRow>> Simulate(const SimArgs& args,
                                              const std::vector<Candidate>& candidates) {
   const double bytes = static_cast<double>(args.bytes);
   std::vector<SimRow> rows;
+  Progress progress("stragglar sim", static_cast<int64_t>(candidates.size()), "candidates priced",
+                    args.progress);
   for (const Candidate& candidate : candidates) {
     absl::StatusOr<SimRow> row = SimulateCandidate(candidate, args);
     if (!row.ok()) return row.status();
     rows.push_back(*std::move(row));
+    progress.Done(static_cast<int64_t>(rows.size()));
   }
   for (SimRow& ours : rows) {
     if (!ours.is_stragglar() || args.per_class_queues) continue;

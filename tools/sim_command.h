@@ -23,6 +23,7 @@ struct SimArgs {
   // Break-even delays are then not computed (their bisection is the round model's).
   bool per_class_queues = false;
   bool json = false;
+  bool progress = false;  // a progress line on stderr even when it is not a terminal
 };
 
 // InvalidArgument naming the bad value.

@@ -43,6 +43,8 @@
 #include "tools/input_file.h"
 #include "tools/pipeline_command.h"
 #include "tools/plan_command.h"
+#include "tools/plan_size_limit.h"
+#include "tools/progress.h"
 #include "tools/run_job.h"
 #include "tools/sim_command.h"
 #include "tools/text_reports.h"
@@ -86,6 +88,8 @@ ABSL_FLAG(std::string, plan, "", "verify: plan JSON file ('-' for stdin)");
 ABSL_FLAG(int, min_ranks, 2, "rounds: smallest rank count");
 ABSL_FLAG(int, max_ranks, 64, "rounds: largest rank count");
 ABSL_FLAG(bool, verify, false, "rounds: also verify every synthesized plan symbolically");
+ABSL_FLAG(bool, progress, false,
+          "rounds, sim: a progress line on stderr every 2 s even when stderr is not a terminal");
 ABSL_FLAG(std::optional<int>, iterations, std::nullopt, "run: training steps per phase (256)");
 ABSL_FLAG(int64_t, calls, 20000, "scenarios: calls per scenario");
 ABSL_FLAG(int64_t, noise_calls, 100000, "scenarios: calls of the noise-only scenarios");
@@ -276,7 +280,8 @@ absl::Status RunSim() {
                         .delay_s = delay_s,
                         .algorithms = absl::GetFlag(FLAGS_algorithms),
                         .per_class_queues = *per_class_queues,
-                        .json = absl::GetFlag(FLAGS_json)},
+                        .json = absl::GetFlag(FLAGS_json),
+                        .progress = absl::GetFlag(FLAGS_progress)},
                        std::cout);
 }
 
@@ -317,7 +322,15 @@ absl::Status RunRounds() {
         absl::StrCat("need 2 <= --min-ranks <= --max-ranks, got ", min_ranks, " and ", max_ranks));
   }
   const bool verify = absl::GetFlag(FLAGS_verify);
+  const std::string given = absl::StrCat("--max-ranks ", max_ranks);
+  if (absl::Status fits =
+          verify ? FlatStragglarPlanFits(max_ranks, 1, given) : RingPlanFits(max_ranks, given);
+      !fits.ok()) {
+    return fits;
+  }
   const bool json_output = absl::GetFlag(FLAGS_json);
+  Progress progress("stragglar rounds", max_ranks - min_ranks + 1, "rank counts",
+                    absl::GetFlag(FLAGS_progress));
   nlohmann::json rows = nlohmann::json::array();
   int misses = 0;
   if (!json_output) {
@@ -361,6 +374,7 @@ absl::Status RunRounds() {
                                    ring->num_rounds(), halving_doubling->num_rounds(),
                                    FormatSeconds(seconds), verify ? "  yes" : "");
     }
+    progress.Done(n - min_ranks + 1);
   }
   if (json_output) {
     PrintJson({{"rows", std::move(rows)}, {"misses", misses}});
@@ -587,10 +601,10 @@ const std::vector<Command>& Commands() {
       {"plan", {"algorithm", "ranks", "topology", "straggler", "pieces", "json"}, RunPlan},
       {"sim",
        {"ranks", "topology", "bytes", "alpha", "bandwidth", "inter_alpha", "inter_bandwidth",
-        "delay", "straggler", "algorithms", "queues", "json"},
+        "delay", "straggler", "algorithms", "queues", "json", "progress"},
        RunSim},
       {"verify", {"plan"}, RunVerify},
-      {"rounds", {"min_ranks", "max_ranks", "verify", "json"}, RunRounds},
+      {"rounds", {"min_ranks", "max_ranks", "verify", "json", "progress"}, RunRounds},
       {"run",
        {"ranks", "topology", "inter_alpha", "inter_bandwidth", "straggler", "delay", "bytes",
         "iterations", "summary_json", "trace", "trace_json", "dtype", "seed", "epoch_calls",

@@ -12,9 +12,9 @@ usage:
                 [--inter-alpha 10us] [--inter-bandwidth 50GB/s] [--delay D] [--straggler S]
                 [--algorithms ring,halving-doubling,stragglar,stragglar-log-depth,
                               stragglar-hierarchical,ring-hierarchical,nccl-ring,nccl-tree]
-                [--queues rounds|per-class] [--json]
+                [--queues rounds|per-class] [--json] [--progress]
   stragglar verify --plan FILE|-
-  stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json]
+  stragglar rounds [--min-ranks 2] [--max-ranks 64] [--verify] [--json] [--progress]
   stragglar run [--ranks 8 | --topology NxG [--inter-alpha 10us] [--inter-bandwidth 50GB/s]
                                             [--queues rounds|per-class]]
                 [--straggler 5|none] [--delay 20ms] [--bytes 16MiB] [--iterations 256]
