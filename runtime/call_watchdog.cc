@@ -22,7 +22,8 @@ std::chrono::nanoseconds CheckPeriod(const WatchdogOptions& options) {
 
 }  // namespace
 
-std::string DescribeWait(absl::string_view comm, const CallProgress& progress, double waited_s) {
+std::string DescribeWait(absl::string_view comm, const CallProgress& progress, double waited_s,
+                         const AbsentRanks& absent) {
   const int algorithm = progress.algorithm.load(std::memory_order_relaxed);
   const int32_t peer = progress.peer.load(std::memory_order_relaxed);
   const int32_t round = progress.round.load(std::memory_order_relaxed);
@@ -40,7 +41,9 @@ std::string DescribeWait(absl::string_view comm, const CallProgress& progress, d
     absl::StrAppend(&line, " for rank ", peer);
     if (round >= 0) absl::StrAppend(&line, " in round ", round);
   } else if (algorithm >= 0 && static_cast<Algorithm>(algorithm) == Algorithm::kNative) {
-    absl::StrAppend(&line, " (which ranks have not entered it is not known here)");
+    absl::StrAppend(
+        &line, " (",
+        absent != nullptr ? absent() : "which ranks have not entered it is not known here", ")");
   }
   return line;
 }
@@ -63,9 +66,9 @@ CallWatchdog::~CallWatchdog() {
   thread_.join();
 }
 
-void CallWatchdog::Watch(const CallProgress* progress, std::string comm) {
+void CallWatchdog::Watch(const CallProgress* progress, std::string comm, AbsentRanks absent) {
   std::lock_guard<std::mutex> lock(mutex_);
-  watched_[progress] = {.comm = std::move(comm)};
+  watched_[progress] = {.comm = std::move(comm), .absent = std::move(absent)};
 }
 
 void CallWatchdog::Unwatch(const CallProgress* progress) {
@@ -80,7 +83,7 @@ bool CallWatchdog::CheckAll(int64_t now_ns) {
     const double waited_s = static_cast<double>(now_ns - started) * 1e-9;
     if (options_.timeout_s > 0 && waited_s >= options_.timeout_s) {
       const std::string line =
-          absl::StrCat(DescribeWait(watched.comm, *progress, waited_s),
+          absl::StrCat(DescribeWait(watched.comm, *progress, waited_s, watched.absent),
                        ", longer than STRAGGLAR_TIMEOUT=", FormatSeconds(options_.timeout_s),
                        ": ending the job");
       say_(LogLevel::kWarn, line);
@@ -91,7 +94,7 @@ bool CallWatchdog::CheckAll(int64_t now_ns) {
         watched.warned_started_ns != started) {
       watched.warned_started_ns = started;
       say_(LogLevel::kWarn,
-           absl::StrCat(DescribeWait(watched.comm, *progress, waited_s),
+           absl::StrCat(DescribeWait(watched.comm, *progress, waited_s, watched.absent),
                         " (STRAGGLAR_WARN_AFTER=", FormatSeconds(options_.warn_after_s), ")"));
     }
   }

@@ -25,11 +25,17 @@ struct WatchdogOptions {
   double timeout_s = 0;      // 0: never end the job
 };
 
+// Who has not entered the call in progress, where the caller can know it for the library's own
+// collective (whose waits it cannot see), e.g. "rank 3 has not entered it"; null where not.
+using AbsentRanks = std::function<std::string()>;
+
 // The line for a call of `comm` that has waited `waited_s`, e.g.
-//   world: call 1200 (stragglar) has waited 30.0 s for rank 3 in round 2
-//   world: call 7 (the library's own AllReduce) has waited 30.0 s (which ranks have not entered
-//   it is not known here)
-std::string DescribeWait(absl::string_view comm, const CallProgress& progress, double waited_s);
+//   world: call 1200 (stragglar) has waited 30 s for rank 3 in round 2
+//   world: call 7 (the library's own AllReduce) has waited 30 s (rank 3 has not entered it)
+// `absent` says who has not entered the library's own collective; "which ranks have not entered
+// it is not known here" without it.
+std::string DescribeWait(absl::string_view comm, const CallProgress& progress, double waited_s,
+                         const AbsentRanks& absent = nullptr);
 
 class CallWatchdog {
  public:
@@ -41,13 +47,15 @@ class CallWatchdog {
   CallWatchdog(const CallWatchdog&) = delete;
   CallWatchdog& operator=(const CallWatchdog&) = delete;
 
-  // Watches `progress` (which must stay alive until Unwatch) under the name `comm`.
-  void Watch(const CallProgress* progress, std::string comm);
+  // Watches `progress` (which must stay alive until Unwatch) under the name `comm`; `absent`,
+  // when given, is asked from the watchdog's thread and must be safe there.
+  void Watch(const CallProgress* progress, std::string comm, AbsentRanks absent = nullptr);
   void Unwatch(const CallProgress* progress);
 
  private:
   struct Watched {
     std::string comm;
+    AbsentRanks absent;
     int64_t warned_started_ns = 0;  // the call last warned about (its start)
   };
   void Loop();

@@ -41,6 +41,10 @@ TEST(DescribeWaitTest, NamesTheCallWhatRunsItAndWhatItWaitsFor) {
   EXPECT_EQ(DescribeWait("world", progress, 2.5),
             "world: call 7 (the library's own AllReduce) has waited 2.5 s (which ranks have not "
             "entered it is not known here)");
+  // Where the caller knows who has not entered the library's own call, it is named.
+  EXPECT_EQ(DescribeWait("world", progress, 2.5, [] { return "rank 3 has not entered it"; }),
+            "world: call 7 (the library's own AllReduce) has waited 2.5 s (rank 3 has not entered "
+            "it)");
   StartCall(progress, 8, -1, -1, -1);
   EXPECT_EQ(DescribeWait("c1", progress, 1), "c1: call 8 (deciding) has waited 1 s");
 }

@@ -10,6 +10,7 @@
 // same call index, so that they all switch together).
 #include <mpi.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <map>
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "exporters/units.h"
 #include "kernels/mpi_executor.h"
 #include "runtime/agreed_settings.h"
@@ -27,6 +29,7 @@
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
+#include "runtime/mpi/host_call_counts.h"
 #include "runtime/mpi/mpi_backend.h"
 #include "runtime/preload_common.h"
 #include "runtime/version.h"
@@ -71,6 +74,14 @@ struct CommState {
   std::unique_ptr<Communicator> comm;  // after `backend`, which it uses
   MpiExecutorOptions options;          // the same on every rank (rank 0's)
   CallProgress progress;               // the call in progress, for the watchdog
+  // Calls entered, here and (host_calls, null where shared memory failed) by every rank of this
+  // host, so that the watchdog can name the host's ranks absent from the library's own call.
+  std::atomic<int64_t> calls{0};
+  std::unique_ptr<HostCallCounts> host_calls;
+  bool whole_comm_on_host = false;
+
+  // For the watchdog's thread: who of this host has not entered the call in progress.
+  std::string AbsentRanks() const;
 
   int AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 DataType type, ReduceOp reduce_op);
@@ -85,6 +96,8 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                               .op = reduce_op};
   MpiAllReduceWork work(sendbuf, recvbuf, count, datatype, op, user, args, options, backend->own(),
                         &progress);
+  const int64_t entered = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (host_calls != nullptr) host_calls->Entered(entered);
   progress.Start();
   const absl::StatusOr<CallDecision> ran =
       comm->AllReduce(static_cast<int64_t>(count) * DataTypeSize(type),
@@ -97,6 +110,15 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
   // The library's own Allreduce has called it already.
   if (!work.ran_native()) PMPI_Comm_call_errhandler(user, code);
   return code;
+}
+
+std::string CommState::AbsentRanks() const {
+  const std::string elsewhere = whole_comm_on_host ? "" : "; ranks on other hosts: not known here";
+  if (host_calls == nullptr) return "which ranks have not entered it is not known here";
+  const std::vector<int> behind = host_calls->Behind(calls.load(std::memory_order_relaxed));
+  if (behind.empty()) return absl::StrCat("every rank of this host has entered it", elsewhere);
+  return absl::StrCat(behind.size() == 1 ? "rank " : "ranks ", absl::StrJoin(behind, ", "),
+                      behind.size() == 1 ? " has" : " have", " not entered it", elsewhere);
 }
 
 struct Global {
@@ -263,8 +285,12 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     PMPI_Comm_split_type(own, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     PMPI_Comm_size(node, &node_size);
     PMPI_Allreduce(&rank, &node_leader, 1, MPI_INT, MPI_MIN, node);
+    std::vector<int> node_ranks(node_size);
+    PMPI_Allgather(&rank, 1, MPI_INT, node_ranks.data(), 1, MPI_INT, node);
+    state->host_calls = HostCallCounts::Create(node, std::move(node_ranks));
     PMPI_Comm_free(&node);
     const bool one_host = node_size == size;
+    state->whole_comm_on_host = one_host;
     CommOptions options =
         PreloadCommOptions(g.config, kBackend, "MPI_Allreduce", CommName(comm),
                            one_host ? LagSource::kArrivalClock : LagSource::kDuration);
@@ -312,7 +338,10 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     const bool traced = !g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT);
     g.traced = g.traced || traced;
     AddPreloadObservers(*state->comm, g.registry.get(), size, traced, g.build);
-    if (g.watchdog != nullptr) g.watchdog->Watch(&state->progress, CommName(comm));
+    if (g.watchdog != nullptr) {
+      g.watchdog->Watch(&state->progress, CommName(comm),
+                        [state = state.get()] { return state->AbsentRanks(); });
+    }
   }
   return g.comms.emplace(comm, std::move(state)).first->second.get();
 }
