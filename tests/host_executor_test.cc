@@ -32,6 +32,8 @@ std::string CamelName(Algorithm algorithm) {
       return "HalvingDoubling";
     case Algorithm::kStragglar:
       return "Stragglar";
+    case Algorithm::kNative:  // the library's own collective: no plan, never a parameter here
+      return "Native";
   }
   return "Unknown";
 }
