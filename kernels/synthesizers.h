@@ -79,8 +79,8 @@ absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, i
 int LogDepthRoundLowerBound(int num_ranks, int blocks);
 
 // How many transfers a plan holds, in closed form, so that a caller can refuse a plan that would
-// not fit in memory before building it (each costs about 40 bytes: Ring's 33.5 million at 4096
-// ranks took 1.35 GB). Ring: exactly 2n(n-1). The flat StragglAR schedule: exactly 2(n-1)^2 in
+// not fit in memory before building it (each costs about 40 bytes; README, "stragglar rounds").
+// Ring: exactly 2n(n-1). The flat StragglAR schedule: exactly 2(n-1)^2 in
 // one piece, at most that times `pieces` pipelined. The hierarchical ring, and hierarchical
 // StragglAR with any rails: at most the hierarchical ring's 2N(N-1)G + 2G(G-1)N for N nodes of G
 // ranks. Log-depth StragglAR and Halving-Doubling hold O(n log n) and are not bounded here.

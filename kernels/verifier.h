@@ -25,8 +25,8 @@ namespace stragglar {
 // the plan's chunk runs per batch, so small batches cost little: Halving-Doubling at 4096 ranks
 // verifies in 1.9 s either way, peaking at 43 MB with 32 MiB batches and 268 MB with 256 MiB).
 // Of several errors, the one met first in execution order is reported, whatever the batching.
-// A plan whose chunks x ranks x ranks/64 exceeds 2^34 (about 14 s of state resets alone) is
-// refused as too large to verify.
+// A plan whose chunks x ranks x ranks/64 exceeds 2^34 (every chunk resets ranks x ranks/64 words
+// of state, whatever its transfers) is refused as too large to verify.
 struct VerifyOptions {
   int64_t max_index_bytes = int64_t{32} << 20;
 };

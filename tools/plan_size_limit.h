@@ -12,8 +12,8 @@
 
 namespace stragglar {
 
-// About 1.3 GB at 40 bytes a transfer: Ring's plan and the flat StragglAR schedule up to 4097
-// ranks (the flat schedule took 1.6 GB and 6 s at 4096 ranks, 6.4 GB and 34 s at 8192).
+// Ring's plan and the flat StragglAR schedule up to 4097 ranks (README, "stragglar rounds", has
+// what such plans took, with the command).
 inline constexpr int64_t kMaxPlanTransfers = int64_t{1} << 25;
 
 // Whether the flat StragglAR schedule (`stragglar`, in `pieces`) or Ring's plan (`ring`) for
