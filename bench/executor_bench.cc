@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/host_executor.h"
-#include "kernels/program.h"
-#include "kernels/synthesizers.h"
+#include "kernels/exec/host/host_executor.h"
+#include "kernels/program/program.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/simulator.h"
 #include "runtime/host_runtime.h"
 

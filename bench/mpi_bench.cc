@@ -48,7 +48,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "exporters/units.h"
-#include "kernels/exact_data.h"
+#include "kernels/reduce/exact_data.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(stragglar::ByteSize, min_bytes, stragglar::ByteSize{1 << 20},
@@ -80,13 +80,13 @@ usage: mpirun -np N stragglar-mpi-bench [--min-bytes 1MiB] [--max-bytes 64MiB] [
 )";
 
 constexpr absl::string_view kProgram = "stragglar-mpi-bench";
-constexpr uint64_t kSeed = 1;  // of the inputs (kernels/exact_data.h)
+constexpr uint64_t kSeed = 1;  // of the inputs (kernels/reduce/exact_data.h)
 
 struct ElementType {
   std::string name;
   MPI_Datatype mpi;
   int size;
-  DataType data;  // the exact test data's type (kernels/exact_data.h)
+  DataType data;  // the exact test data's type (kernels/reduce/exact_data.h)
 };
 
 struct Config {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/simulator.h"
 #include "runtime/runtime_core.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace stragglar {
 namespace {

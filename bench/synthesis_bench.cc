@@ -2,9 +2,9 @@
 // (docs/plans.md records the results with the machine).
 #include <benchmark/benchmark.h>
 
-#include "kernels/stragglar_schedule.h"
-#include "kernels/synthesizers.h"
-#include "kernels/verifier.h"
+#include "kernels/plan/verifier.h"
+#include "kernels/synth/stragglar_schedule.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/simulator.h"
 
 namespace stragglar {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "nlohmann/json.hpp"
 
 namespace stragglar {

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/calibration.h"
 #include "policy/plan_cache.h"
 #include "policy/simulator.h"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/plan_memo.h"
-#include "kernels/stragglar_schedule.h"
-#include "kernels/synthesizers.h"
+#include "kernels/plan/plan_memo.h"
+#include "kernels/synth/stragglar_schedule.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/nccl_models.h"
 #include "policy/queue_simulator.h"
 
@@ -72,12 +72,12 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
   const bool on_nodes_by_index =
       stragglar && topology.multi_node() && !shape.hierarchical && !PricedWithQueues();
   if (stragglar && (by_renaming || on_nodes_by_index) && *straggler >= 0 && *straggler < last) {
-    // The plan around the last rank renamed (kernels/rank_relabel.h), kept as a header and given
-    // its transfers only for an executor (Materialized). Priced through that plan where renaming
-    // keeps the costs (renamed_: one machine; hierarchical StragglAR on nodes, renamed keeping
-    // nodes). On nodes the flat and log-depth plans are the synthesizer's, which rename that plan
-    // but cost otherwise: priced exactly by its index with the ranks renamed as it is simulated
-    // (indexed_by_renaming_, SimulatePartOn).
+    // The plan around the last rank renamed (kernels/plan/rank_relabel.h), kept as a header and
+    // given its transfers only for an executor (Materialized). Priced through that plan where
+    // renaming keeps the costs (renamed_: one machine; hierarchical StragglAR on nodes, renamed
+    // keeping nodes). On nodes the flat and log-depth plans are the synthesizer's, which rename
+    // that plan but cost otherwise: priced exactly by its index with the ranks renamed as it is
+    // simulated (indexed_by_renaming_, SimulatePartOn).
     absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
     if (!canonical.ok()) return canonical.status();
     const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;

@@ -17,8 +17,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/plan.h"
-#include "kernels/rank_relabel.h"
+#include "kernels/plan/plan.h"
+#include "kernels/plan/rank_relabel.h"
 #include "policy/calibration.h"
 #include "policy/network_model.h"
 #include "policy/simulator.h"
@@ -78,8 +78,8 @@ class PlanCache {
   // the hierarchical ring, which its index prices (285 MB at 512x8); native's, a header with
   // Machine::native_is_nccl on nodes (NCCL's closed form prices it), else Ring's plan; StragglAR's
   // plans around a straggler other than the last rank, which rename the plan around it
-  // (kernels/rank_relabel.h) and are priced through it (RenamesStragglars) or through its index
-  // renamed (on nodes); and on nodes that plan itself, which its index prices
+  // (kernels/plan/rank_relabel.h) and are priced through it (RenamesStragglars) or through its
+  // index renamed (on nodes); and on nodes that plan itself, which its index prices
   // (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, in place:
   // the same address, so the same prices and memos. `plan` must come from this cache.
   absl::StatusOr<const Plan*> Materialized(const Plan& plan);
@@ -221,7 +221,7 @@ class PlanCache {
   std::map<std::tuple<Algorithm, int, int, int, bool>, Plan> plans_;
   // StragglAR's plans around a straggler other than the last rank where RenamesStragglars: kept
   // as headers, priced as the plan around the last rank on renamed arrivals
-  // (kernels/rank_relabel.h).
+  // (kernels/plan/rank_relabel.h).
   struct Renamed {
     const Plan* canonical;
     RankRelabel relabel;

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/calibration.h"
 #include "policy/chooser.h"
 #include "policy/detector.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/detector.h"
 #include "policy/network_model.h"
 #include "policy/topology.h"

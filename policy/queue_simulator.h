@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/network_model.h"
 #include "policy/simulator.h"
 

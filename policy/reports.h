@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/stragglar_shape.h"
 #include "profiler/arrival.h"
 

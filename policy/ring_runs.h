@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/topology.h"
 
 namespace stragglar {

@@ -10,7 +10,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/network_model.h"
 #include "policy/ring_runs.h"
 
@@ -114,13 +114,13 @@ double StragglarReduceScatterSeconds(int num_ranks, double bytes, const LinkMode
 double StragglarPostArrivalSeconds(int num_ranks, int post_arrival_rounds, double bytes,
                                    const LinkModel& link);
 
-// The block counts worth pricing for log-depth StragglAR (kernels/stragglar_log_depth.cc) on a
-// call of `bytes`: the powers of two on either side of the optimum of its round model,
-// (K + L)(alpha + S beta / K) with L = ceil(log2(n + 1)) - 1, which is K* = sqrt(L S beta / alpha)
+// The block counts worth pricing for log-depth StragglAR (kernels/synth/stragglar_log_depth.cc) on
+// a call of `bytes`: the powers of two on either side of the optimum of its round model, (K +
+// L)(alpha + S beta / K) with L = ceil(log2(n + 1)) - 1, which is K* = sqrt(L S beta / alpha)
 // (docs/scale-model.md); one or two counts in [1, kMaxLogDepthBlocks].
 std::vector<int> LogDepthBlockChoices(int num_ranks, double bytes, const LinkModel& link);
 
-// The rails worth pricing for hierarchical StragglAR (kernels/stragglar_hierarchical.cc) on
+// The rails worth pricing for hierarchical StragglAR (kernels/synth/stragglar_hierarchical.cc) on
 // `topology` for a call of `bytes`, as SynthesizeHierarchicalStragglar's rail_blocks: 0, the flat
 // schedule over the nodes, on up to kMaxFlatRailNodes nodes; then, on several nodes, log-depth
 // StragglAR in the LogDepthBlockChoices of a shard on `inter_node`. Above that many nodes flat

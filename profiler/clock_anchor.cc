@@ -5,7 +5,7 @@
 #include <limits>
 #include <utility>
 
-#include "kernels/device_scope.h"
+#include "kernels/cuda/device_scope.h"
 #include "profiler/cuda_status.h"
 
 namespace stragglar::gpu_timer_internal {

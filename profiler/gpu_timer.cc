@@ -13,7 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/device_scope.h"
+#include "kernels/cuda/device_scope.h"
 #include "profiler/clock_anchor.h"
 #include "profiler/cuda_status.h"
 #include "profiler/cupti_api.h"

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/units.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 
 namespace stragglar {
 namespace {

@@ -1,4 +1,4 @@
-// A thread that watches the calls in progress (kernels/call_progress.h) of a process's
+// A thread that watches the calls in progress (kernels/exec/call_progress.h) of a process's
 // communicators, so that a call stuck on a peer that never comes is reported instead of waiting
 // in silence: one warning once it has waited STRAGGLAR_WARN_AFTER, naming the call, what runs it
 // and the rank and round it waits for; and with STRAGGLAR_TIMEOUT one error line, then the
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "absl/strings/string_view.h"
-#include "kernels/call_progress.h"
+#include "kernels/exec/call_progress.h"
 #include "runtime/log.h"
 
 namespace stragglar {

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/program.h"
+#include "kernels/program/program.h"
 #include "policy/reports.h"
 #include "profiler/arrival.h"
 

@@ -27,7 +27,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/program.h"
+#include "kernels/program/program.h"
 #include "policy/reports.h"
 #include "runtime/comm_backend.h"
 #include "runtime/comm_observers.h"

@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
-#include "kernels/plan.h"
-#include "kernels/synthesizers.h"
+#include "kernels/plan/plan.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

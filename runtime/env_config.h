@@ -107,7 +107,7 @@ struct PreloadConfig {
   std::optional<int64_t> mpi_network_message_bytes;
   // STRAGGLAR_QUEUES=rounds|per-class (case-insensitive), MPI library only: on a machine of
   // several nodes, plans run round by round (rounds, default) or on one queue per link class
-  // (per-class: kernels/mpi_link_class_queues.h), and the policy prices them as they run.
+  // (per-class: kernels/exec/mpi/mpi_link_class_queues.h), and the policy prices them as they run.
   bool per_class_queues = false;
   // STRAGGLAR_PRE_ARRIVAL=rounds|nccl (case-insensitive), NCCL library only: StragglAR's
   // pre-arrival ReduceScatter as the plan's send/recv rounds (rounds), or as NCCL's ReduceScatter

@@ -8,7 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "runtime/link_probe.h"
 
 namespace stragglar {

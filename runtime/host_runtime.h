@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "exporters/observer.h"
-#include "kernels/host_executor.h"
-#include "kernels/host_transport.h"
+#include "kernels/exec/host/host_executor.h"
+#include "kernels/exec/host/host_transport.h"
 #include "runtime/communicator.h"
 #include "runtime/link_probe.h"
 #include "runtime/runtime_core.h"

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "policy/learned_state.h"
 #include "policy/policy.h"
 #include "policy/policy_config.h"

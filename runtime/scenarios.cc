@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "profiler/arrival.h"
 #include "runtime/replay.h"
 

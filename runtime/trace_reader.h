@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "profiler/arrival.h"
 
 namespace stragglar {

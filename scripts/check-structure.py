@@ -3,6 +3,8 @@
 
   - layers: the folders' include graph has no cycle (a folder is the directory of a file, so
     runtime/ and runtime/nccl/ are two nodes); a cycle is printed with one include per edge;
+  - rules: each of LAYER_RULES (which folders a folder may include, or must never include) holds
+    for every include of the tree; a broken rule is printed with the include and the rule's why;
   - file length: no hand-written source file over --max-file-lines lines (stored tables aside,
     listed in LONG_FILES with the reason);
   - function length: no function over --max-function-lines lines, from its signature to its
@@ -22,6 +24,39 @@ SOURCE_SUFFIXES = (".cc", ".h", ".cu", ".cuh", ".c")
 # Files allowed past the file-length limit, and why. None today.
 LONG_FILES = {}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+# Which folders a folder may include, beyond itself. A pattern names folders by path segments:
+# `*` is one segment, `**` any number (none too), so `kernels/exec/*` is each executor's folder and
+# `kernels/**` is kernels/ and everything below it. A rule is (folders, "only" | "never",
+# included folders, why): "only" lets the folders include nothing but those (and themselves),
+# "never" forbids those. Every rule that matches a folder applies.
+LAYER_RULES = [
+    ("kernels/**", "only", ["kernels/**"],
+     "the collective layer knows no policy, clock, communicator or library glue"),
+    ("kernels/plan", "only", [], "the plan IR stands alone: every other layer reads it"),
+    ("kernels/synth", "only", ["kernels/plan"], "a synthesizer makes plans from the IR alone"),
+    ("kernels/reduce", "only", [], "element reduction knows nothing of plans or transports"),
+    ("kernels/cuda", "only", [], "the shared CUDA helpers know nothing of the layers using them"),
+    ("kernels/program", "only", ["kernels/plan", "kernels/reduce"],
+     "a program is a plan lowered for one rank, with its element type"),
+    ("kernels/exec", "only", [], "what every executor shares depends on no layer"),
+    ("kernels/exec/*", "only", ["kernels/plan", "kernels/program", "kernels/reduce",
+                                "kernels/cuda", "kernels/exec"],
+     "an executor runs a program: it never synthesizes a plan, nor uses another executor's code"),
+    ("policy/**", "never", ["kernels/exec/**", "runtime/**", "exporters/**"],
+     "the policy decides from plans and timings: it runs nothing and writes nothing"),
+    ("profiler/**", "never", ["kernels/exec/**", "policy/**", "runtime/**"],
+     "the profiler measures calls; it neither runs nor decides them"),
+    ("exporters/**", "never", ["kernels/exec/**", "runtime/**"],
+     "exporters observe reports; they do not know how calls are run or exchanged"),
+    ("runtime", "never", ["kernels/exec/mpi", "kernels/exec/nccl", "kernels/exec/device",
+                          "runtime/mpi", "runtime/nccl"],
+     "the protocol and its library-free backends know neither MPI nor NCCL"),
+    ("runtime/mpi", "never", ["runtime/nccl", "kernels/exec/nccl", "kernels/exec/device"],
+     "the MPI preload knows nothing of NCCL"),
+    ("runtime/nccl", "never", ["runtime/mpi", "kernels/exec/mpi"],
+     "the NCCL preload knows nothing of MPI"),
+]
 
 
 def source_files(root):
@@ -53,6 +88,42 @@ def include_graph(root, files):
             if target != folder:
                 graph.setdefault(folder, {}).setdefault(target, f"{path}: {included}")
     return graph
+
+
+def folder_matches(pattern, folder):
+    """Whether `folder` (a/b/c) is named by `pattern` (segments, `*` one, `**` any number)."""
+    def match(parts, names):
+        if not parts:
+            return not names
+        if parts[0] == "**":
+            return any(match(parts[1:], names[i:]) for i in range(len(names) + 1))
+        return bool(names) and parts[0] in ("*", names[0]) and match(parts[1:], names[1:])
+    return match(pattern.split("/"), folder.split("/") if folder else [])
+
+
+def broken_rules(root, files):
+    """One line per include that breaks a rule of LAYER_RULES."""
+    present = set(files)
+    found = []
+    for path in files:
+        folder = os.path.dirname(path)
+        rules = [r for r in LAYER_RULES if folder_matches(r[0], folder)]
+        if not rules:
+            continue
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for included in INCLUDE.findall(text):
+            target = os.path.dirname(included)
+            if included not in present or target == folder:
+                continue
+            for pattern, kind, folders, why in rules:
+                named = any(folder_matches(p, target) for p in folders)
+                if named != (kind == "only"):
+                    allowed = (f"may include only {', '.join(folders) or 'itself'}"
+                               if kind == "only" else f"never includes {', '.join(folders)}")
+                    found.append(f"{path}: includes {included}, but {pattern} {allowed} ({why})")
+                    break
+    return found
 
 
 def find_cycle(graph):
@@ -179,6 +250,7 @@ def main():
     if cycle:
         edges = "; ".join(f"{a} -> {b} ({graph[a][b]})" for a, b in zip(cycle, cycle[1:]))
         findings.append(f"include cycle between folders: {' -> '.join(cycle)}: {edges}")
+    findings += broken_rules(root, files)
     for path in files:
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -194,7 +266,7 @@ def main():
         return 1
     layers = sorted(graph)
     print(f"check-structure: {len(files)} files, {len(layers)} folders that include others, "
-          f"no include cycle, no file over {args.max_file_lines} lines, no function over "
+          f"no include cycle, the {len(LAYER_RULES)} layer rules hold, no file over {args.max_file_lines} lines, no function over "
           f"{args.max_function_lines} lines")
     return 0
 

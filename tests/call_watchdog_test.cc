@@ -12,7 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "runtime/env_config.h"
 #include "tests/fake_env.h"
 

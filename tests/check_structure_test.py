@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/check-structure.py finds what it is for: planted in small trees, an include cycle
-between folders, a file over the limit and a function over the limit are each reported, and a
-clean tree (with lambdas, classes, namespaces, raw strings and initializer braces) passes."""
+between folders, a file over the limit, a function over the limit and each kind of broken layer
+rule are each reported, and clean trees (with lambdas, classes, namespaces, raw strings and
+initializer braces; with the layers' allowed includes) pass."""
 
 import os
 import subprocess
@@ -38,6 +39,30 @@ CLEAN = {
 }
 
 
+def header(*includes):
+    return "#pragma once\n" + "".join(f'#include "{i}"\n' for i in includes)
+
+
+# The layers as they are meant to include each other (docs/architecture.md): passes.
+LAYERED = {
+    "kernels/plan/plan.h": header(),
+    "kernels/reduce/reduce.h": header(),
+    "kernels/cuda/scope.h": header(),
+    "kernels/synth/ring.cc": header("kernels/plan/plan.h"),
+    "kernels/program/program.h": header("kernels/plan/plan.h", "kernels/reduce/reduce.h"),
+    "kernels/exec/progress.h": header(),
+    "kernels/exec/host/run.h": header("kernels/program/program.h", "kernels/exec/progress.h"),
+    "kernels/exec/nccl/run.h": header("kernels/program/program.h", "kernels/cuda/scope.h"),
+    "profiler/timer.h": header("kernels/cuda/scope.h"),
+    "policy/cache.h": header("kernels/synth/ring.cc", "kernels/program/program.h",
+                             "profiler/timer.h"),
+    "exporters/out.h": header("policy/cache.h"),
+    "runtime/comm.h": header("kernels/exec/host/run.h", "policy/cache.h", "exporters/out.h"),
+    "runtime/mpi/backend.h": header("runtime/comm.h"),
+    "runtime/nccl/backend.h": header("runtime/comm.h", "kernels/exec/nccl/run.h"),
+}
+
+
 def main():
     failures = []
 
@@ -63,6 +88,36 @@ def main():
                           "TEST(Suite, Name) {\n" + "  ;\n" * 130 + "}\n")
     expect("a long method", member, 1, "low/m.cc:2: a function of 132 lines")
     expect("a long test", member, 1, "low/m.cc:135: a function of 132 lines")
+    expect("the layers' allowed includes pass", LAYERED, 0, "the 14 layer rules hold")
+    # One planted include per rule kind, each in a tree that has no cycle.
+    planted = [
+        ("kernels/synth/stragglar.cc", "kernels/exec/host/run.h",
+         "kernels/synth may include only kernels/plan"),
+        ("kernels/exec/mpi/run.cc", "kernels/exec/host/run.h",
+         "kernels/exec/* may include only kernels/plan, kernels/program"),
+        ("kernels/exec/device/run.cc", "kernels/synth/ring.cc",
+         "kernels/exec/* may include only"),
+        ("kernels/plan/verifier.cc", "kernels/reduce/reduce.h",
+         "kernels/plan may include only itself"),
+        ("kernels/reduce/exact.cc", "kernels/plan/plan.h",
+         "kernels/reduce may include only itself"),
+        ("kernels/program/lower.cc", "kernels/synth/ring.cc",
+         "kernels/program may include only kernels/plan, kernels/reduce"),
+        ("kernels/exec/queue.cc", "kernels/program/program.h",
+         "kernels/exec may include only itself"),
+        ("kernels/newlayer/a.cc", "profiler/timer.h", "kernels/** may include only kernels/**"),
+        ("policy/chooser.cc", "kernels/exec/nccl/run.h", "policy/** never includes"),
+        ("profiler/gpu.cc", "kernels/exec/host/run.h", "profiler/** never includes"),
+        ("exporters/trace.cc", "kernels/exec/host/run.h", "exporters/** never includes"),
+        ("runtime/core.cc", "kernels/exec/nccl/run.h", "runtime never includes"),
+        ("runtime/mpi/preload.cc", "runtime/nccl/backend.h", "runtime/mpi never includes"),
+        ("runtime/nccl/preload.cc", "runtime/mpi/backend.h", "runtime/nccl never includes"),
+    ]
+    for path, included, needle in planted:
+        tree = dict(LAYERED)
+        tree[path] = f'#include "{included}"\n'
+        expect(f"{path} including {included}", tree, 1, f"{path}: includes {included}, but "
+               + needle)
     for failure in failures:
         print("FAIL:", failure)
     if failures:

@@ -1,4 +1,4 @@
-#include "kernels/chunk_list.h"
+#include "kernels/plan/chunk_list.h"
 
 #include <optional>
 #include <random>
@@ -6,8 +6,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/plan.h"
-#include "kernels/synthesizers.h"
+#include "kernels/plan/plan.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

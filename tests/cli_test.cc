@@ -20,9 +20,9 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/plan.h"
-#include "kernels/synthesizers.h"
-#include "kernels/verifier.h"
+#include "kernels/plan/plan.h"
+#include "kernels/plan/verifier.h"
+#include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
 

@@ -1,5 +1,5 @@
 // An emulated device for the device executor's tests: the kernel's control code
-// (kernels/device_rank.h) with CPU threads as CTAs.
+// (kernels/exec/device/device_rank.h) with CPU threads as CTAs.
 //  - CpuBlock: the platform of one CTA, a thread. Waits spin (yielding) on acquire loads and
 //    honour a DeviceWatch as the GPU's do (the abort word, the timeout, the failure record);
 //    posts are release stores. With `jitter`, a block sometimes pauses before it moves data, so
@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "kernels/device_executor.h"
-#include "kernels/device_rank.h"
-#include "kernels/device_watch.h"
-#include "kernels/reduce_element.h"
+#include "kernels/exec/device/device_executor.h"
+#include "kernels/exec/device/device_rank.h"
+#include "kernels/exec/device/device_watch.h"
+#include "kernels/reduce/reduce_element.h"
 
 namespace stragglar {
 

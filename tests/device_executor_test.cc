@@ -1,7 +1,7 @@
 // The device executor without a GPU: peer memory is host memory (FakePeerMemory), the handle
 // exchange an in-process gather, ranks are threads and every kernel launch runs the real control
 // code on CPU threads (tests/cpu_device.h). What is left for a GPU is CUDA itself.
-#include "kernels/device_executor.h"
+#include "kernels/exec/device/device_executor.h"
 
 #include <algorithm>
 #include <barrier>
@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/host_executor.h"
-#include "kernels/synthesizers.h"
+#include "kernels/exec/host/host_executor.h"
+#include "kernels/synth/synthesizers.h"
 #include "tests/cpu_device.h"
 
 namespace stragglar {

@@ -1,4 +1,4 @@
-#include "kernels/device_program.h"
+#include "kernels/program/device_program.h"
 
 #include <algorithm>
 #include <map>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -1,9 +1,9 @@
-// The device executor's control code (kernels/device_rank.h) run on the CPU: every rank is
-// `blocks` threads, one per emulated CTA, over windows and signal arrays in shared memory, and
+// The device executor's control code (kernels/exec/device/device_rank.h) run on the CPU: every rank
+// is `blocks` threads, one per emulated CTA, over windows and signal arrays in shared memory, and
 // ranks start late by random amounts. Results must equal the host executor's bit for bit, on
 // every rank, for every call of a sequence that reuses the windows. Planted bugs in the
 // signalling must be caught.
-#include "kernels/device_rank.h"
+#include "kernels/exec/device/device_rank.h"
 
 #include <algorithm>
 #include <atomic>
@@ -20,9 +20,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/exact_data.h"
-#include "kernels/host_executor.h"
-#include "kernels/synthesizers.h"
+#include "kernels/exec/host/host_executor.h"
+#include "kernels/reduce/exact_data.h"
+#include "kernels/synth/synthesizers.h"
 #include "tests/cpu_device.h"
 
 namespace stragglar {

@@ -1,4 +1,4 @@
-#include "kernels/exact_data.h"
+#include "kernels/reduce/exact_data.h"
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace stragglar::exact_data {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "tests/float_formats.h"
 
 namespace stragglar {

@@ -4,10 +4,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/program.h"
-#include "kernels/program_check.h"
-#include "kernels/synthesizers.h"
-#include "kernels/verifier.h"
+#include "kernels/plan/verifier.h"
+#include "kernels/program/program.h"
+#include "kernels/program/program_check.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -5,11 +5,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/program.h"
-#include "kernels/program_check.h"
-#include "kernels/round_packer.h"
-#include "kernels/synthesizers.h"
-#include "kernels/verifier.h"
+#include "kernels/plan/verifier.h"
+#include "kernels/program/program.h"
+#include "kernels/program/program_check.h"
+#include "kernels/synth/round_packer.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "kernels/exact_data.h"
-#include "kernels/host_executor.h"
+#include "kernels/exec/host/host_executor.h"
+#include "kernels/reduce/exact_data.h"
 
 namespace stragglar {
 

@@ -1,4 +1,4 @@
-#include "kernels/host_executor.h"
+#include "kernels/exec/host/host_executor.h"
 
 #include <atomic>
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/exact_data.h"
-#include "kernels/synthesizers.h"
+#include "kernels/reduce/exact_data.h"
+#include "kernels/synth/synthesizers.h"
 #include "tests/host_collective.h"
 
 namespace stragglar {

@@ -1,6 +1,6 @@
 // The in-process transport on its own: FIFO channels, copies and loans, timeouts that name both
 // ranks, and aborts that wake every waiter without freeing memory a reader still holds.
-#include "kernels/host_transport.h"
+#include "kernels/exec/host/host_transport.h"
 
 #include <chrono>
 #include <cstddef>

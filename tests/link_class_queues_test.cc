@@ -1,4 +1,4 @@
-#include "kernels/link_class_queues.h"
+#include "kernels/program/link_class_queues.h"
 
 #include <chrono>
 #include <future>
@@ -8,9 +8,9 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/exact_data.h"
-#include "kernels/host_executor.h"
-#include "kernels/synthesizers.h"
+#include "kernels/exec/host/host_executor.h"
+#include "kernels/reduce/exact_data.h"
+#include "kernels/synth/synthesizers.h"
 #include "tests/host_collective.h"
 
 namespace stragglar {

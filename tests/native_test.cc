@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/calibration.h"
 #include "policy/plan_cache.h"
 #include "policy/simulator.h"

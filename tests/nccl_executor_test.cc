@@ -3,7 +3,7 @@
 // group's start, receives land at its end), and the device operations by the CPU kernels. Every
 // plan, rank count, type and operator must give every rank the exact reference result; on a GPU
 // the same code runs with NCCL and our CUDA kernels (scripts/gpu-check.sh).
-#include "kernels/nccl_executor.h"
+#include "kernels/exec/nccl/nccl_executor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,9 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/exact_data.h"
-#include "kernels/nccl_types.h"
-#include "kernels/synthesizers.h"
+#include "kernels/exec/nccl/nccl_types.h"
+#include "kernels/reduce/exact_data.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -1,10 +1,10 @@
-#include "kernels/plan_memo.h"
+#include "kernels/plan/plan_memo.h"
 
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 
 #include <limits>
 #include <numeric>
@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 
 namespace stragglar {

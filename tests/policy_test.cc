@@ -5,8 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/rank_relabel.h"
-#include "kernels/synthesizers.h"
+#include "kernels/plan/rank_relabel.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/calibration.h"
 #include "policy/chooser.h"
 #include "policy/detector.h"
@@ -282,7 +282,8 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
       SimulatePlan(**many.WithShape(Algorithm::kStragglar, 127, rails), 64 << 20, sixteen, late128)
           ->after_last_arrival_s;
   EXPECT_LT(log_rails_s, flat_rails_s);
-  // Around rank 6 the plan is the one around rank 7 with the nodes kept (kernels/rank_relabel.h).
+  // Around rank 6 the plan is the one around rank 7 with the nodes kept
+  // (kernels/plan/rank_relabel.h).
   const Plan& plan = **nodes.Materialized(**nodes.WithShape(Algorithm::kStragglar, 6, shapes[2]));
   EXPECT_EQ(plan,
             RankRelabel::KeepingNodes(2, 4, 6).Apply(*SynthesizeHierarchicalStragglar(2, 4, 7)));

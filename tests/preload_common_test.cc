@@ -1,7 +1,7 @@
 #include "runtime/preload_common.h"
 
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -1,7 +1,7 @@
 // Per-rank programs: lowering gives the exact steps, pieces and waits a rank needs; the checker
 // accepts every synthesized plan's programs in every placement and refuses planted bugs, each
 // with a message naming it.
-#include "kernels/program.h"
+#include "kernels/program/program.h"
 
 #include <optional>
 #include <type_traits>
@@ -9,8 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/program_check.h"
-#include "kernels/synthesizers.h"
+#include "kernels/program/program_check.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

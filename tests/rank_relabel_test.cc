@@ -1,14 +1,14 @@
 // RankRelabel: StragglAR's plans around every straggler are the plan around the last rank renamed,
 // exactly as the synthesizers build them, and values per rank move with the names; on nodes the
 // renaming keeps every pair of ranks on one node or apart.
-#include "kernels/rank_relabel.h"
+#include "kernels/plan/rank_relabel.h"
 
 #include <numeric>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 #include <algorithm>
 #include <bit>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/reduce_element.h"
+#include "kernels/reduce/reduce_element.h"
 #include "tests/float_formats.h"
 
 namespace stragglar {

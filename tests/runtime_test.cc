@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/simulator.h"
 #include "runtime/host_runtime.h"
 #include "runtime/runtime_core.h"

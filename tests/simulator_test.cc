@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
-#include "kernels/verifier.h"
+#include "kernels/plan/verifier.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

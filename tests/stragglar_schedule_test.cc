@@ -1,4 +1,4 @@
-#include "kernels/stragglar_schedule.h"
+#include "kernels/synth/stragglar_schedule.h"
 
 #include <string>
 #include <vector>

@@ -4,9 +4,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/stragglar_schedule.h"
-#include "kernels/synthesizers.h"
-#include "kernels/verifier.h"
+#include "kernels/plan/verifier.h"
+#include "kernels/synth/stragglar_schedule.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "policy/network_model.h"
 #include "policy/ring_runs.h"
 #include "policy/simulator.h"

@@ -1,4 +1,4 @@
-#include "kernels/verifier.h"
+#include "kernels/plan/verifier.h"
 
 #include <numeric>
 #include <random>
@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "tools/plan_size_limit.h"
 #include "tools/text_reports.h"

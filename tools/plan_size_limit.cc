@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/units.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
 namespace {

@@ -1,7 +1,7 @@
 // The size limit of the plans a command builds whole (`stragglar plan`, `stragglar sim`): a plan
 // whose transfers would outgrow memory is refused with one line before it is built, where it
 // ended in std::bad_alloc (the flat StragglAR plan for 16384 ranks, or the hierarchical one on
-// 4096x16). The counts are the synthesizers' closed forms (kernels/synthesizers.h).
+// 4096x16). The counts are the synthesizers' closed forms (kernels/synth/synthesizers.h).
 #pragma once
 
 #include <cstdint>

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/plan.h"
-#include "kernels/reduce.h"
+#include "kernels/plan/plan.h"
+#include "kernels/reduce/reduce.h"
 #include "nlohmann/json.hpp"
 #include "policy/network_model.h"
 #include "policy/topology.h"

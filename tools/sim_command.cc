@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "exporters/units.h"
-#include "kernels/synthesizers.h"
+#include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "policy/nccl_models.h"
 #include "policy/plan_cache.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
-#include "kernels/stragglar_schedule.h"
+#include "kernels/synth/stragglar_schedule.h"
 
 namespace stragglar {
 

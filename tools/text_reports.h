@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "kernels/plan.h"
+#include "kernels/plan/plan.h"
 #include "nlohmann/json.hpp"
 #include "policy/simulator.h"
 #include "runtime/scenarios.h"

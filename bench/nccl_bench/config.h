@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace stragglar::nccl_bench {
 

@@ -19,11 +19,11 @@
 // check calls included), and every rank also records events around each timed call: the shortest
 // rank's call (the last to arrive) is the time after the straggler's arrival ("after").
 //
-// -c 1: inputs are the project's exact test data (kernels/exact_data.h), exact in any reduction
-// order for every type and operator; every rank computes the expected result from them alone and
-// compares it byte for byte. The one exception: float averages over a rank count that is not a
-// power of two, where NCCL multiplies each input by 1/n before summing; those may differ by up to
-// n + 2 units in the last place.
+// -c 1: inputs are the project's exact test data (kernels/reduce/exact_data.h), exact in any
+// reduction order for every type and operator; every rank computes the expected result from them
+// alone and compares it byte for byte. The one exception: float averages over a rank count that is
+// not a power of two, where NCCL multiplies each input by 1/n before summing; those may differ by
+// up to n + 2 units in the last place.
 
 #include <iostream>
 #include <string>

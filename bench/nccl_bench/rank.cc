@@ -18,8 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "bench/nccl_bench/pipes.h"
 #include "bench/spin_kernel.h"
-#include "kernels/exact_data.h"
-#include "kernels/nccl_types.h"
+#include "kernels/exec/nccl/nccl_types.h"
+#include "kernels/reduce/exact_data.h"
 
 #define STRAGGLAR_RETURN_IF_ERROR(expr)                               \
   do {                                                                \
@@ -183,8 +183,8 @@ class Rank {
     return absl::OkStatus();
   }
 
-  // input_ = this rank's input; expected_ = the exact result (kernels/exact_data.h): inputs exact
-  // in any reduction order, for every type and operator, so that the check needs no tolerance
+  // input_ = this rank's input; expected_ = the exact result (kernels/reduce/exact_data.h): inputs
+  // exact in any reduction order, for every type and operator, so that the check needs no tolerance
   // except NCCL's float average (UlpTolerance). Every row gets data of its own.
   void PrepareCheck(size_t index, const RowSpec& row) {
     data_ = {.type = row.type,

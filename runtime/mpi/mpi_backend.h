@@ -1,7 +1,7 @@
 // The MPI backend of the communicator protocol: the protocol's own traffic over a communicator
 // private to stragglar (a duplicate of the user's), and each MPI_Allreduce's work: the MPI
 // library's own Allreduce on the user's communicator, or this rank's program over point-to-point
-// (kernels/mpi_executor.h).
+// (kernels/exec/mpi/mpi_executor.h).
 #pragma once
 
 #include <mpi.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/mpi_executor.h"
+#include "kernels/exec/mpi/mpi_executor.h"
 #include "runtime/comm_backend.h"
 
 namespace stragglar {

@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
-#include "kernels/mpi_executor.h"
+#include "kernels/exec/mpi/mpi_executor.h"
 #include "runtime/agreed_settings.h"
 #include "runtime/call_watchdog.h"
 #include "runtime/communicator.h"

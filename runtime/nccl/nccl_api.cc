@@ -1,6 +1,6 @@
 #include "runtime/nccl/nccl_api.h"
 
-#include "kernels/nccl_types.h"
+#include "kernels/exec/nccl/nccl_types.h"
 
 namespace stragglar {
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/nccl_executor.h"
-#include "kernels/reduce.h"
+#include "kernels/exec/nccl/nccl_executor.h"
+#include "kernels/reduce/reduce.h"
 #include "runtime/log.h"
 
 namespace stragglar {

@@ -2,8 +2,8 @@
 // collectives enqueued on the calling stream (the epoch's gather runs behind the calls: the
 // protocol defers the exchange), the GPU call timer's tickets, and each ncclAllReduce's work:
 // NCCL's own AllReduce, or this rank's program over NCCL send/recv and our CUDA kernels
-// (kernels/nccl_executor.h), optionally with StragglAR's pre-arrival phase as NCCL collectives on
-// a communicator of the ready ranks.
+// (kernels/exec/nccl/nccl_executor.h), optionally with StragglAR's pre-arrival phase as NCCL
+// collectives on a communicator of the ready ranks.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "kernels/device_executor.h"
-#include "kernels/nccl_executor.h"
+#include "kernels/exec/device/device_executor.h"
+#include "kernels/exec/nccl/nccl_executor.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/comm_backend.h"
 
@@ -58,9 +58,10 @@ class NcclBackend final : public CommBackend {
   // gone, and destroying would wait for it), destroyed otherwise.
   void ReleaseReadyComms(bool abort);
 
-  // STRAGGLAR_EXECUTOR=device: sets up the device executor (kernels/device_executor.h) over peer
-  // windows exchanged through this communicator. Collective: every rank calls it in the same
-  // call. Where it cannot run, plans keep running over NCCL send/recv, and rank 0 says why once.
+  // STRAGGLAR_EXECUTOR=device: sets up the device executor (kernels/exec/device/device_executor.h)
+  // over peer windows exchanged through this communicator. Collective: every rank calls it in the
+  // same call. Where it cannot run, plans keep running over NCCL send/recv, and rank 0 says why
+  // once.
   void StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s);
   // nullptr unless StartDeviceExecutor succeeded.
   DeviceExecutor* device_executor() const { return device_executor_.get(); }

@@ -36,7 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "kernels/device_scope.h"
+#include "kernels/cuda/device_scope.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/agreed_settings.h"
 #include "runtime/communicator.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/device_scope.h"
+#include "kernels/cuda/device_scope.h"
 #include "runtime/nccl/nccl_api.h"
 
 namespace stragglar {

@@ -1,6 +1,6 @@
 // Runs our CUDA kernels on the CPU, to check them where no GPU is present (CI, developer
 // machines). Include this first in one translation unit compiled by the host compiler, then the
-// .cu files to check (kernels/cuda_reduce.cu, tests/gpu/reduce_check.cu): it makes the CUDA
+// .cu files to check (kernels/reduce/cuda_reduce.cu, tests/gpu/reduce_check.cu): it makes the CUDA
 // keywords plain C++, gives every kernel launch to EmulateLaunch, which runs each block and each
 // thread of the grid in turn, and implements the runtime functions those files call with host
 // memory ("device" pointers are 256-byte aligned like cudaMalloc's).

@@ -1,5 +1,6 @@
-// stragglar-gpu-reduce-check: the CUDA reduction kernels (kernels/cuda_reduce.h) against the CPU
-// kernels (kernels/reduce.h), byte for byte, and their bandwidth against a device-to-device copy.
+// stragglar-gpu-reduce-check: the CUDA reduction kernels (kernels/reduce/cuda_reduce.h) against the
+// CPU kernels (kernels/reduce/reduce.h), byte for byte, and their bandwidth against a
+// device-to-device copy.
 //
 // Correctness: every data type x operator, out of place, in place (first == nullptr) and in place
 // spelled first == out; counts 0, 1, 7, 1001, 65539 and 2^20 + 3; buffers at a 16-byte boundary,
@@ -10,7 +11,8 @@
 // divides and the other operators must leave the result alone. Every case also checks that
 // nothing outside the result was written and that the inputs are unchanged. Every byte must match,
 // with one exception: where sum, prod or avg give NaN on both sides, the NaN's sign and payload
-// may differ (see kernels/cuda_reduce.h); max and min, which select an operand, match exactly.
+// may differ (see kernels/reduce/cuda_reduce.h); max and min, which select an operand, match
+// exactly.
 //
 // Bandwidth: LaunchReduce out of place (float32 sum, bfloat16 sum; float16 sum and an in-place
 // float32 sum for information) against cudaMemcpyAsync device to device, on 256 MiB buffers,
@@ -35,8 +37,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_reduce.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/cuda_reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace stragglar {
 namespace {

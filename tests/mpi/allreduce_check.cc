@@ -2,8 +2,9 @@
 // the MPI library's own PMPI_Allreduce on the same inputs: every supported type x op, in place and
 // out of place, sizes from 0 to past the chunk boundaries, on the world and on a split
 // communicator; plus calls stragglar must pass through unchanged (16-bit integers, a derived
-// type, a user-defined op). Inputs are the project's exact test data (kernels/exact_data.h), exact
-// in every reduction order, so any difference is a bug, not rounding. Exits 1 on any mismatch.
+// type, a user-defined op). Inputs are the project's exact test data (kernels/reduce/exact_data.h),
+// exact in every reduction order, so any difference is a bug, not rounding. Exits 1 on any
+// mismatch.
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -15,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/exact_data.h"
+#include "kernels/reduce/exact_data.h"
 
 namespace {
 

@@ -29,7 +29,7 @@ a second. Requires coinor-cbc (`apt-get install coinor-cbc`); Python 3 standard 
 usage: stragglar_flow_ilp.py N [--workdir DIR] [--rows] [--cpp] [--moves FILE]
   --rows   print one receive row per rank: char t = age of the chunk received in round t
            ('1'..'9', 'a' = 10, ...; chunk = t - age), '.' = nothing (or the exchange round)
-  --cpp    print the rows as a C++ initializer (the format of kernels/stragglar_schedule.cc)
+  --cpp    print the rows as a C++ initializer (the format of kernels/synth/stragglar_schedule.cc)
   --moves  write the full move list, one line per round: "src>dst:chunk ..."
 """
 import argparse

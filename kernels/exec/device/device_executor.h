@@ -1,0 +1,101 @@
+// The device-resident executor of one communicator: each call is one kernel launch on the
+// caller's stream (kernels/exec/device/device_kernel.h) that runs this rank's whole program over
+// the peer windows (kernels/exec/device/peer_windows.h). The launch is injectable (DeviceLauncher),
+// so that CI runs everything but CUDA itself with ranks and blocks as CPU threads.
+//
+// Calls never wait for the GPU. A kernel whose wait gave up (the abort word, the timeout, or a
+// peer's signal of a later slice: out of step) leaves a record that the next call reads: that
+// call, and every one after it, fails with an error naming the rank the kernel waited for, and
+// kernels launched meanwhile exit without writing. The windows' signals are then out of step
+// between the ranks, so the executor stays failed; the caller reports it as NCCL reports an
+// asynchronous error, and the job aborts the communicator. A failure of this rank alone (a bad
+// buffer, a failed upload or launch) is final in the same way: its peers then give up waiting
+// for it, and never take a later call's signal for the one they await.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/exec/device/device_rank.h"
+#include "kernels/exec/device/peer_windows.h"
+#include "kernels/plan/plan.h"
+#include "kernels/program/device_program.h"
+#include "kernels/reduce/reduce.h"
+
+namespace stragglar {
+
+class DeviceLauncher {
+ public:
+  virtual ~DeviceLauncher() = default;
+  // Enqueues `blocks` CTAs of the kernel on `stream` (a cudaStream_t), after the previous launch
+  // with the same `order` whatever its stream: NCCL lets consecutive calls of a communicator use
+  // different streams, and two kernels sharing the windows must never overlap. `*order` starts
+  // null and belongs to the launcher (ReleaseOrder). Errors say what failed.
+  virtual absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
+                              const DeviceCall& call, const DeviceWatch& watch, int blocks,
+                              void* stream, void** order) = 0;
+  virtual void ReleaseOrder(void* order) {}
+};
+
+struct DeviceAllReduceArgs {
+  const void* send = nullptr;  // device memory; may equal `recv`
+  void* recv = nullptr;
+  int64_t count = 0;  // elements per rank, the same on every rank
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+class DeviceExecutor {
+ public:
+  // `windows` set up for this communicator; `memory` and `launcher` must outlive the executor.
+  // `timeout_ns` bounds every wait of the kernel (0: none).
+  DeviceExecutor(std::unique_ptr<PeerWindows> windows, PeerMemory& memory, DeviceLauncher& launcher,
+                 uint64_t timeout_ns);
+  ~DeviceExecutor();
+  DeviceExecutor(const DeviceExecutor&) = delete;
+  DeviceExecutor& operator=(const DeviceExecutor&) = delete;
+
+  // Enqueues one call of `plan` (lowered and uploaded at its first call, kept while the executor
+  // lives: plans must outlive it, as the runtime's plan cache does). Every rank must make the
+  // same calls. InvalidArgument, with nothing done, for arguments every rank sees alike (a count
+  // below 0, a plan of another size or whose chunks do not fit the window). Final errors
+  // (Unavailable from then on): null buffers, a failed upload or launch, a kernel that gave up,
+  // Abort().
+  absl::Status Run(const Plan& plan, const DeviceAllReduceArgs& args, void* stream);
+
+  // Makes this rank's kernels give up, now and later, and every later call fail (ncclCommAbort).
+  void Abort();
+
+  // Calls so far whose kernel was launched.
+  int64_t launches() const { return launches_; }
+
+ private:
+  absl::StatusOr<DeviceProgramView> Prepare(const Plan& plan);
+  // The record of a kernel that gave up, turned into the executor's lasting error.
+  absl::Status CheckEarlierCalls();
+
+  std::unique_ptr<PeerWindows> windows_;
+  PeerMemory& memory_;
+  DeviceLauncher& launcher_;
+  const uint64_t timeout_ns_;
+  // A failure after which this rank is out of step with its peers: `status` now, Unavailable
+  // later.
+  absl::Status Fail(absl::Status status);
+
+  // Uploaded programs, by plan: in the windows' program arena, or (once it is full) in memory of
+  // their own.
+  absl::flat_hash_map<const Plan*, DeviceProgramView> programs_;
+  int64_t arena_used_ = 0;
+  std::vector<void*> overflow_;
+  void* launch_order_ = nullptr;  // the launcher's
+  uint32_t next_sequence_ = 1;
+  int64_t launches_ = 0;
+  absl::Status failed_;  // final: this rank is out of step
+};
+
+}  // namespace stragglar

@@ -1,0 +1,183 @@
+// The GPU platform of kernels/exec/device/device_rank.h: one CTA. Thread 0 polls a signal with
+// acquire loads at system scope (the signal lives in a peer's memory, or is written by one) and the
+// CTA's barrier hands what it saw to the other threads; a post waits for every thread's writes at
+// the barrier, then thread 0 fences at system scope and stores with release. Data moves with the
+// element loops of cuda_elementwise.h, over the CTA's threads.
+#include <cuda/atomic>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/exec/device/device_kernel.h"
+#include "kernels/reduce/cuda_elementwise.h"
+#include "kernels/reduce/reduce_element.h"
+
+namespace stragglar {
+namespace {
+
+using cuda_elementwise::CopyFunction;
+using cuda_elementwise::DivideFunction;
+using cuda_elementwise::ElementwiseAnyAlignment;
+using cuda_elementwise::Operands;
+using cuda_elementwise::ReduceFunction;
+
+// Polls between two looks at the abort word and the clock: each is a load over PCIe or a clock
+// read, the poll itself a load from memory close by.
+constexpr uint32_t kPollsPerCheck = 256;
+
+__device__ __forceinline__ uint64_t GlobalNanoseconds() {
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+
+template <typename Codec>
+class GpuBlock {
+ public:
+  using Storage = typename Codec::Storage;
+  static constexpr DeviceFault kFault = DeviceFault::kNone;
+
+  __device__ explicit GpuBlock(const DeviceWatch& watch) : watch_(watch) {}
+
+  __device__ bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
+    int gave_up = 0;
+    if (threadIdx.x == 0) {
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(*signal);
+      const uint64_t started = GlobalNanoseconds();
+      for (uint32_t poll = 1;; ++poll) {
+        const SignalState state = CheckSignal(word.load(cuda::memory_order_acquire), awaited);
+        if (state == SignalState::kReached) break;
+        if (state == SignalState::kOutOfStep) {
+          gave_up = static_cast<int>(DeviceGiveUp::kOutOfStep);
+        } else if (poll % kPollsPerCheck == 0) {
+          if (*static_cast<const volatile uint32_t*>(watch_.abort) != 0) {
+            gave_up = static_cast<int>(DeviceGiveUp::kAborted);
+          } else if (watch_.timeout_ns > 0 && GlobalNanoseconds() - started > watch_.timeout_ns) {
+            gave_up = static_cast<int>(DeviceGiveUp::kTimedOut);
+          } else {
+            __nanosleep(64);
+          }
+        }
+        if (gave_up != 0) break;
+      }
+      if (gave_up != 0) Record(static_cast<uint32_t>(gave_up), peer, awaited >> 32);
+    }
+    return __syncthreads_or(gave_up) == 0;
+  }
+
+  __device__ void Sync() { __syncthreads(); }
+
+  __device__ bool Stopped() {
+    int stopped = 0;
+    if (threadIdx.x == 0) {
+      stopped = *static_cast<const volatile uint32_t*>(watch_.claim) != 0 ||
+                *static_cast<const volatile uint32_t*>(watch_.abort) != 0;
+    }
+    return __syncthreads_or(stopped) != 0;
+  }
+
+  __device__ void Post(uint64_t* signal, uint64_t value) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*signal).store(
+          value, cuda::memory_order_release);
+    }
+  }
+
+  __device__ void Copy(Storage* out, const Storage* in, int64_t elements) {
+    ElementwiseAnyAlignment<Operands::kCopy, Storage>(
+        out, in, nullptr, elements, CopyFunction<Storage>{}, threadIdx.x, blockDim.x);
+  }
+
+  template <typename Op>
+  __device__ void Reduce(Storage* out, const Storage* first, const Storage* second,
+                         int64_t elements) {
+    const ReduceFunction<Codec, Op> function;
+    if (out == first) {
+      ElementwiseAnyAlignment<Operands::kInPlace, Storage>(out, nullptr, second, elements, function,
+                                                           threadIdx.x, blockDim.x);
+    } else {
+      ElementwiseAnyAlignment<Operands::kOutOfPlace, Storage>(out, first, second, elements,
+                                                              function, threadIdx.x, blockDim.x);
+    }
+  }
+
+  __device__ void Divide(Storage* out, const Storage* in, int64_t elements, int divisor) {
+    ElementwiseAnyAlignment<Operands::kCopy, Storage>(
+        out, in, nullptr, elements, DivideFunction<Codec>{divisor}, threadIdx.x, blockDim.x);
+  }
+
+ private:
+  // The claim is an atomic in device memory, the record plain stores to host memory.
+  __device__ void Record(uint32_t reason, int32_t peer, uint64_t sequence) {
+    if (atomicCAS(watch_.claim, 0u, 1u) != 0u) return;  // another CTA did
+    volatile DeviceFailure* failure = watch_.failure;
+    failure->reason = reason;
+    failure->peer = peer;
+    failure->sequence = static_cast<uint32_t>(sequence);
+    __threadfence_system();
+    failure->recorded = 1;
+    __threadfence_system();
+  }
+
+  const DeviceWatch& watch_;
+};
+
+template <typename Codec, typename Op>
+__global__ void __launch_bounds__(kDeviceThreadsPerBlock)
+    DeviceProgramKernel(DeviceProgramView program, DeviceCall call, DeviceWatch watch) {
+  GpuBlock<Codec> platform(watch);
+  RunDeviceRank<Codec, Op>(platform, program, call, static_cast<int32_t>(blockIdx.x),
+                           static_cast<int32_t>(gridDim.x));
+}
+
+}  // namespace
+
+cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramView& program,
+                                const DeviceCall& call, const DeviceWatch& watch, int blocks,
+                                cudaStream_t stream) {
+  if (blocks < 1) return cudaErrorInvalidValue;
+  cudaError_t result = cudaErrorInvalidValue;  // unless `type` and `op` are known
+  reduce_element::DispatchOnType(type, [&]<typename Codec>(reduce_element::CodecTag<Codec>) {
+    reduce_element::DispatchOnOp(op, [&]<typename Op>(reduce_element::OpTag<Op>) {
+      // clang-format off
+      DeviceProgramKernel<Codec, Op><<<blocks, kDeviceThreadsPerBlock, 0, stream>>>(
+          program, call, watch);
+      // clang-format on
+      result = cudaGetLastError();
+    });
+  });
+  return result;
+}
+
+absl::Status CudaDeviceLauncher::Launch(DataType type, ReduceOp op,
+                                        const DeviceProgramView& program, const DeviceCall& call,
+                                        const DeviceWatch& watch, int blocks, void* stream,
+                                        void** order) {
+  cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  cudaEvent_t previous = static_cast<cudaEvent_t>(*order);
+  cudaError_t code = cudaSuccess;
+  if (previous == nullptr) {
+    code = cudaEventCreateWithFlags(&previous, cudaEventDisableTiming);
+    if (code != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("cudaEventCreate: ", cudaGetErrorString(code)));
+    }
+    *order = previous;
+  } else if ((code = cudaStreamWaitEvent(cuda_stream, previous, 0)) != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaStreamWaitEvent: ", cudaGetErrorString(code)));
+  }
+  code = LaunchDeviceProgram(type, op, program, call, watch, blocks, cuda_stream);
+  if (code != cudaSuccess) {
+    return absl::InternalError(
+        absl::StrCat("launching the device executor's kernel: ", cudaGetErrorString(code)));
+  }
+  if ((code = cudaEventRecord(previous, cuda_stream)) != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaEventRecord: ", cudaGetErrorString(code)));
+  }
+  return absl::OkStatus();
+}
+
+void CudaDeviceLauncher::ReleaseOrder(void* order) {
+  cudaEventDestroy(static_cast<cudaEvent_t>(order));
+}
+
+}  // namespace stragglar

@@ -1,0 +1,70 @@
+// Executes a rank's program (kernels/program/program.h) over MPI: nonblocking point-to-point on a
+// communicator private to stragglar, and our CPU reduction kernels. The same programs as the host
+// executor; only the transport differs.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "kernels/exec/call_progress.h"
+#include "kernels/plan/plan.h"
+#include "kernels/program/program.h"
+#include "kernels/reduce/reduce.h"
+
+namespace stragglar {
+
+struct MpiAllReduceArgs {
+  const void* send = nullptr;  // never modified; may equal `recv` (in place)
+  void* recv = nullptr;
+  int64_t count = 0;  // elements per rank, the same on every rank
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// How the executor cuts messages: it must be the same on every rank of a communicator.
+struct MpiExecutorOptions {
+  // A reduce transfer of more bytes travels as messages of at most this many (a multiple of 16),
+  // each added while it is still in cache and while the next one arrives. 0: one message.
+  int64_t reduce_segment_bytes = 0;
+  // The machine: ranks numbered node by node, this many per node; 0: one node.
+  int ranks_per_node = 0;
+  // On a machine of nodes, a program whose peers lie on more than one node runs on one queue per
+  // link class (mpi_link_class_queues.h), any other round by round, and every transfer is one
+  // message (neither size below is used).
+  bool per_class_queues = false;
+  // > 0 (a multiple of 16): on a machine of nodes, every transfer with a peer on another node,
+  // copy or reduce, travels as messages of at most this many bytes, all posted at once. Below
+  // the network transport's eager limit no message waits for a rendezvous handshake, which
+  // otherwise crosses the link behind the other direction's data: exchanges of 88 KiB between
+  // two emulated hosts took 2x their link time in one message each over OpenMPI's TCP transport
+  // (eager limit 64 KiB), 1.06x in messages of 60 KiB (docs/cluster.md). Transfers inside a
+  // node keep reduce_segment_bytes. 0: as inside a node.
+  int64_t network_message_bytes = 0;
+};
+
+// Internal naming the failed MPI call and MPI's message for `code`, e.g. "MPI_Wait failed: ...".
+absl::Status MpiCallFailed(absl::string_view call, int code);
+// The same, keeping `code` in *mpi_error for the caller to return.
+absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error);
+
+// Runs `program` (lowered for args' placement) as its rank of `comm`, which must have
+// program.num_ranks ranks and carry no other traffic (messages are matched by round tags). Round
+// semantics as the plan contract: each round a rank posts its receive, sends the chunks as of the
+// start of the round, and applies what it received (a segment at a time for segmented reduce
+// transfers) once its own send of those chunks has left. A transfer is one MPI message of bytes,
+// or consecutive pieces of reduce_segment_bytes, or of network_message_bytes with a peer on
+// another node (either way each transfer must stay below 2 GiB).
+// With options.per_class_queues the rounds' order is relaxed to one queue per link class
+// (mpi_link_class_queues.h), with the same result. InvalidArgument for a program that does not fit
+// `comm` or the buffers, or a peer that sent a different amount ("mismatched counts across ranks");
+// when an MPI call fails, Internal naming the call and MPI's message, with the MPI error code in
+// `*mpi_error` (MPI_SUCCESS otherwise), so the caller can return it unchanged. With `progress`,
+// each wait first says which rank and round it waits for (a call watchdog reads it).
+absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
+                                   const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error,
+                                   CallProgress* progress = nullptr);
+
+}  // namespace stragglar

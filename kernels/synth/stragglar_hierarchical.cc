@@ -1,0 +1,240 @@
+// Hierarchical StragglAR on N nodes of G ranks (ranks node by node), for machines where the links
+// between nodes are the scarce ones. The straggler's node is the late member of every rail (GPU g
+// of every node, joined through their NICs); StragglAR runs rail by rail, on a G-th of the
+// buffer each, and NVLink does the rest. The rail plan is the flat schedule over the N nodes, or
+// log-depth StragglAR (kernels/synth/stragglar_log_depth.cc), whose latency chain grows as log N,
+// for many nodes.
+//
+// The buffer is G shards, shard g of the rail plan's C chunks, and rail g reduces shard g.
+//  - Before the straggler arrives:
+//    1. inside every node, the ready ranks reduce every shard onto its owner (GPU g owns shard g;
+//       on the straggler's node a helper also owns the straggler's shard);
+//    2. every rail runs the rail plan's pre-arrival rounds among the ready nodes.
+//  - After it arrives:
+//    3. the straggler adds its shard g into GPU g of its node, and takes its own shard's partial
+//       sum from the helper;
+//    4. every rail runs the rail plan's post-arrival rounds, its node on the straggler's node now
+//       complete;
+//    5. inside every node, GPU g hands the finished shard g to the others.
+// The phases are written as one serial list of groups and packed by RoundPacker, so a rail starts
+// as soon as its shard is in, while the straggler is still handing out the others.
+//
+// Written for one queue per link class (pieces > 1; docs/scale-model.md, "Per-class queues"),
+// phases 3 and 5 move each shard in pieces, piece-major: the straggler hands out the first piece
+// of every shard before the second of any, so every rail starts early, and each piece's
+// all-gather is listed right after the pieces before it, not after the rails, so it runs over
+// NVLink while the next pieces are on the NICs. A rank's all-gather copies keep the list's order
+// in its rounds: an executor serves a queue in round order, and a copy placed ahead of one whose
+// piece is ready earlier would hold it up. In the round model the copies then sit among the
+// rails' rounds and hold them back: slower there, which is why the policy does not offer it.
+#include <algorithm>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/synth/round_packer.h"
+#include "kernels/synth/synthesizers.h"
+
+namespace stragglar {
+namespace {
+
+struct Layout {
+  int nodes = 0;
+  int per_node = 0;
+  int straggler = 0;
+  int chunks_per_shard = 0;
+
+  int Rank(int node, int local) const { return node * per_node + local; }
+  int straggler_node() const { return straggler / per_node; }
+  int straggler_local() const { return straggler % per_node; }
+  // The ready rank of the straggler's node that gathers the others' part of the straggler's shard.
+  int helper_local() const { return (straggler_local() + 1) % per_node; }
+  ChunkList Shard(int shard) const { return Piece(shard, 0, 1); }
+  // Piece `piece` of `pieces` of a shard: consecutive chunks, in the rail plan's block order.
+  ChunkList Piece(int shard, int piece, int pieces) const {
+    const int per_piece = chunks_per_shard / pieces;
+    const int first = shard * chunks_per_shard + piece * per_piece;
+    return ChunkRange(first, first + per_piece);
+  }
+  // The shards rank `local` of `node` reduces before the straggler arrives.
+  ChunkList OwnedShards(int node, int local) const {
+    ChunkList chunks = Shard(local);
+    if (node == straggler_node() && local == helper_local()) {
+      chunks.Append(Shard(straggler_local()));
+    }
+    return chunks;
+  }
+};
+
+// Phase 1: the ready ranks of every node send each owner their part of its shards, the k-th member
+// after them in round k.
+void ReduceShardsInsideNodes(const Layout& layout, RoundPacker& packer) {
+  for (int node = 0; node < layout.nodes; ++node) {
+    std::vector<int> members;
+    for (int local = 0; local < layout.per_node; ++local) {
+      if (layout.Rank(node, local) != layout.straggler) members.push_back(local);
+    }
+    const int count = static_cast<int>(members.size());
+    for (int k = 1; k < count; ++k) {
+      std::vector<Transfer> group;
+      for (int i = 0; i < count; ++i) {
+        const int owner = members[(i + k) % count];
+        group.push_back({layout.Rank(node, members[i]), layout.Rank(node, owner),
+                         TransferOp::kReduce, layout.OwnedShards(node, owner)});
+      }
+      packer.Place(std::move(group));
+    }
+  }
+}
+
+// The rail plan's rounds [begin, end) on every rail: rail rank j is rank j of the rail's GPU on
+// node j, rail chunk c is chunk c of the rail's shard. Raises `last_round[rank]` to the last round
+// the rank has a rail transfer in.
+void RunRails(const Layout& layout, const Plan& rail_plan, int begin, int end, int not_before,
+              RoundPacker& packer, std::vector<int>& last_round) {
+  for (int round = begin; round < end; ++round) {
+    for (int rail = 0; rail < layout.per_node; ++rail) {
+      std::vector<Transfer> group;
+      for (const Transfer& transfer : rail_plan.rounds[round].transfers) {
+        ChunkList chunks;
+        for (const ChunkList::Run& run : transfer.chunks.runs()) {
+          const int offset = rail * layout.chunks_per_shard;
+          chunks.AppendRange(offset + run.begin, offset + run.end);
+        }
+        group.push_back({layout.Rank(transfer.src, rail), layout.Rank(transfer.dst, rail),
+                         transfer.op, std::move(chunks)});
+      }
+      std::vector<int> ranks;
+      for (const Transfer& transfer : group)
+        ranks.insert(ranks.end(), {transfer.src, transfer.dst});
+      const int round = packer.Place(std::move(group), not_before);
+      for (int rank : ranks) last_round[rank] = std::max(last_round[rank], round);
+    }
+  }
+}
+
+// Phase 3, piece by piece: the straggler's own shard first (its rail can start at once), then
+// the others in order around the node.
+void HandOut(const Layout& layout, int pieces, int not_before, RoundPacker& packer) {
+  const int node = layout.straggler_node();
+  const int own = layout.straggler_local();
+  for (int piece = 0; piece < pieces; ++piece) {
+    packer.Place({{layout.Rank(node, layout.helper_local()), layout.straggler, TransferOp::kReduce,
+                   layout.Piece(own, piece, pieces)}},
+                 not_before);
+    for (int k = 1; k < layout.per_node; ++k) {
+      const int local = (own + k) % layout.per_node;
+      packer.Place({{layout.straggler, layout.Rank(node, local), TransferOp::kReduce,
+                     layout.Piece(local, piece, pieces)}},
+                   not_before);
+    }
+  }
+}
+
+// Phase 5 in the round model: k-th neighbour first on every node, so that each round's copies use
+// distinct ports. A copy waits until both of its ranks are done with their rails: a rank runs its
+// rounds in order, so a copy slipped in among a rank's rail rounds would hold its rail back until
+// the sender's rail is done.
+void AllGatherAfterRails(const Layout& layout, int not_before,
+                         const std::vector<int>& last_rail_round, RoundPacker& packer) {
+  for (int k = 1; k < layout.per_node; ++k) {
+    for (int m = 0; m < layout.nodes; ++m) {
+      for (int local = 0; local < layout.per_node; ++local) {
+        const int src = layout.Rank(m, local);
+        const int dst = layout.Rank(m, (local + k) % layout.per_node);
+        packer.Place({{src, dst, TransferOp::kCopy, layout.Shard(local)}},
+                     std::max({not_before, last_rail_round[src] + 1, last_rail_round[dst] + 1}));
+      }
+    }
+  }
+}
+
+// Phase 5 for per-class queues: piece by piece, k-th neighbour first, each rank's copies in list
+// order (a copy after the rank's previous one), not waiting for the rails.
+void AllGatherByPiece(const Layout& layout, int pieces, int not_before, RoundPacker& packer) {
+  std::vector<int> next_copy(layout.nodes * layout.per_node, not_before);
+  for (int piece = 0; piece < pieces; ++piece) {
+    for (int k = 1; k < layout.per_node; ++k) {
+      for (int m = 0; m < layout.nodes; ++m) {
+        for (int local = 0; local < layout.per_node; ++local) {
+          const int src = layout.Rank(m, local);
+          const int dst = layout.Rank(m, (local + k) % layout.per_node);
+          const int round =
+              packer.Place({{src, dst, TransferOp::kCopy, layout.Piece(local, piece, pieces)}},
+                           std::max(next_copy[src], next_copy[dst]));
+          next_copy[src] = next_copy[dst] = round + 1;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
+                                                     int rail_blocks, int pieces) {
+  if (nodes < 1 || ranks_per_node < 1 || nodes * ranks_per_node < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hierarchical stragglar needs at least 2 ranks, "
+                     "got ",
+                     nodes, " nodes of ", ranks_per_node));
+  }
+  const int num_ranks = nodes * ranks_per_node;
+  if (straggler < 0 || straggler >= num_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("straggler ", straggler, " outside [0, ", num_ranks, ")"));
+  }
+  // One node, or one rank per node: there is only one level, and the flat plan (or, with rail
+  // blocks and one rank per node, the rail plan) is that level.
+  if (nodes == 1 || (ranks_per_node == 1 && rail_blocks == 0)) {
+    return SynthesizeStragglar(num_ranks, straggler);
+  }
+  if (ranks_per_node == 1) return SynthesizeLogDepthStragglar(num_ranks, straggler, rail_blocks);
+  absl::StatusOr<Plan> rail_plan =
+      rail_blocks > 0 ? SynthesizeLogDepthStragglar(nodes, straggler / ranks_per_node, rail_blocks)
+                      : SynthesizeStragglar(nodes, straggler / ranks_per_node);
+  if (!rail_plan.ok()) return rail_plan.status();
+  const Layout layout{.nodes = nodes,
+                      .per_node = ranks_per_node,
+                      .straggler = straggler,
+                      .chunks_per_shard = rail_plan->num_chunks};
+  if (pieces < 1 || layout.chunks_per_shard % pieces != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("hierarchical stragglar: ", pieces,
+                                                   " pieces do not divide a shard's ",
+                                                   layout.chunks_per_shard, " chunks"));
+  }
+  const int num_chunks = ranks_per_node * layout.chunks_per_shard;
+  // The packer keeps 8 bytes per (rank, chunk), and every rank holds every chunk: 4096x16 with
+  // log-depth rails is 65536 x 32768 of them, 16 GiB (the sim then took 53 s and 17 GB).
+  constexpr int64_t kMaxPackedCells = int64_t{1} << 27;  // 1 GiB
+  if (static_cast<int64_t>(num_ranks) * num_chunks > kMaxPackedCells) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "hierarchical StragglAR on ", nodes, "x", ranks_per_node, ": ", num_ranks, " ranks x ",
+        num_chunks, " chunks would take ", static_cast<int64_t>(num_ranks) * num_chunks * 8 >> 20,
+        " MiB to schedule; at most ", kMaxPackedCells, " rank-chunk pairs (1 GiB)"));
+  }
+  RoundPacker packer(num_ranks, num_chunks);
+
+  ReduceShardsInsideNodes(layout, packer);
+  std::vector<int> last_rail_round(num_ranks, -1);
+  RunRails(layout, *rail_plan, 0, rail_plan->pre_arrival_rounds, 0, packer, last_rail_round);
+  const int pre_arrival_rounds = packer.num_rounds();
+
+  HandOut(layout, pieces, pre_arrival_rounds, packer);
+  RunRails(layout, *rail_plan, rail_plan->pre_arrival_rounds, rail_plan->num_rounds(),
+           pre_arrival_rounds, packer, last_rail_round);
+  if (pieces == 1) {
+    AllGatherAfterRails(layout, pre_arrival_rounds, last_rail_round, packer);
+  } else {
+    AllGatherByPiece(layout, pieces, pre_arrival_rounds, packer);
+  }
+  return Plan{.algorithm = Algorithm::kStragglar,
+              .num_ranks = num_ranks,
+              .num_chunks = num_chunks,
+              .straggler = straggler,
+              .pre_arrival_rounds = pre_arrival_rounds,
+              .variant = PlanVariant::kHierarchical,
+              .rounds = packer.TakeRounds()};
+}
+
+}  // namespace stragglar
