@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "exporters/pipeline_metrics.h"
-#include "policy/link_monitor.h"
+#include "pipeline/link_monitor.h"
+#include "pipeline/links/link_profiler.h"
+#include "pipeline/links/link_reports.h"
+#include "pipeline/links/pipeline_metrics.h"
+#include "pipeline/links/transfer_log.h"
 #include "prometheus/registry.h"
-#include "runtime/link_profiler.h"
-#include "runtime/link_reports.h"
-#include "runtime/transfer_log.h"
 
 namespace stragglar {
 namespace {

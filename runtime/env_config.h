@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "policy/pipeline_schedule.h"
+#include "pipeline/pipeline_schedule.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
 #include "policy/stragglar_shape.h"

@@ -1,37 +1,43 @@
 #!/usr/bin/env bash
 # Builds the CPU parts under AddressSanitizer+UBSan and under ThreadSanitizer and runs the suites
-# that exercise threads, buffers and the runtime (CI runs this after the main test suite).
+# that exercise threads, buffers and the runtime (CI runs this after the main test suite). Each
+# tree builds only the targets its suites need, and no CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-suites='plan_test|program_test|stragglar_schedule_test|reduce_test|host_transport_test|host_executor_test|policy_test|runtime_test|communicator_test|replay_test|scenarios_test|metrics_test|trace_export_test|env_config_test|log_test|pipeline_test|link_monitor_test|pipeline_advisor_test|link_profiler_test|ring_runs_test|tcp_report_transport_test|device_program_test|device_rank_test|device_executor_test|plan_cache_test|network_model_test|hierarchical_test|log_depth_test|hierarchical_ring_test|link_probe_test|queue_simulator_test|hierarchical_queues_test|link_class_queues_test|two_starts_test|exact_data_test|state_file_test|agreed_settings_test|call_watchdog_test|fuzz_inputs_test'
+# Suites that run more than one thread: both sanitizers.
+threaded=(host_transport_test host_executor_test runtime_test communicator_test metrics_test
+  log_test link_profiler_test tcp_report_transport_test device_rank_test device_executor_test
+  link_class_queues_test call_watchdog_test link_probe_test)
+# Suites on one thread (plans, programs, policy, readers): ThreadSanitizer has nothing to find in
+# them, so AddressSanitizer+UBSan only.
+single_threaded=(plan_test program_test stragglar_schedule_test reduce_test policy_test replay_test
+  scenarios_test trace_export_test env_config_test pipeline_test link_monitor_test
+  pipeline_advisor_test ring_runs_test device_program_test plan_cache_test network_model_test
+  hierarchical_test log_depth_test hierarchical_ring_test queue_simulator_test
+  hierarchical_queues_test two_starts_test exact_data_test state_file_test agreed_settings_test
+  fuzz_inputs_test)
 for sanitizer in address thread; do
   dir="build-${sanitizer}"
   echo "== ${sanitizer} sanitizer (${dir})"
+  suites=("${threaded[@]}")
   # The MPI preload under ASan only: OpenMPI itself is not built for TSan, which would report its
   # threads' every access.
   mpi=OFF
   mpi_targets=()
   if [[ $sanitizer == address ]]; then
+    suites+=("${single_threaded[@]}")
     mpi=ON
     mpi_targets=(stragglar_mpi mpi_allreduce_check mpi_protocol_check)
   fi
   cmake -S . -B "$dir" -G Ninja -DSTRAGGLAR_SANITIZE="$sanitizer" -DSTRAGGLAR_CUDA=OFF \
     -DSTRAGGLAR_BUILD_BENCHMARKS=OFF -DSTRAGGLAR_MPI="$mpi" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$dir" -j "$(nproc)" --target plan_test program_test stragglar_schedule_test \
-    reduce_test host_transport_test host_executor_test policy_test runtime_test communicator_test \
-    replay_test scenarios_test metrics_test trace_export_test env_config_test log_test \
-    pipeline_test link_monitor_test pipeline_advisor_test link_profiler_test ring_runs_test \
-    tcp_report_transport_test device_program_test device_rank_test device_executor_test \
-    plan_cache_test network_model_test hierarchical_test log_depth_test hierarchical_ring_test \
-    link_probe_test queue_simulator_test hierarchical_queues_test link_class_queues_test \
-    two_starts_test exact_data_test state_file_test agreed_settings_test call_watchdog_test \
-    fuzz_inputs_test \
-    "${mpi_targets[@]}"
+  cmake --build "$dir" -j "$(nproc)" --target "${suites[@]}" "${mpi_targets[@]}"
+  pattern=$(IFS='|'; echo "${suites[*]}")
   # Stop at the first report so CI fails loudly and the report is the last thing printed.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
-    ctest --test-dir "$dir" -R "^(${suites})\\." --output-on-failure -j "$(nproc)"
+    ctest --test-dir "$dir" -R "^(${pattern})\\." --output-on-failure -j "$(nproc)"
   if [[ $mpi == ON ]]; then
     # The MPI preload and its executors (round by round, segmented, on per-class queues) on exact
     # data; tests/mpi/run_check.sh loads the ASan runtime first. The mpi4py loop preloads the

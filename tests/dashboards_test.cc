@@ -38,7 +38,7 @@ constexpr const char* kScalarMetrics[] = {
     "stragglar_time_lost_seconds_total",
     "stragglar_policy_switches_total",
     "stragglar_wait_seconds_total",
-    // Pipeline links (exporters/pipeline_metrics.h).
+    // Pipeline links (pipeline/links/pipeline_metrics.h).
     "stragglar_link_delay_seconds",
     "stragglar_slow_link",
     "stragglar_pipeline_warmup_forwards",

@@ -1,9 +1,10 @@
 // Link profiling as the preload runs it, without a GPU: both ends' timings of each transfer
-// (runtime/link_reports.h), the per-communicator profiler behind the link metrics and the advice
-// (runtime/link_profiler.h), the log of a rank's calls (runtime/transfer_log.h), and the exchange
-// threads that give every rank every rank's timings (runtime/link_exchange.h), here over an
-// in-process all-gather with ranks as threads.
-#include "runtime/link_profiler.h"
+// (pipeline/links/link_reports.h), the per-communicator profiler behind the link metrics and the
+// advice (pipeline/links/link_profiler.h), the log of a rank's calls
+// (pipeline/links/transfer_log.h), and the exchange threads that give every rank every rank's
+// timings (pipeline/links/link_exchange.h), here over an in-process all-gather with ranks as
+// threads.
+#include "pipeline/links/link_profiler.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -21,11 +22,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "pipeline/links/link_exchange.h"
+#include "pipeline/links/link_reports.h"
+#include "pipeline/links/tcp_report_transport.h"
+#include "pipeline/links/transfer_log.h"
 #include "prometheus/registry.h"
-#include "runtime/link_exchange.h"
-#include "runtime/link_reports.h"
-#include "runtime/tcp_report_transport.h"
-#include "runtime/transfer_log.h"
 
 namespace stragglar {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "policy/pipeline_schedule.h"
-#include "policy/pipeline_search.h"
+#include "pipeline/pipeline_schedule.h"
+#include "pipeline/pipeline_search.h"
 
 namespace stragglar {
 namespace {

@@ -1,7 +1,7 @@
-// The link reports' all-gather over TCP (runtime/tcp_report_transport.h), ranks as threads over
-// loopback: every rank gets every block in rank order, gather after gather; a wait for a rank that
-// never comes ends at Cancel or at the deadline; a rank that goes is an error naming it.
-#include "runtime/tcp_report_transport.h"
+// The link reports' all-gather over TCP (pipeline/links/tcp_report_transport.h), ranks as threads
+// over loopback: every rank gets every block in rank order, gather after gather; a wait for a rank
+// that never comes ends at Cancel or at the deadline; a rank that goes is an error naming it.
+#include "pipeline/links/tcp_report_transport.h"
 
 #include <chrono>
 #include <future>

@@ -22,8 +22,8 @@
 #include "exporters/prometheus_exporter.h"
 #include "exporters/units.h"
 #include "nlohmann/json.hpp"
-#include "policy/pipeline_schedule.h"
-#include "policy/pipeline_search.h"
+#include "pipeline/pipeline_schedule.h"
+#include "pipeline/pipeline_search.h"
 #include "runtime/version.h"
 #include "tools/pipeline_job.h"
 

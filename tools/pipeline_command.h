@@ -1,5 +1,5 @@
 // `stragglar pipeline`: what adapting a pipeline's 1F1B warm-up counts to slow links would buy,
-// by simulation (policy/pipeline_schedule.h, policy/pipeline_search.h): the default counts,
+// by simulation (pipeline/pipeline_schedule.h, pipeline/pipeline_search.h): the default counts,
 // PipeMorph's closed-form adapted counts, and the best counts the search finds under the memory
 // limit, each with its iteration time, bubble fraction and speedup over the default.
 #pragma once

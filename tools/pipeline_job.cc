@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
-#include "runtime/link_profiler.h"
+#include "pipeline/links/link_profiler.h"
 
 namespace stragglar {
 namespace {

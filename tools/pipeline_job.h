@@ -2,8 +2,8 @@
 // emulates data parallelism. Each stage is a thread that runs its 1F1B order, sleeping its
 // forward and backward times; activations and gradients travel through mailboxes that deliver
 // them a link's time later (bytes / bandwidth, plus the injected delay of a slow link). Every
-// transfer feeds the link monitor (policy/link_monitor.h) and the link metrics; each iteration is
-// an epoch. Once a slow link is named, the advisor (policy/pipeline_advisor.h) recommends warm-up
+// transfer feeds the link monitor (pipeline/link_monitor.h) and the link metrics; each iteration is
+// an epoch. Once a slow link is named, the advisor (pipeline/pipeline_advisor.h) recommends warm-up
 // counts from the stages' measured times: they go to the metrics and the advice file, and, with
 // apply_advice, into the job's next iterations, as a training loop reading the file would.
 #pragma once
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "policy/pipeline_advisor.h"
-#include "policy/pipeline_schedule.h"
+#include "pipeline/pipeline_advisor.h"
+#include "pipeline/pipeline_schedule.h"
 #include "prometheus/registry.h"
 
 namespace stragglar {

@@ -1,10 +1,10 @@
 #include "runtime/nccl/nccl_links.h"
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/links/tcp_report_transport.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
-#include "runtime/tcp_report_transport.h"
 
 namespace stragglar {
 

@@ -2,7 +2,7 @@
 // communicator, from its creation (a collective call, so every rank is there): rank 0's address
 // for the link reports, broadcast once on the communicator; the log of this rank's sends and
 // receives; the link profiler; and its exchange thread, which gathers the reports over TCP
-// (runtime/tcp_report_transport.h), never over NCCL: NCCL forbids issuing operations to
+// (pipeline/links/tcp_report_transport.h), never over NCCL: NCCL forbids issuing operations to
 // independent communicators of one device from several threads, and a gather left waiting on the
 // GPU for a rank that has stopped would block the device. The interposed ncclSend and ncclRecv go
 // to NCCL unchanged, bracketed by the GPU call timer; inside a user's group the whole group is
@@ -17,12 +17,12 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "pipeline/links/link_exchange.h"
+#include "pipeline/links/link_profiler.h"
+#include "pipeline/links/transfer_log.h"
 #include "profiler/gpu_timer.h"
 #include "prometheus/registry.h"
 #include "runtime/env_config.h"
-#include "runtime/link_exchange.h"
-#include "runtime/link_profiler.h"
-#include "runtime/transfer_log.h"
 
 namespace stragglar {
 

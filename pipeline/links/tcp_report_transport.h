@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/link_exchange.h"
+#include "pipeline/links/link_exchange.h"
 
 namespace stragglar {
 

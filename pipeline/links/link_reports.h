@@ -19,7 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "policy/link_monitor.h"
+#include "pipeline/link_monitor.h"
 
 namespace stragglar {
 

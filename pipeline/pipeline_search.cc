@@ -1,4 +1,4 @@
-#include "policy/pipeline_search.h"
+#include "pipeline/pipeline_search.h"
 
 #include <algorithm>
 #include <limits>

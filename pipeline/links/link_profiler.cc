@@ -1,4 +1,4 @@
-#include "runtime/link_profiler.h"
+#include "pipeline/links/link_profiler.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

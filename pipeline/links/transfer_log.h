@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/link_reports.h"
+#include "pipeline/links/link_reports.h"
 
 namespace stragglar {
 

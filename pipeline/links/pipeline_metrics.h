@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "policy/link_monitor.h"
+#include "pipeline/link_monitor.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"

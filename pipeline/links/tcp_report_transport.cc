@@ -1,4 +1,4 @@
-#include "runtime/tcp_report_transport.h"
+#include "pipeline/links/tcp_report_transport.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

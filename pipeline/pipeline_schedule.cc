@@ -1,4 +1,4 @@
-#include "policy/pipeline_schedule.h"
+#include "pipeline/pipeline_schedule.h"
 
 #include <algorithm>
 #include <cmath>

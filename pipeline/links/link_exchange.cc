@@ -1,4 +1,4 @@
-#include "runtime/link_exchange.h"
+#include "pipeline/links/link_exchange.h"
 
 #include "absl/strings/str_cat.h"
 #include "runtime/log.h"

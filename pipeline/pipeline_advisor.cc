@@ -1,4 +1,4 @@
-#include "policy/pipeline_advisor.h"
+#include "pipeline/pipeline_advisor.h"
 
 #include <cstdlib>
 

@@ -1,8 +1,8 @@
 // What a job's point-to-point traffic says about its links, per communicator whose ranks are the
 // stages of a pipeline (stage = rank): the transfers' link times go to the link monitor
-// (policy/link_monitor.h) and the link metrics; at each epoch the persistently slow link is named,
-// and, given the stages' forward and backward times, the advisor's warm-up counts
-// (policy/pipeline_advisor.h) go to the warm-up gauges and the advice file.
+// (pipeline/link_monitor.h) and the link metrics; at each epoch the persistently slow link is
+// named, and, given the stages' forward and backward times, the advisor's warm-up counts
+// (pipeline/pipeline_advisor.h) go to the warm-up gauges and the advice file.
 //
 // Used by the preload (each rank absorbs every rank's reports of an exchange, so that every rank
 // names the same link and computes the same advice) and by `stragglar pipeline-run` (one process
@@ -17,12 +17,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "exporters/pipeline_metrics.h"
-#include "policy/link_monitor.h"
-#include "policy/pipeline_advisor.h"
-#include "policy/pipeline_schedule.h"
+#include "pipeline/link_monitor.h"
+#include "pipeline/links/link_reports.h"
+#include "pipeline/links/pipeline_metrics.h"
+#include "pipeline/pipeline_advisor.h"
+#include "pipeline/pipeline_schedule.h"
 #include "prometheus/registry.h"
-#include "runtime/link_reports.h"
 
 namespace stragglar {
 

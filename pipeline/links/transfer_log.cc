@@ -1,4 +1,4 @@
-#include "runtime/transfer_log.h"
+#include "pipeline/links/transfer_log.h"
 
 namespace stragglar {
 

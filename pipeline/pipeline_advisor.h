@@ -1,6 +1,6 @@
-// The online advisor: once the link monitor (policy/link_monitor.h) names a persistently slow
+// The online advisor: once the link monitor (pipeline/link_monitor.h) names a persistently slow
 // link between adjacent pipeline stages, the warm-up counts a training loop should switch to,
-// found by the search (policy/pipeline_search.h) on the stages' measured forward and backward
+// found by the search (pipeline/pipeline_search.h) on the stages' measured forward and backward
 // times with that link's measured delay. The search's counts, not PipeMorph's closed form, since
 // the closed form falls short when memory is tight (docs/pipeline.md).
 #pragma once
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "policy/link_monitor.h"
-#include "policy/pipeline_schedule.h"
-#include "policy/pipeline_search.h"
+#include "pipeline/link_monitor.h"
+#include "pipeline/pipeline_schedule.h"
+#include "pipeline/pipeline_search.h"
 
 namespace stragglar {
 

@@ -1,4 +1,4 @@
-#include "exporters/pipeline_metrics.h"
+#include "pipeline/links/pipeline_metrics.h"
 
 #include "exporters/prometheus_exporter.h"
 

@@ -1,4 +1,4 @@
-#include "policy/link_monitor.h"
+#include "pipeline/link_monitor.h"
 
 #include <algorithm>
 #include <bit>

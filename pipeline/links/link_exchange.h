@@ -19,14 +19,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "runtime/link_profiler.h"
-#include "runtime/link_reports.h"
+#include "pipeline/links/link_profiler.h"
+#include "pipeline/links/link_reports.h"
 
 namespace stragglar {
 
 // A blocking all-gather of equal-sized blocks among the ranks, on a channel that is not the
-// user's, called from the exchange thread only (runtime/tcp_report_transport.h). Unavailable when
-// a peer has gone (the end of a job, said at INFO); other errors are said as warnings.
+// user's, called from the exchange thread only (pipeline/links/tcp_report_transport.h). Unavailable
+// when a peer has gone (the end of a job, said at INFO); other errors are said as warnings.
 class ReportTransport {
  public:
   virtual ~ReportTransport() = default;

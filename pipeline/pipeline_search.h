@@ -1,5 +1,5 @@
 // The best warm-up counts for a pipeline under an activation-memory limit, by simulation
-// (policy/pipeline_schedule.h). Only non-increasing counts can run (others deadlock), so the
+// (pipeline/pipeline_schedule.h). Only non-increasing counts can run (others deadlock), so the
 // search space is the non-increasing vectors in [1, cap]:
 //   - exhaustive when there are at most `exhaustive_limit` of them;
 //   - otherwise coordinate descent from the default, the closed-form adapted and the
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "policy/pipeline_schedule.h"
+#include "pipeline/pipeline_schedule.h"
 
 namespace stragglar {
 

@@ -1,4 +1,4 @@
-#include "runtime/link_reports.h"
+#include "pipeline/links/link_reports.h"
 
 #include <algorithm>
 #include <cmath>
