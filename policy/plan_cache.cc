@@ -320,8 +320,7 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
   return shapes_.emplace(key, std::move(shapes)).first->second;
 }
 
-absl::StatusOr<PlanCache::StragglarShape> PlanCache::ShapeOfFamily(StragglarFamily family,
-                                                                   double bytes,
+absl::StatusOr<PlanCache::StragglarShape> PlanCache::ShapeOfFamily(PlanVariant family, double bytes,
                                                                    const LinkModel& link) {
   absl::StatusOr<std::vector<StragglarShape>> shapes = StragglarShapes(bytes, link);
   if (!shapes.ok()) return shapes.status();
@@ -329,13 +328,13 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::ShapeOfFamily(StragglarFami
     if (FamilyOf(shape) == family) return shape;
   }
   switch (family) {
-    case StragglarFamily::kLogDepth:
+    case PlanVariant::kLogDepth:
       return BestLogDepth(bytes, link);  // left out of StragglarShapes by forced pieces
-    case StragglarFamily::kHierarchical:
+    case PlanVariant::kHierarchical:
       return absl::FailedPreconditionError(
           "hierarchical StragglAR needs a machine of several nodes (STRAGGLAR_TOPOLOGY=NxG, or "
           "ranks on several hosts)");
-    case StragglarFamily::kFlat:
+    case PlanVariant::kFlat:
       break;
   }
   return absl::FailedPreconditionError(

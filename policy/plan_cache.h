@@ -102,7 +102,7 @@ class PlanCache {
   // The shape of `family` among StragglarShapes (log-depth's best block count also with forced
   // pieces): what a forced family runs. FailedPrecondition for the hierarchical family on one
   // machine, and for the flat schedule above kMaxFlatStragglarRanks ranks.
-  absl::StatusOr<StragglarShape> ShapeOfFamily(StragglarFamily family, double bytes,
+  absl::StatusOr<StragglarShape> ShapeOfFamily(PlanVariant family, double bytes,
                                                const LinkModel& link);
 
   // Pieces per chunk of StragglAR's plans for `bytes` on `link`: of 1, 2, 4, 8 and 16 (at most

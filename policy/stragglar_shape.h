@@ -9,6 +9,8 @@
 
 #include <vector>
 
+#include "kernels/plan/plan.h"
+
 namespace stragglar {
 
 struct StragglarShape {
@@ -19,14 +21,12 @@ struct StragglarShape {
   friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
 };
 
-// The three plan families a shape belongs to, which a benchmark can force
-// (STRAGGLAR_ALGORITHM=stragglar|stragglar-log-depth|stragglar-hierarchical); the plan cache then
-// picks the shape of that family the chooser would price (PlanCache::ShapeOfFamily).
-enum class StragglarFamily { kFlat, kLogDepth, kHierarchical };
-
-inline StragglarFamily FamilyOf(const StragglarShape& shape) {
-  if (shape.hierarchical) return StragglarFamily::kHierarchical;
-  return shape.log_depth_blocks > 0 ? StragglarFamily::kLogDepth : StragglarFamily::kFlat;
+// The family a shape belongs to is its plan's variant (kernels/plan/plan.h), which a benchmark can
+// force (STRAGGLAR_ALGORITHM=stragglar|stragglar-log-depth|stragglar-hierarchical); the plan
+// cache then picks the shape of that family the chooser would price (PlanCache::ShapeOfFamily).
+inline PlanVariant FamilyOf(const StragglarShape& shape) {
+  if (shape.hierarchical) return PlanVariant::kHierarchical;
+  return shape.log_depth_blocks > 0 ? PlanVariant::kLogDepth : PlanVariant::kFlat;
 }
 
 // The piece counts worth pricing for hierarchical StragglAR on per-class queues, whose shards

@@ -38,7 +38,7 @@ std::vector<std::pair<absl::string_view, std::string>> AgreedValues(const Preloa
       {"STRAGGLAR_MPI_NETWORK_MESSAGE",
        config.mpi_network_message_bytes ? absl::StrCat(*config.mpi_network_message_bytes) : "auto"},
       {"STRAGGLAR_QUEUES", config.per_class_queues ? "per-class" : "rounds"},
-      {"STRAGGLAR_PRE_ARRIVAL", config.nccl_pre_arrival ? "nccl" : "rounds"},
+      {"STRAGGLAR_PRE_ARRIVAL", config.native_pre_arrival ? "nccl" : "rounds"},
       {"STRAGGLAR_EXECUTOR", config.device_executor ? "device" : "nccl"},
       {"STRAGGLAR_IPC_BYTES", absl::StrCat(config.ipc_bytes)},
       {"STRAGGLAR_IPC_TIMEOUT", absl::FormatDuration(absl::Seconds(config.ipc_timeout_s))},

@@ -39,15 +39,18 @@ struct CallOutcome {
 class CallWork {
  public:
   virtual ~CallWork() = default;
-  // Runs the call as `decision` says: the library's own collective when `plan` and `program` are
-  // null (the default algorithm on a backend that has one), else the decision's plan and this
-  // rank's program of it, lowered for the call's placement (both owned by the communicator).
-  virtual CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                          const RankProgram* program) = 0;
+  // Runs the call as `decision` says: the library's own collective when `program` is null (the
+  // default algorithm on a backend that has one), else this rank's program of the decision's
+  // plan, lowered for the call's placement (owned by the communicator for its lifetime).
+  virtual CallOutcome Run(const CallDecision& decision, const RankProgram* program) = 0;
   // False for work that runs no plan whatever the decision (a replayed call only reads its
   // timings): the communicator then lowers nothing, so no plan is built whole for it (Ring's is
-  // 1.35 GB at 4096 ranks), and Run gets null for both.
+  // 1.35 GB at 4096 ranks), and Run gets null.
   virtual bool RunsPlans() const { return true; }
+  // True for work that runs every program on buffers of its own whatever the caller's (the
+  // device executor's windows): the communicator then lowers programs in place and with their
+  // pre-arrival rounds.
+  virtual bool RunsInPlace() const { return false; }
 };
 
 // Seconds on CLOCK_MONOTONIC (std::chrono::steady_clock): one clock for every process of a host,

@@ -151,7 +151,7 @@ CallDecision Communicator::Decide(int64_t bytes, bool* native) {
     decision.algorithm = Algorithm::kRing;
     *native = false;
   }
-  if (std::optional<StragglarFamily> family = ForcedStragglarFamily(options_.forced)) {
+  if (std::optional<PlanVariant> family = ForcedPlanVariant(options_.forced)) {
     // The forced family in the shape the chooser would price for this size; a function of the
     // size and the link every rank shares, so every rank runs the same plan.
     absl::StatusOr<StragglarShape> shape =
@@ -168,21 +168,20 @@ CallDecision Communicator::Decide(int64_t bytes, bool* native) {
   return decision;
 }
 
-absl::StatusOr<Communicator::Planned> Communicator::ProgramFor(const CallDecision& decision,
-                                                               int64_t bytes, bool in_place) {
+absl::StatusOr<const RankProgram*> Communicator::ProgramFor(const CallDecision& decision,
+                                                            int64_t bytes, Placement placement) {
   absl::StatusOr<const Plan*> plan = core_.PlanFor(decision, bytes);
   if (!plan.ok()) return plan.status();
-  auto it = programs_.find({*plan, in_place});
+  auto it = programs_.find({*plan, placement});
   if (it == programs_.end()) {
-    absl::StatusOr<RankProgram> program = LowerPlan(
-        **plan, rank(), {.in_place = in_place, .native_pre_arrival = options_.native_pre_arrival});
+    absl::StatusOr<RankProgram> program = LowerPlan(**plan, rank(), placement);
     if (!program.ok()) return program.status();
-    it = programs_.emplace(std::make_pair(*plan, in_place), *std::move(program)).first;
+    it = programs_.emplace(std::make_pair(*plan, placement), *std::move(program)).first;
   }
   if (rank() == 0 && LogEnabled(LogLevel::kInfo) && described_plans_.insert(*plan).second) {
     Log(LogLevel::kInfo, absl::StrCat(options_.name, ": ", DescribePlan(**plan, bytes)));
   }
-  return Planned{.plan = *plan, .program = &it->second};
+  return &it->second;
 }
 
 void Communicator::Record(const CallDecision& decision, int64_t bytes, double arrival_s,
@@ -289,7 +288,7 @@ absl::Status Communicator::AdvanceDeferredExchange() {
 absl::StatusOr<CallDecision> Communicator::RunDisabled(CallWork& work) {
   if (!options_.has_native) return disabled_;
   const CallDecision decision{.call = core_.calls(), .algorithm = Algorithm::kNative};
-  const CallOutcome outcome = work.Run(decision, nullptr, nullptr);
+  const CallOutcome outcome = work.Run(decision, nullptr);
   // Nothing is recorded any more.
   if (outcome.ticket.has_value()) backend_.ReleaseTiming(*outcome.ticket);
   if (!outcome.status.ok()) return outcome.status;
@@ -319,11 +318,14 @@ absl::StatusOr<CallDecision> Communicator::AllReduce(int64_t bytes, bool in_plac
   for (const auto& observer : observers_.all()) observer->OnStart(rank(), decision, bytes);
   CallOutcome outcome;
   if (native || !work.RunsPlans()) {
-    outcome = work.Run(decision, nullptr, nullptr);
+    outcome = work.Run(decision, nullptr);
   } else {
-    absl::StatusOr<Planned> planned = ProgramFor(decision, bytes, in_place);
-    outcome = planned.ok() ? work.Run(decision, planned->plan, planned->program)
-                           : CallOutcome{.status = planned.status()};
+    const Placement placement =
+        work.RunsInPlace()
+            ? Placement{.in_place = true}
+            : Placement{.in_place = in_place, .native_pre_arrival = options_.native_pre_arrival};
+    absl::StatusOr<const RankProgram*> program = ProgramFor(decision, bytes, placement);
+    outcome = program.ok() ? work.Run(decision, *program) : CallOutcome{.status = program.status()};
   }
   // Our own work's failures are said here; the library's own collective reports its own.
   if (!outcome.status.ok() && !native && !options_.library_call.empty()) {

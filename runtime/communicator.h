@@ -23,8 +23,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/program/program.h"
@@ -126,11 +126,10 @@ class Communicator {
   // library's own collective.
   CallDecision Decide(int64_t bytes, bool* native);
   // The decision's plan, and this rank's program of it for the placement.
-  struct Planned {
-    const Plan* plan;
-    const RankProgram* program;
-  };
-  absl::StatusOr<Planned> ProgramFor(const CallDecision& decision, int64_t bytes, bool in_place);
+  // The decision's plan lowered for this rank and `placement`, kept for the communicator's
+  // lifetime.
+  absl::StatusOr<const RankProgram*> ProgramFor(const CallDecision& decision, int64_t bytes,
+                                                Placement placement);
   void Record(const CallDecision& decision, int64_t bytes, double arrival_s,
               const CallOutcome& outcome, CallTiming* timing);
   // Fills the pending timings the backend knows (`wait`: of every call before `until_call`,
@@ -147,9 +146,10 @@ class Communicator {
   CommBackend& backend_;
   RuntimeCore core_;
   CommObservers observers_;
-  // Programs by (plan, in place): plans live in the core's plan cache for the communicator's
-  // lifetime, so their addresses identify them.
-  absl::flat_hash_map<std::pair<const Plan*, bool>, RankProgram> programs_;
+  // Programs by plan and placement: plans live in the core's plan cache for the communicator's
+  // lifetime, so their addresses identify them. A node map: work may keep a program's address
+  // (the device executor keys its uploads by it).
+  absl::node_hash_map<std::pair<const Plan*, Placement>, RankProgram> programs_;
   absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
   bool gathered_ = false;  // deferred: the sealed epoch's gather has been started
   absl::Status disabled_;

@@ -318,14 +318,14 @@ absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm) {
   return "unknown";
 }
 
-std::optional<StragglarFamily> ForcedStragglarFamily(PreloadConfig::Forced algorithm) {
+std::optional<PlanVariant> ForcedPlanVariant(PreloadConfig::Forced algorithm) {
   switch (algorithm) {
     case PreloadConfig::Forced::kStragglar:
-      return StragglarFamily::kFlat;
+      return PlanVariant::kFlat;
     case PreloadConfig::Forced::kStragglarLogDepth:
-      return StragglarFamily::kLogDepth;
+      return PlanVariant::kLogDepth;
     case PreloadConfig::Forced::kStragglarHierarchical:
-      return StragglarFamily::kHierarchical;
+      return PlanVariant::kHierarchical;
     case PreloadConfig::Forced::kAuto:
     case PreloadConfig::Forced::kNative:
     case PreloadConfig::Forced::kRing:
@@ -414,9 +414,9 @@ PreloadConfig ReadConfig(const EnvReader& env) {
           env.IsFirstOfTwo("STRAGGLAR_PROFILER", "cupti", "events", defaults.prefer_cupti)) {
     config.prefer_cupti = *cupti;
   }
-  if (std::optional<bool> rounds =
-          env.IsFirstOfTwo("STRAGGLAR_PRE_ARRIVAL", "rounds", "nccl", !defaults.nccl_pre_arrival)) {
-    config.nccl_pre_arrival = !*rounds;
+  if (std::optional<bool> rounds = env.IsFirstOfTwo("STRAGGLAR_PRE_ARRIVAL", "rounds", "nccl",
+                                                    !defaults.native_pre_arrival)) {
+    config.native_pre_arrival = !*rounds;
   }
   if (std::optional<bool> rounds =
           env.IsFirstOfTwo("STRAGGLAR_QUEUES", "rounds", "per-class", !defaults.per_class_queues)) {
@@ -536,7 +536,7 @@ std::string DescribeConfig(const PreloadConfig& config) {
       "mode ", RuntimeModeName(config.mode), ", epoch ", config.epoch_calls, " calls, min ",
       FormatBytes(static_cast<double>(config.min_bytes)), ", debug ", LogLevelName(config.debug),
       ", algorithm ", ForcedAlgorithmName(config.algorithm));
-  if (ForcedStragglarFamily(config.algorithm).has_value()) {
+  if (ForcedPlanVariant(config.algorithm).has_value()) {
     absl::StrAppend(&text, " (straggler ",
                     config.straggler.has_value() ? absl::StrCat(*config.straggler) : "last rank",
                     ")");
@@ -547,8 +547,8 @@ std::string DescribeConfig(const PreloadConfig& config) {
   }
   if (config.pieces > 0) absl::StrAppend(&text, ", stragglar pieces ", config.pieces);
   if (!config.prefer_cupti) absl::StrAppend(&text, ", profiler events");
-  if (config.nccl_pre_arrival != defaults.nccl_pre_arrival) {
-    absl::StrAppend(&text, ", pre-arrival ", config.nccl_pre_arrival ? "nccl" : "rounds");
+  if (config.native_pre_arrival != defaults.native_pre_arrival) {
+    absl::StrAppend(&text, ", pre-arrival ", config.native_pre_arrival ? "nccl" : "rounds");
   }
   if (config.device_executor) {
     absl::StrAppend(&text, ", executor device (window ",

@@ -67,7 +67,7 @@ struct PreloadConfig {
   // stragglar-hierarchical (case-insensitive): a testing and benchmark knob. auto (default): the
   // policy decides; native: always the library's own collective; the others: always that plan.
   // stragglar runs the flat schedule, the other two StragglAR's log-depth and hierarchical plans
-  // (ForcedStragglarFamily), each in the shape the chooser would price for the size.
+  // (ForcedPlanVariant), each in the shape the chooser would price for the size.
   enum class Forced {
     kAuto,
     kNative,
@@ -111,8 +111,9 @@ struct PreloadConfig {
   bool per_class_queues = false;
   // STRAGGLAR_PRE_ARRIVAL=rounds|nccl (case-insensitive), NCCL library only: StragglAR's
   // pre-arrival ReduceScatter as the plan's send/recv rounds (rounds), or as NCCL's ReduceScatter
-  // on a communicator of the ready ranks split off once per straggler (nccl).
-  bool nccl_pre_arrival = false;
+  // on a communicator of the ready ranks split off once per straggler (nccl): the library's own
+  // collective, hence the name, which Placement::native_pre_arrival carries to the program.
+  bool native_pre_arrival = false;
   // The device executor (docs/nccl.md "The device executor"), NCCL library only.
   //  - STRAGGLAR_EXECUTOR=nccl|device (case-insensitive): how plans run. nccl (default): each
   //    round is an NCCL group of send/recv plus our reduction kernels. device: one kernel per
@@ -148,7 +149,7 @@ absl::Span<const absl::string_view> PreloadVariableNames();
 absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);
 // The StragglAR family a forced algorithm runs; nullopt for auto, native, ring and
 // halving-doubling.
-std::optional<StragglarFamily> ForcedStragglarFamily(PreloadConfig::Forced algorithm);
+std::optional<PlanVariant> ForcedPlanVariant(PreloadConfig::Forced algorithm);
 
 // Reads every variable through `getenv` (nullptr: std::getenv). An unset or empty variable keeps
 // the default. An invalid value keeps the default for that variable only (the others still

@@ -54,7 +54,7 @@ absl::StatusOr<double> TimeRingRound(int num_ranks, int64_t bytes, int warmup, i
         absl::Status round_status = message.status();
         if (message.ok()) {
           ReduceInto(DataType::kFloat32, ReduceOp::kSum, accumulator[rank].data(),
-                     message->pieces[0].data(), count);
+                     message->spans[0].data(), count);
           transport.Return(previous, rank);
           round_status = transport.WaitReturned(rank, next, ticket, absl::Seconds(30));
         }
@@ -193,8 +193,7 @@ class HostCallWork final : public CallWork {
   HostCallWork(const HostAllReduceArgs& args, HostTransport& transport)
       : args_(args), transport_(transport) {}
 
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override {
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
     if (program == nullptr) {
       return {.status = absl::InternalError("the host runtime has no collective of its own")};
     }

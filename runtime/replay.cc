@@ -78,8 +78,7 @@ class ReplayedCall final : public CallWork {
                absl::FunctionRef<void(std::vector<CallTiming>)> gather)
       : num_ranks_(num_ranks), timings_(timings), gather_(gather) {}
 
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override {
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
     absl::StatusOr<ReplayedTimings> timings = timings_(decision);
     if (!timings.ok()) return {.status = timings.status()};
     if (static_cast<int>(timings->by_rank.size()) != num_ranks_) {

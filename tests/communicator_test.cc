@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/plan_cache.h"
 #include "runtime/host_runtime.h"
 #include "runtime/replay.h"
 #include "tests/scripted_calls.h"
@@ -115,11 +116,9 @@ class ScriptedWork final : public CallWork {
  public:
   ScriptedWork(int rank, ScriptedBackend& backend, bool deferred, bool runs_plans)
       : rank_(rank), backend_(backend), deferred_(deferred), runs_plans_(runs_plans) {}
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override {
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
     // No library collective here: every call runs a program, unless the work runs none.
     EXPECT_EQ(program != nullptr, runs_plans_);
-    EXPECT_EQ(plan != nullptr, runs_plans_);
     backend_.Ran(decision);
     if (deferred_) return {.ticket = static_cast<uint64_t>(decision.call)};
     return {.timing = Scripted(rank_, decision.call, decision)};
@@ -293,20 +292,45 @@ TEST(CommunicatorTest, DeferredExchangeDecidesAsTheDeferredReplay) {
   EXPECT_EQ(online.watcher->epochs.size(), static_cast<size_t>(kCalls / 8 - 2));
 }
 
-// Records the plan each call was given.
-class PlanRecordingWork final : public CallWork {
+// Records each call's decision and the program it was given (the communicator keeps programs for
+// its lifetime).
+class ProgramRecordingWork final : public CallWork {
  public:
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override {
-    variants.push_back(plan != nullptr ? plan->variant : PlanVariant::kFlat);
-    stragglers.push_back(plan != nullptr ? plan->straggler.value_or(-1) : -2);
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+    calls.push_back({decision, program});
     return {.timing = Scripted(0, decision.call, decision)};
   }
   bool RunsPlans() const override { return true; }
 
-  std::vector<PlanVariant> variants;
-  std::vector<int> stragglers;
+  struct Call {
+    CallDecision decision;
+    const RankProgram* program;
+  };
+  std::vector<Call> calls;
 };
+
+// The plan of `decision` that `program` was lowered from, among what a plan cache gives for it:
+// its shape, or without one the flat schedule in any number of pieces. Null when none is.
+const Plan* PlanOfProgram(PlanCache& cache, const CallDecision& decision,
+                          const RankProgram& program) {
+  std::vector<absl::StatusOr<const Plan*>> candidates;
+  if (decision.shape.has_value()) {
+    candidates.push_back(
+        cache.WithShape(Algorithm::kStragglar, decision.straggler, *decision.shape));
+  } else {
+    for (int pieces : {1, 2, 4, 8, 16}) {
+      candidates.push_back(cache.WithPieces(Algorithm::kStragglar, decision.straggler, pieces));
+    }
+  }
+  for (absl::StatusOr<const Plan*>& plan : candidates) {
+    if (!plan.ok()) continue;
+    absl::StatusOr<const Plan*> whole = cache.Materialized(**plan);
+    if (!whole.ok()) continue;
+    absl::StatusOr<RankProgram> lowered = LowerPlan(**whole, program.rank, program.placement);
+    if (lowered.ok() && *lowered == program) return *whole;
+  }
+  return nullptr;
+}
 
 // A forced StragglAR family (STRAGGLAR_ALGORITHM) runs that family's plan, in the shape the chooser
 // would price, around the forced straggler on every rank; hierarchical StragglAR on one machine
@@ -341,7 +365,7 @@ TEST(CommunicatorTest, AForcedFamilyRunsThatFamilysPlanOnEveryRank) {
                                   .forced_straggler = 1},
                                  backend);
         ASSERT_TRUE(comm.ok()) << comm.status();
-        PlanRecordingWork work;
+        ProgramRecordingWork work;
         for (int64_t call = 0; call < 16; ++call) {
           absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
           ASSERT_TRUE(decision.ok()) << decision.status();
@@ -350,8 +374,66 @@ TEST(CommunicatorTest, AForcedFamilyRunsThatFamilysPlanOnEveryRank) {
           EXPECT_EQ(decision->shape.has_value(),
                     c.want != PlanVariant::kFlat || c.topology.has_value());
         }
-        EXPECT_THAT(work.variants, ::testing::Each(c.want)) << "rank " << rank;
-        EXPECT_THAT(work.stragglers, ::testing::Each(1)) << "rank " << rank;
+        PlanCache cache(kRanks, 0, {.topology = c.topology.value_or(Topology::Flat(kRanks))});
+        ASSERT_EQ(work.calls.size(), 16u);
+        for (const ProgramRecordingWork::Call& call : work.calls) {
+          ASSERT_NE(call.program, nullptr);
+          const Plan* plan = PlanOfProgram(cache, call.decision, *call.program);
+          ASSERT_NE(plan, nullptr) << "rank " << rank << " call " << call.decision.call;
+          EXPECT_EQ(plan->variant, c.want) << "rank " << rank;
+          EXPECT_EQ(plan->straggler, 1) << "rank " << rank;
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+}
+
+// Work that runs programs on buffers of its own (the device executor's windows) gets them lowered
+// in place and with their pre-arrival rounds, whatever the call's buffers and the communicator's
+// pre-arrival setting; other work gets the call's placement.
+class InPlaceWork final : public CallWork {
+ public:
+  explicit InPlaceWork(bool in_place) : in_place_(in_place) {}
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
+    if (program != nullptr) placements.push_back(program->placement);
+    return {.timing = Scripted(0, decision.call, decision)};
+  }
+  bool RunsInPlace() const override { return in_place_; }
+  std::vector<Placement> placements;
+
+ private:
+  bool in_place_;
+};
+
+TEST(CommunicatorTest, WorkThatRunsInPlaceGetsProgramsLoweredInPlace) {
+  for (bool runs_in_place : {false, true}) {
+    Rendezvous gathers, broadcasts;
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      threads.emplace_back([&, rank] {
+        ScriptedBackend backend(rank, /*deferred=*/false, gathers, broadcasts);
+        absl::StatusOr<std::unique_ptr<Communicator>> comm =
+            Communicator::Create(rank, kRanks,
+                                 {.runtime = Config(),
+                                  .name = "in-place",
+                                  .link = kPaperLink,
+                                  .forced = PreloadConfig::Forced::kStragglar,
+                                  .forced_straggler = 1,
+                                  .native_pre_arrival = true},
+                                 backend);
+        ASSERT_TRUE(comm.ok()) << comm.status();
+        InPlaceWork work(runs_in_place);
+        for (int64_t call = 0; call < 4; ++call) {
+          ASSERT_TRUE((*comm)->AllReduce(kBytes, /*in_place=*/false, work).ok());
+        }
+        const Placement want = runs_in_place
+                                   ? Placement{.in_place = true}
+                                   : Placement{.in_place = false, .native_pre_arrival = true};
+        EXPECT_EQ(work.placements.size(), 4u);
+        for (const Placement& placement : work.placements) {
+          EXPECT_EQ(placement, want) << "rank " << rank << " runs in place " << runs_in_place;
+        }
       });
     }
     for (std::thread& thread : threads) thread.join();

@@ -23,6 +23,8 @@
 #include "kernels/exec/host/host_executor.h"
 #include "kernels/synth/synthesizers.h"
 #include "tests/cpu_device.h"
+#include "tests/host_plan_run.h"
+#include "tests/in_place_programs.h"
 
 namespace stragglar {
 namespace {
@@ -207,6 +209,7 @@ std::vector<Bytes> HostReference(const Plan& plan, const std::vector<Bytes>& inp
 
 TEST(DeviceExecutorTest, CallsOfEveryFamilyMatchTheHostExecutorBitForBit) {
   constexpr int kRanks = 5;
+  InPlacePrograms programs;  // outlives the executors
   // A 1 KiB window: the larger calls run in several slices.
   auto ranks = SetUpRanks(kRanks, {.window_bytes = 1024, .blocks = 3}, /*timeout_ns=*/30e9);
   for (const auto& rank : ranks) ASSERT_TRUE(rank->setup.ok()) << rank->setup;
@@ -243,7 +246,8 @@ TEST(DeviceExecutorTest, CallsOfEveryFamilyMatchTheHostExecutorBitForBit) {
             .recv = results[c][r].data(),
             .count = calls[c].count,
             .op = calls[c].op};
-        EXPECT_TRUE(ranks[r]->executor->Run(*calls[c].plan, args, &ranks[r]->stream).ok());
+        EXPECT_TRUE(
+            ranks[r]->executor->Run(programs.Of(*calls[c].plan, r), args, &ranks[r]->stream).ok());
       }
       ranks[r]->stream.Synchronize();
     });
@@ -305,8 +309,8 @@ TEST(DeviceExecutorTest, EachSetupFailureFallsBackAloneAndLosesNothing) {
 }
 
 // Runs one Ring call on every rank but `absent`; returns each rank's next call's status.
-std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ranks, int absent,
-                                          bool abort) {
+std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ranks,
+                                          InPlacePrograms& programs, int absent, bool abort) {
   const int n = static_cast<int>(ranks.size());
   const Plan plan = *SynthesizeRing(n);
   std::vector<Bytes> buffers(n, RandomFloats(64, 1));
@@ -318,13 +322,13 @@ std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ra
       const DeviceAllReduceArgs args{
           .send = buffers[r].data(), .recv = buffers[r].data(), .count = 64};
       DeviceExecutor& executor = *ranks[r]->executor;
-      EXPECT_TRUE(executor.Run(plan, args, &ranks[r]->stream).ok());  // returns before the GPU
+      EXPECT_TRUE(executor.Run(programs.Of(plan, r), args, &ranks[r]->stream).ok());  // not waiting
       if (abort) {
         absl::SleepFor(absl::Milliseconds(50));
         executor.Abort();
       }
       ranks[r]->stream.Synchronize();
-      next[r] = executor.Run(plan, args, &ranks[r]->stream);
+      next[r] = executor.Run(programs.Of(plan, r), args, &ranks[r]->stream);
     });
   }
   for (std::thread& thread : threads) thread.join();
@@ -332,8 +336,10 @@ std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ra
 }
 
 TEST(DeviceExecutorTest, AKernelThatTimesOutFailsTheNextCallNamingTheRankItWaitedFor) {
+  InPlacePrograms programs;
   auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/100'000'000);
-  const std::vector<absl::Status> next = CallWithoutRank(ranks, /*absent=*/2, /*abort=*/false);
+  const std::vector<absl::Status> next =
+      CallWithoutRank(ranks, programs, /*absent=*/2, /*abort=*/false);
   // Rank 3 receives from rank 2 in the ring's first round.
   EXPECT_EQ(next[3].code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(next[3].message(), HasSubstr("timed out after 0.1 s waiting for rank 2"));
@@ -343,14 +349,17 @@ TEST(DeviceExecutorTest, AKernelThatTimesOutFailsTheNextCallNamingTheRankItWaite
   const Plan plan = *SynthesizeRing(4);
   Bytes buffer = RandomFloats(8, 2);
   const absl::Status again = ranks[3]->executor->Run(
-      plan, {.send = buffer.data(), .recv = buffer.data(), .count = 8}, &ranks[3]->stream);
+      programs.Of(plan, 3), {.send = buffer.data(), .recv = buffer.data(), .count = 8},
+      &ranks[3]->stream);
   EXPECT_EQ(again.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ranks[3]->executor->launches(), launches);
 }
 
 TEST(DeviceExecutorTest, AbortStopsAKernelThatWouldWaitForever) {
+  InPlacePrograms programs;
   auto ranks = SetUpRanks(3, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/0);
-  const std::vector<absl::Status> next = CallWithoutRank(ranks, /*absent=*/0, /*abort=*/true);
+  const std::vector<absl::Status> next =
+      CallWithoutRank(ranks, programs, /*absent=*/0, /*abort=*/true);
   for (int r : {1, 2}) {
     EXPECT_EQ(next[r].code(), absl::StatusCode::kUnavailable) << r;
     EXPECT_THAT(next[r].message(), HasSubstr("aborted")) << r;
@@ -363,7 +372,8 @@ struct Enqueued {
   std::vector<std::vector<Bytes>> results;  // [call][rank]
   std::vector<absl::Status> first, next;    // [rank]: its first call, and the call after all
 };
-Enqueued EnqueueCalls(std::vector<std::unique_ptr<Rank>>& ranks, int calls, int late, int broken) {
+Enqueued EnqueueCalls(std::vector<std::unique_ptr<Rank>>& ranks, InPlacePrograms& programs,
+                      int calls, int late, int broken) {
   const int n = static_cast<int>(ranks.size());
   const Plan plan = *SynthesizeRing(n);
   Enqueued out;
@@ -379,12 +389,14 @@ Enqueued EnqueueCalls(std::vector<std::unique_ptr<Rank>>& ranks, int calls, int 
         const DeviceAllReduceArgs args{.send = r == broken && c == 0 ? nullptr : inputs[r].data(),
                                        .recv = out.results[c][r].data(),
                                        .count = 64};
-        const absl::Status status = ranks[r]->executor->Run(plan, args, &ranks[r]->stream);
+        const absl::Status status =
+            ranks[r]->executor->Run(programs.Of(plan, r), args, &ranks[r]->stream);
         if (c == 0) out.first[r] = status;
       }
       ranks[r]->stream.Synchronize();
       out.next[r] = ranks[r]->executor->Run(
-          plan, {.send = inputs[r].data(), .recv = out.results[0][r].data(), .count = 64},
+          programs.Of(plan, r),
+          {.send = inputs[r].data(), .recv = out.results[0][r].data(), .count = 64},
           &ranks[r]->stream);
     });
   }
@@ -405,9 +417,10 @@ void ExpectNothingWritten(const Enqueued& enqueued) {
 TEST(DeviceExecutorTest, KernelsEnqueuedAfterOneGaveUpWriteNothing) {
   // Rank 0 gives up on rank 3 after 100 ms; its second kernel is already enqueued and must exit
   // without writing; the others give up on their peers after 1 s.
+  InPlacePrograms programs;
   auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, 0, nullptr,
                           {100'000'000, 1'000'000'000, 1'000'000'000, 1'000'000'000});
-  const Enqueued enqueued = EnqueueCalls(ranks, /*calls=*/2, /*late=*/3, /*broken=*/-1);
+  const Enqueued enqueued = EnqueueCalls(ranks, programs, /*calls=*/2, /*late=*/3, /*broken=*/-1);
   for (int r = 0; r < 4; ++r) {
     EXPECT_TRUE(enqueued.first[r].ok()) << r;  // enqueued before anything gave up
     EXPECT_EQ(enqueued.next[r].code(), absl::StatusCode::kUnavailable) << r;
@@ -419,8 +432,9 @@ TEST(DeviceExecutorTest, KernelsEnqueuedAfterOneGaveUpWriteNothing) {
 TEST(DeviceExecutorTest, AFailureOfOneRankIsFinalAndItsPeersGiveUp) {
   // Rank 2's first call has a null buffer: it fails there (its place in the sequence taken), and
   // launches nothing from then on; its peers wait for it and give up.
+  InPlacePrograms programs;
   auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/200'000'000);
-  const Enqueued enqueued = EnqueueCalls(ranks, /*calls=*/2, /*late=*/-1, /*broken=*/2);
+  const Enqueued enqueued = EnqueueCalls(ranks, programs, /*calls=*/2, /*late=*/-1, /*broken=*/2);
   EXPECT_THAT(enqueued.first[2].message(), HasSubstr("a null buffer"));
   EXPECT_EQ(ranks[2]->executor->launches(), 0);
   for (int r = 0; r < 4; ++r) {
@@ -442,6 +456,7 @@ TEST(DeviceExecutorTest, ASignalOfALaterSliceNeverSatisfiesAWait) {
 
 TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {
   constexpr int kRanks = 3;
+  InPlacePrograms programs;
   auto ranks = SetUpRanks(kRanks, {.window_bytes = 64, .blocks = 1});
   const Plan ring = *SynthesizeRing(kRanks);
   const Plan too_many_chunks = *SynthesizeStragglar(kRanks, 1, /*pieces=*/12);  // 24 chunks
@@ -457,14 +472,18 @@ TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {
       const DeviceAllReduceArgs args{.send = buffer.data(), .recv = buffer.data(), .count = 10};
       DeviceAllReduceArgs negative = args;
       negative.count = -1;
-      EXPECT_EQ(executor.Run(ring, negative, stream).code(), absl::StatusCode::kInvalidArgument);
-      EXPECT_THAT(executor.Run(too_many_chunks, args, stream).message(),
+      EXPECT_EQ(executor.Run(programs.Of(ring, r), negative, stream).code(),
+                absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(executor.Run(programs.Of(too_many_chunks, r), args, stream).message(),
                   HasSubstr("a 64-byte window cannot hold 24 chunks of float32"));
-      EXPECT_THAT(executor.Run(other_size, args, stream).message(),
-                  HasSubstr("a plan for 4 ranks on a communicator of 3"));
+      EXPECT_THAT(executor.Run(programs.Of(other_size, r), args, stream).message(),
+                  HasSubstr("of 4 on rank " + std::to_string(r) + " of a communicator of 3"));
+      // A program lowered out of place, or with its pre-arrival left to NCCL.
+      const RankProgram out_of_place = *LowerPlan(ring, r, {.in_place = false});
+      EXPECT_THAT(executor.Run(out_of_place, args, stream).message(), HasSubstr("out of place"));
       EXPECT_EQ(executor.launches(), 0);
       // Nothing was lost: the next call runs, in step with the other ranks.
-      EXPECT_TRUE(executor.Run(ring, args, stream).ok());
+      EXPECT_TRUE(executor.Run(programs.Of(ring, r), args, stream).ok());
       ranks[r]->stream.Synchronize();
     });
   }

@@ -24,6 +24,8 @@
 #include "kernels/reduce/exact_data.h"
 #include "kernels/synth/synthesizers.h"
 #include "tests/cpu_device.h"
+#include "tests/host_plan_run.h"
+#include "tests/in_place_programs.h"
 
 namespace stragglar {
 namespace {

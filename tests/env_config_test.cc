@@ -33,7 +33,7 @@ void ExpectConfigEq(const PreloadConfig& actual, const PreloadConfig& expected) 
   EXPECT_EQ(actual.pieces, expected.pieces);
   EXPECT_EQ(actual.mpi_segment_bytes, expected.mpi_segment_bytes);
   EXPECT_EQ(actual.mpi_network_message_bytes, expected.mpi_network_message_bytes);
-  EXPECT_EQ(actual.nccl_pre_arrival, expected.nccl_pre_arrival);
+  EXPECT_EQ(actual.native_pre_arrival, expected.native_pre_arrival);
   EXPECT_EQ(actual.per_class_queues, expected.per_class_queues);
   EXPECT_EQ(actual.topology, expected.topology);
 }
@@ -74,7 +74,7 @@ PreloadConfig AllValid() {
   config.prefer_cupti = false;
   config.pieces = 8;
   config.mpi_segment_bytes = 64 << 10;
-  config.nccl_pre_arrival = true;
+  config.native_pre_arrival = true;
   config.topology = Topology{.nodes = 2, .ranks_per_node = 4};
   config.per_class_queues = true;
   return config;
@@ -105,7 +105,7 @@ TEST_F(EnvConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(config.algorithm, PreloadConfig::Forced::kAuto);
   EXPECT_EQ(config.straggler, std::nullopt);
   EXPECT_EQ(config.mpi_segment_bytes, 256 << 10);
-  EXPECT_FALSE(config.nccl_pre_arrival);
+  EXPECT_FALSE(config.native_pre_arrival);
 }
 
 TEST_F(EnvConfigTest, EmptyValuesKeepTheDefaults) {
@@ -293,7 +293,7 @@ TEST_F(EnvConfigTest, PreArrival) {
   for (const auto& [value, nccl] : std::vector<std::pair<std::string, bool>>{
            {"rounds", false}, {"nccl", true}, {" Rounds ", false}}) {
     FakeEnv()["STRAGGLAR_PRE_ARRIVAL"] = value;
-    EXPECT_EQ(Parse(&lines).nccl_pre_arrival, nccl) << value;
+    EXPECT_EQ(Parse(&lines).native_pre_arrival, nccl) << value;
   }
   EXPECT_THAT(lines, IsEmpty());
 }
@@ -383,7 +383,7 @@ std::vector<InvalidCase> InvalidCases() {
        [](PreloadConfig& c) { c.topology.reset(); }},
       {"STRAGGLAR_PRE_ARRIVAL", "subcomm",
        "STRAGGLAR_PRE_ARRIVAL=\"subcomm\" is invalid (accepted: rounds, nccl); using rounds",
-       [](PreloadConfig& c) { c.nccl_pre_arrival = false; }},
+       [](PreloadConfig& c) { c.native_pre_arrival = false; }},
   };
 }
 

@@ -17,11 +17,11 @@ using Forced = PreloadConfig::Forced;
 using ::testing::HasSubstr;
 
 TEST(ForcedFamilyTest, EachStragglarKnobNamesItsFamily) {
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglar), StragglarFamily::kFlat);
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglarLogDepth), StragglarFamily::kLogDepth);
-  EXPECT_EQ(ForcedStragglarFamily(Forced::kStragglarHierarchical), StragglarFamily::kHierarchical);
+  EXPECT_EQ(ForcedPlanVariant(Forced::kStragglar), PlanVariant::kFlat);
+  EXPECT_EQ(ForcedPlanVariant(Forced::kStragglarLogDepth), PlanVariant::kLogDepth);
+  EXPECT_EQ(ForcedPlanVariant(Forced::kStragglarHierarchical), PlanVariant::kHierarchical);
   for (Forced other : {Forced::kAuto, Forced::kNative, Forced::kRing, Forced::kHalvingDoubling}) {
-    EXPECT_EQ(ForcedStragglarFamily(other), std::nullopt) << ForcedAlgorithmName(other);
+    EXPECT_EQ(ForcedPlanVariant(other), std::nullopt) << ForcedAlgorithmName(other);
   }
   EXPECT_EQ(ForcedAlgorithmName(Forced::kStragglarLogDepth), "stragglar-log-depth");
   EXPECT_EQ(ForcedAlgorithmName(Forced::kStragglarHierarchical), "stragglar-hierarchical");
@@ -55,16 +55,15 @@ TEST(ForcedFamilyTest, ThePlanCacheGivesThatFamilysShapeAmongThoseTheChooserPric
     PlanCache flat(8);
     const std::vector<StragglarShape> offered = *flat.StragglarShapes(bytes, link);
     ASSERT_EQ(offered.size(), 2u);
-    EXPECT_EQ(*flat.ShapeOfFamily(StragglarFamily::kFlat, bytes, link), offered[0]);
-    EXPECT_EQ(*flat.ShapeOfFamily(StragglarFamily::kLogDepth, bytes, link), offered[1]);
+    EXPECT_EQ(*flat.ShapeOfFamily(PlanVariant::kFlat, bytes, link), offered[0]);
+    EXPECT_EQ(*flat.ShapeOfFamily(PlanVariant::kLogDepth, bytes, link), offered[1]);
     EXPECT_GT(offered[1].log_depth_blocks, 0);
-    EXPECT_THAT(flat.ShapeOfFamily(StragglarFamily::kHierarchical, bytes, link).status().message(),
+    EXPECT_THAT(flat.ShapeOfFamily(PlanVariant::kHierarchical, bytes, link).status().message(),
                 HasSubstr("needs a machine of several nodes"));
 
     PlanCache pieces(8, /*forced_pieces=*/2);
-    EXPECT_EQ(*pieces.ShapeOfFamily(StragglarFamily::kFlat, bytes, link),
-              StragglarShape{.pieces = 2});
-    EXPECT_EQ(*pieces.ShapeOfFamily(StragglarFamily::kLogDepth, bytes, link), offered[1]);
+    EXPECT_EQ(*pieces.ShapeOfFamily(PlanVariant::kFlat, bytes, link), StragglarShape{.pieces = 2});
+    EXPECT_EQ(*pieces.ShapeOfFamily(PlanVariant::kLogDepth, bytes, link), offered[1]);
 
     const Topology two_by_four{.nodes = 2, .ranks_per_node = 4};
     PlanCache nodes(8, 0, {.topology = two_by_four, .inter_node_link = kTypicalInterNodeLink});
@@ -76,9 +75,9 @@ TEST(ForcedFamilyTest, ThePlanCacheGivesThatFamilysShapeAmongThoseTheChooserPric
     EXPECT_TRUE(on_nodes[2].hierarchical);
   }
   PlanCache large(PlanCache::kMaxFlatStragglarRanks + 1);
-  EXPECT_THAT(large.ShapeOfFamily(StragglarFamily::kFlat, 1 << 20, link).status().message(),
+  EXPECT_THAT(large.ShapeOfFamily(PlanVariant::kFlat, 1 << 20, link).status().message(),
               HasSubstr("not built above 1024 ranks"));
-  EXPECT_GT(large.ShapeOfFamily(StragglarFamily::kLogDepth, 1 << 20, link)->log_depth_blocks, 0);
+  EXPECT_GT(large.ShapeOfFamily(PlanVariant::kLogDepth, 1 << 20, link)->log_depth_blocks, 0);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/exec/host/host_executor.h"
 #include "kernels/reduce/exact_data.h"
+#include "tests/host_plan_run.h"
 
 namespace stragglar {
 

@@ -105,10 +105,10 @@ TEST(HostTransportTest, LentMemoryIsReadInPlaceAndReturnedInOrder) {
       transport.Borrow(0, 1, absl::Seconds(1));
   ASSERT_TRUE(borrowed.ok()) << borrowed.status();
   EXPECT_EQ(Bytes(borrowed->header.begin(), borrowed->header.end()), header);
-  ASSERT_EQ(borrowed->pieces.size(), 2u);
-  // The pieces are the sender's memory, not a copy.
-  EXPECT_EQ(borrowed->pieces[0].data(), first.data());
-  EXPECT_EQ(borrowed->pieces[1].data(), second.data());
+  ASSERT_EQ(borrowed->spans.size(), 2u);
+  // The spans are the sender's memory, not a copy.
+  EXPECT_EQ(borrowed->spans[0].data(), first.data());
+  EXPECT_EQ(borrowed->spans[1].data(), second.data());
   transport.Return(0, 1);
   EXPECT_TRUE(transport.WaitReturned(0, 1, ticket0, absl::ZeroDuration()).ok());
   EXPECT_EQ(transport.WaitReturned(0, 1, ticket1, absl::Milliseconds(1)).code(),

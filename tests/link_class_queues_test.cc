@@ -12,6 +12,7 @@
 #include "kernels/reduce/exact_data.h"
 #include "kernels/synth/synthesizers.h"
 #include "tests/host_collective.h"
+#include "tests/host_plan_run.h"
 
 namespace stragglar {
 namespace {

@@ -24,6 +24,7 @@
 #include "kernels/exec/nccl/nccl_types.h"
 #include "kernels/reduce/exact_data.h"
 #include "kernels/synth/synthesizers.h"
+#include "tests/nccl_plan_executor.h"
 
 namespace stragglar {
 namespace {

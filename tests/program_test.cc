@@ -1,4 +1,4 @@
-// Per-rank programs: lowering gives the exact steps, pieces and waits a rank needs; the checker
+// Per-rank programs: lowering gives the exact steps, extents and waits a rank needs; the checker
 // accepts every synthesized plan's programs in every placement and refuses planted bugs, each
 // with a message naming it.
 #include "kernels/program/program.h"
@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 
 // Programs are flat arrays of plain structs: what a device-resident executor copies as it is.
 static_assert(std::is_trivially_copyable_v<ProgramStep>);
-static_assert(std::is_trivially_copyable_v<ProgramPiece>);
+static_assert(std::is_trivially_copyable_v<ProgramExtent>);
 
 std::vector<RankProgram> LowerAll(const Plan& plan, Placement placement) {
   std::vector<RankProgram> programs;
@@ -31,8 +31,8 @@ std::vector<RankProgram> LowerAll(const Plan& plan, Placement placement) {
   return programs;
 }
 
-ProgramPiece Piece(int32_t chunk, Buffer buffer, bool overlaps = false, int32_t first_wait = 0,
-                   int32_t num_waits = 0) {
+ProgramExtent Extent(int32_t chunk, Buffer buffer, bool overlaps = false, int32_t first_wait = 0,
+                     int32_t num_waits = 0) {
   return {.first_chunk = chunk,
           .num_chunks = 1,
           .buffer = buffer,
@@ -48,13 +48,13 @@ ProgramPiece Piece(int32_t chunk, Buffer buffer, bool overlaps = false, int32_t 
 TEST(LowerPlanTest, RingOutOfPlaceReadsTheInputUntilAChunkIsWritten) {
   const RankProgram program = *LowerPlan(*SynthesizeRing(3), 0);
   ASSERT_EQ(program.steps.size(), 4u);
-  const std::vector<ProgramPiece> expected = {
-      Piece(2, Buffer::kInput),  Piece(1, Buffer::kInput),  // round 0: send c2, reduce c1
-      Piece(1, Buffer::kResult), Piece(0, Buffer::kInput),  // round 1: send c1, reduce c0
-      Piece(0, Buffer::kResult), Piece(2, Buffer::kInput),  // round 2: send c0, copy c2
-      Piece(2, Buffer::kResult), Piece(1, Buffer::kResult, false, 0, 1),  // round 3
+  const std::vector<ProgramExtent> expected = {
+      Extent(2, Buffer::kInput),  Extent(1, Buffer::kInput),  // round 0: send c2, reduce c1
+      Extent(1, Buffer::kResult), Extent(0, Buffer::kInput),  // round 1: send c1, reduce c0
+      Extent(0, Buffer::kResult), Extent(2, Buffer::kInput),  // round 2: send c0, copy c2
+      Extent(2, Buffer::kResult), Extent(1, Buffer::kResult, false, 0, 1),  // round 3
   };
-  EXPECT_EQ(program.pieces, expected);
+  EXPECT_EQ(program.extents, expected);
   EXPECT_EQ(program.waits, std::vector<int32_t>{1});
   for (int i = 0; i < 4; ++i) {
     const ProgramStep& step = program.steps[i];
@@ -72,10 +72,10 @@ TEST(LowerPlanTest, RingOutOfPlaceReadsTheInputUntilAChunkIsWritten) {
 // 2 in round 2 waits for the reader of round 0's loan.
 TEST(LowerPlanTest, RingInPlaceLendsEverySend) {
   const RankProgram program = *LowerPlan(*SynthesizeRing(3), 0, {.in_place = true});
-  for (const ProgramPiece& piece : program.pieces) EXPECT_EQ(piece.buffer, Buffer::kResult);
+  for (const ProgramExtent& extent : program.extents) EXPECT_EQ(extent.buffer, Buffer::kResult);
   EXPECT_EQ(program.waits, (std::vector<int32_t>{0, 1}));
-  EXPECT_EQ(program.pieces[5].num_waits, 1);  // round 2's copy of chunk 2: step 0's loan
-  EXPECT_EQ(program.waits[program.pieces[5].first_wait], 0);
+  EXPECT_EQ(program.extents[5].num_waits, 1);  // round 2's copy of chunk 2: step 0's loan
+  EXPECT_EQ(program.waits[program.extents[5].first_wait], 0);
 }
 
 // StragglAR's exchange with the straggler sends and receives the same chunk: the receive
@@ -85,7 +85,7 @@ TEST(LowerPlanTest, ExchangeWithTheStragglerOverlapsItsOwnSend) {
   const ProgramStep& exchange = program.steps[2];
   ASSERT_EQ(exchange.round, 2);
   ASSERT_EQ(exchange.send_peer, 3);
-  const ProgramPiece& received = program.pieces[exchange.first_receive];
+  const ProgramExtent& received = program.extents[exchange.first_receive];
   EXPECT_EQ(received.first_chunk, 0);
   EXPECT_TRUE(received.overlaps_send);
   EXPECT_EQ(received.buffer, Buffer::kResult);
@@ -94,21 +94,21 @@ TEST(LowerPlanTest, ExchangeWithTheStragglerOverlapsItsOwnSend) {
 }
 
 // Pipelined StragglAR sends runs of chunks; out of place a run whose chunks live in both buffers
-// is cut into pieces, the run's first piece marking the message.
-TEST(LowerPlanTest, PiecesSplitRunsByBufferAndKeepTheirMessage) {
+// is cut into extents, the run's first extent marking the message.
+TEST(LowerPlanTest, ExtentsSplitRunsByBufferAndKeepTheirMessage) {
   const Plan plan = *SynthesizeStragglar(5, 4, 3);
   for (int rank = 0; rank < 5; ++rank) {
     const RankProgram program = *LowerPlan(plan, rank);
     for (const ProgramStep& step : program.steps) {
       for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-        const ProgramPiece& piece = program.pieces[i];
+        const ProgramExtent& extent = program.extents[i];
         if (i == step.first_send) {
-          EXPECT_TRUE(piece.starts_run);
+          EXPECT_TRUE(extent.starts_run);
         }
-        if (i > step.first_send && !piece.starts_run) {
-          const ProgramPiece& before = program.pieces[i - 1];
-          EXPECT_EQ(before.first_chunk + before.num_chunks, piece.first_chunk);
-          EXPECT_NE(before.buffer, piece.buffer) << "consecutive pieces that agree stay one";
+        if (i > step.first_send && !extent.starts_run) {
+          const ProgramExtent& before = program.extents[i - 1];
+          EXPECT_EQ(before.first_chunk + before.num_chunks, extent.first_chunk);
+          EXPECT_NE(before.buffer, extent.buffer) << "consecutive extents that agree stay one";
         }
       }
     }
@@ -188,12 +188,12 @@ TEST(CheckProgramsTest, EverySynthesizedPlanInEveryPlacement) {
   }
 }
 
-// The first receive piece of `program` that satisfies `predicate`, or nullptr.
+// The first receive extent of `program` that satisfies `predicate`, or nullptr.
 template <typename Predicate>
-ProgramPiece* FindReceive(RankProgram& program, Predicate predicate) {
+ProgramExtent* FindReceive(RankProgram& program, Predicate predicate) {
   for (ProgramStep& step : program.steps) {
     for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-      if (predicate(step, program.pieces[i])) return &program.pieces[i];
+      if (predicate(step, program.extents[i])) return &program.extents[i];
     }
   }
   return nullptr;
@@ -214,20 +214,20 @@ TEST_F(PlantedBugTest, CorrectProgramsPass) { EXPECT_EQ(Check(), ""); }
 
 TEST_F(PlantedBugTest, SendFromTheWrongBuffer) {
   // Round 1 sends chunk 1, which rank 0 wrote in round 0: read from the input it is stale.
-  ProgramPiece& sent = zero_.pieces[zero_.steps[1].first_send];
+  ProgramExtent& sent = zero_.extents[zero_.steps[1].first_send];
   ASSERT_EQ(sent.buffer, Buffer::kResult);
   sent.buffer = Buffer::kInput;
   EXPECT_THAT(Check(), HasSubstr("rank 0 round 1 sends chunk 1 from its input, which holds {0}"));
 }
 
 TEST_F(PlantedBugTest, SendFromAResultNotYetWritten) {
-  ProgramPiece& sent = zero_.pieces[zero_.steps[0].first_send];
+  ProgramExtent& sent = zero_.extents[zero_.steps[0].first_send];
   sent.buffer = Buffer::kResult;
   EXPECT_THAT(Check(), HasSubstr("sends chunk 2 from its result, which holds {garbage}"));
 }
 
 TEST_F(PlantedBugTest, ReduceWithTheWrongOwnValue) {
-  ProgramPiece* received = FindReceive(zero_, [](const ProgramStep& step, const ProgramPiece& p) {
+  ProgramExtent* received = FindReceive(zero_, [](const ProgramStep& step, const ProgramExtent& p) {
     return step.receive_op == TransferOp::kReduce && p.buffer == Buffer::kInput;
   });
   ASSERT_NE(received, nullptr);
@@ -236,8 +236,8 @@ TEST_F(PlantedBugTest, ReduceWithTheWrongOwnValue) {
 }
 
 TEST_F(PlantedBugTest, OverwriteWithoutWaitingForAReader) {
-  ProgramPiece* received =
-      FindReceive(zero_, [](const ProgramStep&, const ProgramPiece& p) { return p.num_waits > 0; });
+  ProgramExtent* received = FindReceive(
+      zero_, [](const ProgramStep&, const ProgramExtent& p) { return p.num_waits > 0; });
   ASSERT_NE(received, nullptr);
   received->num_waits = 0;
   EXPECT_THAT(Check(), HasSubstr("may still read it"));
@@ -245,8 +245,8 @@ TEST_F(PlantedBugTest, OverwriteWithoutWaitingForAReader) {
 }
 
 TEST_F(PlantedBugTest, OverlapWithTheSendUnmarked) {
-  ProgramPiece* received =
-      FindReceive(zero_, [](const ProgramStep&, const ProgramPiece& p) { return p.overlaps_send; });
+  ProgramExtent* received = FindReceive(
+      zero_, [](const ProgramStep&, const ProgramExtent& p) { return p.overlaps_send; });
   ASSERT_NE(received, nullptr);
   received->overlaps_send = false;
   EXPECT_THAT(Check(), HasSubstr("overlaps_send is 0 but the step sends the chunk"));
@@ -276,7 +276,7 @@ TEST_F(PlantedBugTest, WrongPeer) {
 
 TEST_F(PlantedBugTest, FinishCopyOverAWrittenChunk) {
   // Rank 3 (the straggler) writes every chunk; a finish copy would undo its work.
-  programs_[3].finish.push_back(Piece(0, Buffer::kInput));
+  programs_[3].finish.push_back(Extent(0, Buffer::kInput));
   EXPECT_THAT(Check(), HasSubstr("rank 3: the finish copies chunk 0 over what the steps wrote"));
 }
 

@@ -3,17 +3,18 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/program/program.h"
 
 namespace stragglar {
 namespace {
 
-// The reads to wait for before `piece`'s chunks change: its lending steps as (reader, reads),
+// The reads to wait for before `extent`'s chunks change: its lending steps as (reader, reads),
 // one per reader (its later reads imply its earlier ones).
-std::vector<DeviceReadWait> ReadsToWaitFor(const RankProgram& program, const ProgramPiece& piece,
+std::vector<DeviceReadWait> ReadsToWaitFor(const RankProgram& program, const ProgramExtent& extent,
                                            const std::vector<uint32_t>& sends_by_step) {
   std::vector<DeviceReadWait> waits;
-  for (int32_t w = piece.first_wait; w < piece.first_wait + piece.num_waits; ++w) {
+  for (int32_t w = extent.first_wait; w < extent.first_wait + extent.num_waits; ++w) {
     const int32_t lender = program.waits[w];
     const DeviceReadWait wait{.reader = program.steps[lender].send_peer,
                               .reads = sends_by_step[lender]};
@@ -49,14 +50,14 @@ ChunkWalk StartWalk(const RankProgram& program) {
   for (size_t index = 0; index < program.steps.size(); ++index) {
     const ProgramStep& step = program.steps[index];
     for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-      const ProgramPiece& piece = program.pieces[i];
-      for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
+      const ProgramExtent& extent = program.extents[i];
+      for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c) {
         walk.last_send[c] = static_cast<int32_t>(index);
       }
     }
     for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-      const ProgramPiece& piece = program.pieces[i];
-      for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
+      const ProgramExtent& extent = program.extents[i];
+      for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c) {
         walk.last_receive[c] = static_cast<int32_t>(index);
       }
     }
@@ -64,35 +65,39 @@ ChunkWalk StartWalk(const RankProgram& program) {
   return walk;
 }
 
-// Appends `piece` of step `index` as runs of chunks that agree on own_from_input and to_result.
-void AppendReceivePiece(const DevicePiece& lowered, int32_t index, ChunkWalk& walk,
-                        std::vector<DevicePiece>& pieces) {
+// Appends `extent` of step `index` as runs of chunks that agree on own_from_input and to_result.
+void AppendReceiveExtent(const DeviceExtent& lowered, int32_t index, ChunkWalk& walk,
+                         std::vector<DeviceExtent>& extents) {
   for (int32_t c = lowered.first_chunk; c < lowered.first_chunk + lowered.num_chunks; ++c) {
     const bool own_from_input = !walk.written[c];
     const bool to_result = walk.last_receive[c] == index && walk.last_send[c] <= index;
     walk.written[c] = true;
     walk.flags[c] = static_cast<uint8_t>((walk.flags[c] & kDeviceCopyIn) |
                                          (to_result ? kDeviceEndResult : kDeviceEndWindow));
-    if (c > lowered.first_chunk && pieces.back().own_from_input == own_from_input &&
-        pieces.back().to_result == to_result) {
-      ++pieces.back().num_chunks;
+    if (c > lowered.first_chunk && extents.back().own_from_input == own_from_input &&
+        extents.back().to_result == to_result) {
+      ++extents.back().num_chunks;
       continue;
     }
-    DevicePiece piece = lowered;
-    piece.first_chunk = c;
-    piece.num_chunks = 1;
-    piece.own_from_input = own_from_input;
-    piece.to_result = to_result;
-    pieces.push_back(piece);
+    DeviceExtent extent = lowered;
+    extent.first_chunk = c;
+    extent.num_chunks = 1;
+    extent.own_from_input = own_from_input;
+    extent.to_result = to_result;
+    extents.push_back(extent);
   }
 }
 
 }  // namespace
 
-absl::StatusOr<DeviceProgram> LowerPlanForDevice(const Plan& plan, int rank) {
-  absl::StatusOr<RankProgram> lowered = LowerPlan(plan, rank, Placement{.in_place = true});
-  if (!lowered.ok()) return lowered.status();
-  const RankProgram& program = *lowered;
+absl::StatusOr<DeviceProgram> LowerForDevice(const RankProgram& program) {
+  if (!program.placement.in_place || program.placement.native_pre_arrival) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", program.rank,
+        ": the device executor runs programs lowered in place with their pre-arrival rounds; this "
+        "one is ",
+        program.placement.in_place ? "lowered with its pre-arrival left to NCCL" : "out of place"));
+  }
   DeviceProgram device{
       .rank = program.rank, .num_ranks = program.num_ranks, .num_chunks = program.num_chunks};
   ChunkWalk walk = StartWalk(program);
@@ -107,28 +112,28 @@ absl::StatusOr<DeviceProgram> LowerPlanForDevice(const Plan& plan, int rank) {
     if (step.send_peer >= 0) {
       lowered_step.sends = sends_by_step[index] = ++sends_to[step.send_peer];
       for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-        const ProgramPiece& piece = program.pieces[i];
-        for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
+        const ProgramExtent& extent = program.extents[i];
+        for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c) {
           if (!walk.written[c]) walk.flags[c] |= kDeviceCopyIn;
         }
       }
     }
     if (step.receive_peer >= 0) {
       lowered_step.receives = ++receives_from[step.receive_peer];
-      lowered_step.first_piece = static_cast<int32_t>(device.pieces.size());
+      lowered_step.first_extent = static_cast<int32_t>(device.extents.size());
       for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-        const ProgramPiece& piece = program.pieces[i];
-        std::vector<DeviceReadWait> waits = ReadsToWaitFor(program, piece, sends_by_step);
-        const DevicePiece lowered_piece{.first_chunk = piece.first_chunk,
-                                        .num_chunks = piece.num_chunks,
-                                        .through_scratch = piece.overlaps_send,
-                                        .first_wait = static_cast<int32_t>(device.waits.size()),
-                                        .num_waits = static_cast<int32_t>(waits.size())};
+        const ProgramExtent& extent = program.extents[i];
+        std::vector<DeviceReadWait> waits = ReadsToWaitFor(program, extent, sends_by_step);
+        const DeviceExtent lowered_extent{.first_chunk = extent.first_chunk,
+                                          .num_chunks = extent.num_chunks,
+                                          .through_scratch = extent.overlaps_send,
+                                          .first_wait = static_cast<int32_t>(device.waits.size()),
+                                          .num_waits = static_cast<int32_t>(waits.size())};
         device.waits.insert(device.waits.end(), waits.begin(), waits.end());
-        AppendReceivePiece(lowered_piece, static_cast<int32_t>(index), walk, device.pieces);
+        AppendReceiveExtent(lowered_extent, static_cast<int32_t>(index), walk, device.extents);
       }
-      lowered_step.num_pieces =
-          static_cast<int32_t>(device.pieces.size()) - lowered_step.first_piece;
+      lowered_step.num_extents =
+          static_cast<int32_t>(device.extents.size()) - lowered_step.first_extent;
     }
     device.steps.push_back(lowered_step);
   }

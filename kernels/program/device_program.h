@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/plan/plan.h"
+#include "kernels/program/program.h"
 
 namespace stragglar {
 
@@ -38,7 +38,7 @@ struct DeviceReadWait {
 };
 
 // Consecutive chunks a receive lands the same way.
-struct DevicePiece {
+struct DeviceExtent {
   int32_t first_chunk = 0;
   int32_t num_chunks = 0;
   // This step's send lends these chunks too: the result is computed into scratch, and copied
@@ -54,7 +54,7 @@ struct DevicePiece {
   // call averages, whose division comes with the copy out of the window at the end).
   bool to_result = false;
 
-  friend bool operator==(const DevicePiece&, const DevicePiece&) = default;
+  friend bool operator==(const DeviceExtent&, const DeviceExtent&) = default;
 };
 
 // What a call does with a chunk outside the steps (DeviceProgram::chunk_flags, bits).
@@ -62,7 +62,7 @@ enum DeviceChunkFlag : uint8_t {
   kDeviceCopyIn = 1,     // lent before this rank writes it: copied into the window first
   kDeviceEndInput = 2,   // never written: the result is the input's
   kDeviceEndWindow = 4,  // final value in the window: copied to the result at the end
-  kDeviceEndResult = 8,  // final value written to the result by a to_result piece
+  kDeviceEndResult = 8,  // final value written to the result by a to_result extent
 };
 
 struct DeviceStep {
@@ -71,8 +71,8 @@ struct DeviceStep {
   uint32_t sends = 0;         // sends to send_peer so far, this one included: the ready value
   uint32_t receives = 0;      // receives from receive_peer so far, this one included
   TransferOp receive_op = TransferOp::kCopy;
-  int32_t first_piece = 0;  // DeviceProgram::pieces
-  int32_t num_pieces = 0;
+  int32_t first_extent = 0;  // DeviceProgram::extents
+  int32_t num_extents = 0;
 
   friend bool operator==(const DeviceStep&, const DeviceStep&) = default;
 };
@@ -82,7 +82,7 @@ struct DeviceProgram {
   int32_t num_ranks = 0;
   int32_t num_chunks = 0;
   std::vector<DeviceStep> steps;
-  std::vector<DevicePiece> pieces;
+  std::vector<DeviceExtent> extents;
   std::vector<DeviceReadWait> waits;
   // Every peer's last read of this rank's window: a rank waits for them before it returns, so
   // that the next call may overwrite its window.
@@ -92,8 +92,10 @@ struct DeviceProgram {
   friend bool operator==(const DeviceProgram&, const DeviceProgram&) = default;
 };
 
-// Lowers `plan` for `rank` (LowerPlan in place: the window is the working buffer, so where the
-// caller's buffers are does not matter). Errors as LowerPlan's.
-absl::StatusOr<DeviceProgram> LowerPlanForDevice(const Plan& plan, int rank);
+// Lowers a rank's program for the device-resident kernel. The window is the kernel's working
+// buffer, so where the caller's buffers are does not matter: the program must be lowered in place
+// and with its pre-arrival rounds (InvalidArgument otherwise), as the communicator lowers it for
+// work that runs in place (CallWork::RunsInPlace).
+absl::StatusOr<DeviceProgram> LowerForDevice(const RankProgram& program);
 
 }  // namespace stragglar

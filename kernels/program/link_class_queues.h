@@ -37,15 +37,6 @@ struct QueuedTransfer {
   int32_t num_needs = 0;
 };
 
-// Calls visit(chunk) for every chunk of program.pieces[first, first + count), in order.
-template <typename Visit>
-void ForEachChunk(const RankProgram& program, int32_t first, int32_t count, Visit visit) {
-  for (int32_t i = first; i < first + count; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) visit(c);
-  }
-}
-
 // Link class 0: peers on the rank's node; 1: peers on other nodes.
 inline constexpr int kNumLinkClasses = 2;
 

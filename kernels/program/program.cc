@@ -51,7 +51,7 @@ struct ChunkState {
   std::vector<int32_t> lent;  // steps that lent it out of the result since it was last written
 };
 
-// Everything a received chunk's piece must agree on.
+// Everything a received chunk's extent must agree on.
 struct ReceiveKey {
   Buffer buffer;
   bool overlaps_send;
@@ -61,25 +61,25 @@ struct ReceiveKey {
   }
 };
 
-// Appends `chunks` to `pieces` as runs of consecutive chunk indices that agree on `key_of`
-// (pieces that merely agree but are not consecutive stay apart). Returns how many it appended.
+// Appends `chunks` to `extents` as runs of consecutive chunk indices that agree on `key_of`
+// (extents that merely agree but are not consecutive stay apart). Returns how many it appended.
 template <typename KeyOf, typename Describe>
-int32_t AppendPieces(const ChunkList& chunks, KeyOf key_of, Describe describe,
-                     std::vector<ProgramPiece>& pieces) {
-  const size_t before = pieces.size();
+int32_t AppendExtents(const ChunkList& chunks, KeyOf key_of, Describe describe,
+                      std::vector<ProgramExtent>& extents) {
+  const size_t before = extents.size();
   for (const ChunkList::Run& run : chunks.runs()) {
     for (int32_t chunk = run.begin; chunk < run.end; ++chunk) {
       const bool continues_run = chunk > run.begin;
       if (continues_run && key_of(chunk - 1) == key_of(chunk)) {
-        ++pieces.back().num_chunks;
+        ++extents.back().num_chunks;
         continue;
       }
-      ProgramPiece piece{.first_chunk = chunk, .num_chunks = 1, .starts_run = !continues_run};
-      describe(chunk, piece);
-      pieces.push_back(piece);
+      ProgramExtent extent{.first_chunk = chunk, .num_chunks = 1, .starts_run = !continues_run};
+      describe(chunk, extent);
+      extents.push_back(extent);
     }
   }
-  return static_cast<int32_t>(pieces.size() - before);
+  return static_cast<int32_t>(extents.size() - before);
 }
 
 // Whether the pre-arrival rounds of `plan` (n - 1 blocks of `pieces` chunks) are a ReduceScatter
@@ -221,11 +221,11 @@ absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement plac
       step.send_peer = send->dst;
       step.send_op = send->op;
       step.send_chunks = static_cast<int32_t>(send->chunks.size());
-      step.first_send = static_cast<int32_t>(program.pieces.size());
-      step.num_sends = AppendPieces(
+      step.first_send = static_cast<int32_t>(program.extents.size());
+      step.num_sends = AppendExtents(
           send->chunks, buffer_of,
-          [&](int32_t chunk, ProgramPiece& piece) { piece.buffer = buffer_of(chunk); },
-          program.pieces);
+          [&](int32_t chunk, ProgramExtent& extent) { extent.buffer = buffer_of(chunk); },
+          program.extents);
       // Lent before this step's receive lands, which must therefore wait for it too.
       for (int32_t chunk : send->chunks) {
         if (chunks[chunk].written) chunks[chunk].lent.push_back(index);
@@ -242,18 +242,18 @@ absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement plac
       auto key_of = [&](int32_t chunk) {
         return ReceiveKey{buffer_of(chunk), sent_now(chunk), &chunks[chunk].lent};
       };
-      step.first_receive = static_cast<int32_t>(program.pieces.size());
-      step.num_receives = AppendPieces(
+      step.first_receive = static_cast<int32_t>(program.extents.size());
+      step.num_receives = AppendExtents(
           receive->chunks, key_of,
-          [&](int32_t chunk, ProgramPiece& piece) {
-            piece.buffer = buffer_of(chunk);
-            piece.overlaps_send = sent_now(chunk);
-            piece.first_wait = static_cast<int32_t>(program.waits.size());
-            piece.num_waits = static_cast<int32_t>(chunks[chunk].lent.size());
+          [&](int32_t chunk, ProgramExtent& extent) {
+            extent.buffer = buffer_of(chunk);
+            extent.overlaps_send = sent_now(chunk);
+            extent.first_wait = static_cast<int32_t>(program.waits.size());
+            extent.num_waits = static_cast<int32_t>(chunks[chunk].lent.size());
             program.waits.insert(program.waits.end(), chunks[chunk].lent.begin(),
                                  chunks[chunk].lent.end());
           },
-          program.pieces);
+          program.extents);
       for (int32_t chunk : receive->chunks) {
         chunks[chunk].written = true;
         chunks[chunk].lent.clear();
@@ -279,9 +279,9 @@ absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement plac
 void FinishOnHost(const RankProgram& program, const std::vector<int64_t>& offsets,
                   const std::byte* input, std::byte* result, int64_t count, DataType type,
                   ReduceOp op) {
-  for (const ProgramPiece& piece : program.finish) {
-    const int64_t begin = offsets[piece.first_chunk];
-    const int64_t end = offsets[piece.first_chunk + piece.num_chunks];
+  for (const ProgramExtent& extent : program.finish) {
+    const int64_t begin = offsets[extent.first_chunk];
+    const int64_t end = offsets[extent.first_chunk + extent.num_chunks];
     if (end > begin) std::memcpy(result + begin, input + begin, end - begin);
   }
   if (op == ReduceOp::kAvg && count > 0) {

@@ -4,9 +4,9 @@
 // executors tracks which buffer holds which chunk on its own.
 //
 // Each step is one round in which the rank sends and/or receives. What it sends and receives is
-// a list of pieces: runs of consecutive chunks that agree on everything an executor needs to know.
-// A sent piece says which buffer its chunks are read from (out of place, a chunk lives in the
-// input until the rank first writes it into the result). A received piece says what the rank's
+// a list of extents: runs of consecutive chunks that agree on everything an executor needs to know.
+// A sent extent says which buffer its chunks are read from (out of place, a chunk lives in the
+// input until the rank first writes it into the result). A received extent says what the rank's
 // own value of those chunks is, for a reduce (input or result), whether this step also sends them
 // (the send must read them before the receive lands), and which earlier sends lent them out of
 // the result (a peer that reads this rank's memory directly must be done with them before they
@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,16 +39,20 @@ struct Placement {
   bool native_pre_arrival = false;
 
   friend bool operator==(const Placement&, const Placement&) = default;
+  template <typename H>
+  friend H AbslHashValue(H hash, const Placement& placement) {
+    return H::combine(std::move(hash), placement.in_place, placement.native_pre_arrival);
+  }
 };
 
 // Consecutive chunks [first_chunk, first_chunk + num_chunks), in the transfer's order.
-struct ProgramPiece {
+struct ProgramExtent {
   int32_t first_chunk = 0;
   int32_t num_chunks = 0;
   // Send: where the chunks are read. Receive: this rank's own value of them, which a reduce adds
   // the incoming one to (a copy ignores it). Received chunks always land in the result.
   Buffer buffer = Buffer::kInput;
-  // The first piece of a run of consecutive chunk indices: transports that send one message per
+  // The first extent of a run of consecutive chunk indices: transports that send one message per
   // run (NCCL) start a new message here; sender and receiver cut alike.
   bool starts_run = false;
   // Receive only: this step also sends some of these chunks, so they land only after the send has
@@ -59,7 +64,7 @@ struct ProgramPiece {
   int32_t first_wait = 0;
   int32_t num_waits = 0;
 
-  friend bool operator==(const ProgramPiece&, const ProgramPiece&) = default;
+  friend bool operator==(const ProgramExtent&, const ProgramExtent&) = default;
 };
 
 struct ProgramStep {
@@ -68,7 +73,7 @@ struct ProgramStep {
   int32_t receive_peer = -1;               // -1: receives nothing this step
   TransferOp send_op = TransferOp::kCopy;  // what the receiver does with the sent chunks
   TransferOp receive_op = TransferOp::kCopy;
-  // program.pieces[first_send, first_send + num_sends) and likewise for the receive.
+  // program.extents[first_send, first_send + num_sends) and likewise for the receive.
   int32_t first_send = 0;
   int32_t num_sends = 0;
   int32_t first_receive = 0;
@@ -76,7 +81,7 @@ struct ProgramStep {
   int32_t send_chunks = 0;  // chunks in the send's transfer (one message on the host and MPI)
   int32_t receive_chunks = 0;
   // The step sends and receives the same chunks in the same order (StragglAR's exchanges with
-  // the straggler): a transport may stream the receive while the send leaves, piece by piece.
+  // the straggler): a transport may stream the receive while the send leaves, extent by extent.
   bool same_chunks_both_ways = false;
 
   friend bool operator==(const ProgramStep&, const ProgramStep&) = default;
@@ -92,14 +97,23 @@ struct RankProgram {
   int32_t pre_arrival_blocks = 0;
   int32_t pre_arrival_block = -1;
   std::vector<ProgramStep> steps;
-  std::vector<ProgramPiece> pieces;
-  std::vector<int32_t> waits;  // step indices, see ProgramPiece::first_wait
+  std::vector<ProgramExtent> extents;
+  std::vector<int32_t> waits;  // step indices, see ProgramExtent::first_wait
   // Out of place: the chunks the steps never write, copied from the input at the end (kInput
-  // pieces). In place: none.
-  std::vector<ProgramPiece> finish;
+  // extents). In place: none.
+  std::vector<ProgramExtent> finish;
 
   friend bool operator==(const RankProgram&, const RankProgram&) = default;
 };
+
+// Calls visit(chunk) for every chunk of program.extents[first, first + count), in order.
+template <typename Visit>
+void ForEachChunk(const RankProgram& program, int32_t first, int32_t count, Visit visit) {
+  for (int32_t i = first; i < first + count; ++i) {
+    const ProgramExtent& extent = program.extents[i];
+    for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c) visit(c);
+  }
+}
 
 // Lowers `plan` for `rank`. Only the transfers this rank takes part in are checked (the verifier
 // and CheckPrograms check whole plans); that is enough to keep an executor memory-safe:

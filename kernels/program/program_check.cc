@@ -8,35 +8,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/program/symbolic_value.h"
 
 namespace stragglar {
 namespace {
 
-// A value: the contributions it holds, plus one extra member for "garbage" (a receive buffer's
-// contents before anything was written there), so that reading it never matches a plan value.
-using Value = std::vector<bool>;
+using Value = SymbolicValue;
 
-std::string Describe(const Value& value) {
-  std::string out = "{";
-  const int garbage = static_cast<int>(value.size()) - 1;
-  for (int rank = 0; rank < garbage; ++rank) {
-    if (value[rank]) absl::StrAppend(&out, out.size() > 1 ? "," : "", rank);
-  }
-  if (value[garbage]) absl::StrAppend(&out, out.size() > 1 ? "," : "", "garbage");
-  return out + "}";
-}
+std::string Describe(const Value& value) { return DescribeValue(value); }
 
 const char* BufferName(Buffer buffer) { return buffer == Buffer::kInput ? "input" : "result"; }
 
-// The chunks of pieces[first, first + count), in order.
+// The chunks of extents[first, first + count), in order.
 std::vector<int32_t> ChunksOf(const RankProgram& program, int32_t first, int32_t count) {
   std::vector<int32_t> chunks;
-  for (int32_t i = first; i < first + count; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
-      chunks.push_back(c);
-    }
-  }
+  ForEachChunk(program, first, count, [&](int32_t chunk) { chunks.push_back(chunk); });
   return chunks;
 }
 
@@ -61,11 +47,7 @@ class SymbolicRun {
   absl::Status Run();
 
  private:
-  Value Single(int member) const {
-    Value value(n_ + 1, false);
-    value[member] = true;
-    return value;
-  }
+  Value Single(int member) const { return SingleValue(n_, member); }
   bool InPlace() const { return programs_[0].placement.in_place; }
   // The memory `buffer` names for `rank` (in place, both are the result).
   Value& At(int rank, Buffer buffer, int32_t chunk) {
@@ -108,12 +90,12 @@ absl::Status SymbolicRun::CheckHeaders() {
     }
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const ProgramStep& step = program.steps[i];
-      const int64_t pieces = static_cast<int64_t>(program.pieces.size());
-      if (step.first_send < 0 || step.first_send + step.num_sends > pieces ||
-          step.first_receive < 0 || step.first_receive + step.num_receives > pieces ||
+      const int64_t extents = static_cast<int64_t>(program.extents.size());
+      if (step.first_send < 0 || step.first_send + step.num_sends > extents ||
+          step.first_receive < 0 || step.first_receive + step.num_receives > extents ||
           (i > 0 && step.round <= program.steps[i - 1].round)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "rank ", rank, " step ", i, ": pieces out of range or rounds not in order"));
+            "rank ", rank, " step ", i, ": extents out of range or rounds not in order"));
       }
     }
   }
@@ -228,17 +210,18 @@ absl::Status SymbolicRun::Send(int rank, const ProgramStep& step, std::vector<Va
   const RankProgram& program = programs_[rank];
   const int32_t index = static_cast<int32_t>(&step - program.steps.data());
   for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    for (int32_t chunk = piece.first_chunk; chunk < piece.first_chunk + piece.num_chunks; ++chunk) {
-      const Value& value = At(rank, piece.buffer, chunk);
+    const ProgramExtent& extent = program.extents[i];
+    for (int32_t chunk = extent.first_chunk; chunk < extent.first_chunk + extent.num_chunks;
+         ++chunk) {
+      const Value& value = At(rank, extent.buffer, chunk);
       if (value != plan_values_[rank][chunk]) {
         return absl::InvalidArgumentError(
             absl::StrCat("rank ", rank, " round ", step.round, " sends chunk ", chunk, " from its ",
-                         BufferName(piece.buffer), ", which holds ", Describe(value),
+                         BufferName(extent.buffer), ", which holds ", Describe(value),
                          "; the plan's value is ", Describe(plan_values_[rank][chunk])));
       }
       sent.push_back(value);
-      if (piece.buffer == Buffer::kResult || InPlace()) loans_[rank][chunk].insert(index);
+      if (extent.buffer == Buffer::kResult || InPlace()) loans_[rank][chunk].insert(index);
     }
   }
   return absl::OkStatus();
@@ -251,21 +234,21 @@ absl::Status SymbolicRun::Receive(int rank, const ProgramStep& step,
   for (int32_t chunk : ChunksOf(program, step.first_send, step.num_sends)) sent_now.insert(chunk);
   size_t at = 0;
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    if (piece.first_wait < 0 ||
-        piece.first_wait + piece.num_waits > static_cast<int32_t>(program.waits.size())) {
+    const ProgramExtent& extent = program.extents[i];
+    if (extent.first_wait < 0 ||
+        extent.first_wait + extent.num_waits > static_cast<int32_t>(program.waits.size())) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", rank, " round ", step.round, ": waits out of range"));
     }
-    const std::set<int32_t> waits(program.waits.begin() + piece.first_wait,
-                                  program.waits.begin() + piece.first_wait + piece.num_waits);
-    for (int32_t chunk = piece.first_chunk; chunk < piece.first_chunk + piece.num_chunks;
+    const std::set<int32_t> waits(program.waits.begin() + extent.first_wait,
+                                  program.waits.begin() + extent.first_wait + extent.num_waits);
+    for (int32_t chunk = extent.first_chunk; chunk < extent.first_chunk + extent.num_chunks;
          ++chunk, ++at) {
       const std::string where =
           absl::StrCat("rank ", rank, " round ", step.round, " chunk ", chunk);
-      if (sent_now.contains(chunk) != piece.overlaps_send) {
+      if (sent_now.contains(chunk) != extent.overlaps_send) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, ": overlaps_send is ", piece.overlaps_send, " but the step ",
+            absl::StrCat(where, ": overlaps_send is ", extent.overlaps_send, " but the step ",
                          sent_now.contains(chunk) ? "sends" : "does not send", " the chunk"));
       }
       for (int32_t loan : loans_[rank][chunk]) {
@@ -279,10 +262,10 @@ absl::Status SymbolicRun::Receive(int rank, const ProgramStep& step,
       loans_[rank][chunk].clear();
       Value updated = incoming[at];
       if (step.receive_op == TransferOp::kReduce) {
-        const Value& own = At(rank, piece.buffer, chunk);
+        const Value& own = At(rank, extent.buffer, chunk);
         if (own != plan_values_[rank][chunk]) {
           return absl::InvalidArgumentError(absl::StrCat(
-              where, ": reduces into its ", BufferName(piece.buffer), ", which holds ",
+              where, ": reduces into its ", BufferName(extent.buffer), ", which holds ",
               Describe(own), "; the plan's value is ", Describe(plan_values_[rank][chunk])));
         }
         for (int m = 0; m <= n_; ++m) updated[m] = updated[m] || own[m];
@@ -296,8 +279,9 @@ absl::Status SymbolicRun::Receive(int rank, const ProgramStep& step,
 
 absl::Status SymbolicRun::Finish(int rank) {
   const RankProgram& program = programs_[rank];
-  for (const ProgramPiece& piece : program.finish) {
-    for (int32_t chunk = piece.first_chunk; chunk < piece.first_chunk + piece.num_chunks; ++chunk) {
+  for (const ProgramExtent& extent : program.finish) {
+    for (int32_t chunk = extent.first_chunk; chunk < extent.first_chunk + extent.num_chunks;
+         ++chunk) {
       if (chunk < 0 || chunk >= plan_.num_chunks || written_[rank][chunk] || InPlace()) {
         return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": the finish copies chunk ",
                                                        chunk, " over what the steps wrote"));

@@ -2,11 +2,11 @@
 // value is the set of ranks whose contributions it holds, as the plan verifier tracks them):
 //  - every step's send and receive match a transfer of the plan in that round, and the peer's
 //    program does the same transfer from its side;
-//  - every read sees the value the plan says: a sent piece's buffer holds the sender's value of
+//  - every read sees the value the plan says: a sent extent's buffer holds the sender's value of
 //    those chunks at the start of the round, and a reduce's own operand holds the receiver's;
-//  - no buffer changes while a peer may still read it: a received piece writes result chunks
+//  - no buffer changes while a peer may still read it: a received extent writes result chunks
 //    only after every loan of them out of the result (since their last write, this step's send
-//    included) is among the piece's waits, and overlaps_send marks every chunk this step also
+//    included) is among the extent's waits, and overlaps_send marks every chunk this step also
 //    sends; the input is never written;
 //  - at the end, after the finish copies (which must only copy chunks no step wrote), every
 //    rank's result holds every contribution in every chunk.

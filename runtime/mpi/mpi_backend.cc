@@ -122,8 +122,7 @@ absl::Status MpiBackend::MaxOverRanks(absl::Span<double> values) {
   return absl::OkStatus();
 }
 
-CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const Plan* plan,
-                                  const RankProgram* program) {
+CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
   if (progress_ != nullptr) {
     progress_->call.store(decision.call, std::memory_order_relaxed);
     const Algorithm runs = program == nullptr ? Algorithm::kNative : decision.algorithm;

@@ -75,8 +75,7 @@ class MpiAllReduceWork final : public CallWork {
         own_(own),
         progress_(progress) {}
 
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override;
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
 
   // The MPI error code of the work (MPI_SUCCESS when it succeeded or failed outside MPI), and
   // whether it ran the library's own Allreduce (which reports its errors itself).

@@ -273,10 +273,12 @@ absl::StatusOr<double> NcclBackend::ElapsedSinceProbeStart(int rounds) {
 // place. A round's share of the call's copies in and out of the window is in the time, as it is
 // in every plan's call on this executor.
 absl::StatusOr<double> NcclBackend::DeviceRingRoundSeconds(int64_t bytes, int repeats) {
-  if (ring_plan_ == nullptr) {
+  if (ring_program_ == nullptr) {
     absl::StatusOr<Plan> ring = SynthesizeRing(size_);
     if (!ring.ok()) return ring.status();
-    ring_plan_ = std::make_unique<Plan>(*std::move(ring));
+    absl::StatusOr<RankProgram> program = LowerPlan(*ring, rank_, {.in_place = true});
+    if (!program.ok()) return program.status();
+    ring_program_ = std::make_unique<RankProgram>(*std::move(program));
   }
   const int64_t count = bytes / static_cast<int64_t>(sizeof(float)) * size_;
   cudaError_t code = cudaSuccess;
@@ -288,13 +290,15 @@ absl::StatusOr<double> NcclBackend::DeviceRingRoundSeconds(int64_t bytes, int re
   }
   for (int i = 0; i < repeats; ++i) {
     const absl::Status status = device_executor_->Run(
-        *ring_plan_, {.send = buffer, .recv = buffer, .count = count}, stream_);
+        *ring_program_, {.send = buffer, .recv = buffer, .count = count}, stream_);
     if (!status.ok()) {
       last_error_ = NcclCodeOf(status);
       return status;
     }
   }
-  return ElapsedSinceProbeStart(repeats * ring_plan_->num_rounds());
+  // The plan's rounds: every rank of a Ring takes part in each.
+  const int ring_rounds = ring_program_->steps.empty() ? 0 : ring_program_->steps.back().round + 1;
+  return ElapsedSinceProbeStart(repeats * ring_rounds);
 }
 
 // Timed with CUDA events on the stream, after the user's work on it, once per communicator: NCCL
@@ -344,9 +348,9 @@ absl::Status NcclBackend::MaxOverRanks(absl::Span<double> values) {
   return absl::OkStatus();
 }
 
-ncclResult_t NcclAllReduceWork::RunOnDevice(DeviceExecutor& executor, const Plan& plan,
+ncclResult_t NcclAllReduceWork::RunOnDevice(DeviceExecutor& executor, const RankProgram& program,
                                             std::string* error) {
-  const absl::Status status = executor.Run(plan,
+  const absl::Status status = executor.Run(program,
                                            {.send = sendbuff_,
                                             .recv = recvbuff_,
                                             .count = static_cast<int64_t>(count_),
@@ -380,8 +384,7 @@ ncclResult_t NcclAllReduceWork::RunProgram(const CallDecision& decision, const R
                             native.has_value() ? &*native : nullptr);
 }
 
-CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const Plan* plan,
-                                   const RankProgram* program) {
+CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
   GpuCallTimer* timer = backend_.timer();
   std::optional<uint64_t> ticket;
   if (timer != nullptr) {
@@ -399,7 +402,7 @@ CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const Plan* pla
     code_ =
         Api().all_reduce(sendbuff_, recvbuff_, count_, datatype_, op_, backend_.comm(), stream_);
   } else if (DeviceExecutor* executor = backend_.device_executor(); executor != nullptr) {
-    code_ = RunOnDevice(*executor, *plan, &error);
+    code_ = RunOnDevice(*executor, *program, &error);
   } else {
     code_ = RunProgram(decision, *program, &error);
   }

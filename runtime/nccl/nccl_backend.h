@@ -110,7 +110,9 @@ class NcclBackend final : public CommBackend {
   size_t gathered_values_ = 0;  // of the gather in flight, per rank
   cudaEvent_t probe_start_ = nullptr, probe_stop_ = nullptr;
   std::unique_ptr<DeviceExecutor> device_executor_;
-  std::unique_ptr<Plan> ring_plan_;  // the device link probe's, kept while the executor lives
+  // The device link probe's Ring program (this rank's, in place), kept while the executor lives:
+  // the executor keys its upload by the program's address.
+  std::unique_ptr<RankProgram> ring_program_;
 };
 
 // One ncclAllReduce's work, bracketed by the GPU call timer.
@@ -129,15 +131,17 @@ class NcclAllReduceWork final : public CallWork {
         stream_(stream),
         backend_(backend) {}
 
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override;
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
+  // On the device executor, programs run in its windows: lowered in place whatever the buffers.
+  bool RunsInPlace() const override { return backend_.device_executor() != nullptr; }
   // NCCL's code for the work (ncclSuccess when it succeeded).
   ncclResult_t code() const { return code_; }
 
  private:
   ncclResult_t RunProgram(const CallDecision& decision, const RankProgram& program,
                           std::string* error);
-  ncclResult_t RunOnDevice(DeviceExecutor& executor, const Plan& plan, std::string* error);
+  ncclResult_t RunOnDevice(DeviceExecutor& executor, const RankProgram& program,
+                           std::string* error);
 
   const void* sendbuff_;
   void* recvbuff_;

@@ -216,7 +216,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
             {.window_bytes = settings->ipc_bytes, .blocks = settings->ipc_blocks},
             settings->ipc_timeout_s);
       }
-      options.native_pre_arrival = settings->nccl_pre_arrival;
+      options.native_pre_arrival = settings->native_pre_arrival;
       absl::StatusOr<std::optional<Topology>> topology =
           LearnTopology(*settings, *state->backend, size, HostNodeId(), name);
       if (topology.ok()) {

@@ -26,8 +26,7 @@ CallTiming Scripted(int rank, int64_t call, const CallDecision& decision) {
 class ScriptedWork final : public CallWork {
  public:
   explicit ScriptedWork(int rank) : rank_(rank) {}
-  CallOutcome Run(const CallDecision& decision, const Plan* plan,
-                  const RankProgram* program) override {
+  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
     return {.timing = Scripted(rank_, decision.call, decision)};
   }
 

@@ -22,12 +22,12 @@ int64_t Append(const std::vector<T>& items, std::vector<std::byte>& bytes) {
 // The program's arrays back to back, and where each starts.
 struct Packed {
   std::vector<std::byte> bytes;
-  int64_t steps, pieces, waits, drain, chunk_flags;
+  int64_t steps, extents, waits, drain, chunk_flags;
 };
 Packed Pack(const DeviceProgram& program) {
   Packed packed;
   packed.steps = Append(program.steps, packed.bytes);
-  packed.pieces = Append(program.pieces, packed.bytes);
+  packed.extents = Append(program.extents, packed.bytes);
   packed.waits = Append(program.waits, packed.bytes);
   packed.drain = Append(program.drain, packed.bytes);
   packed.chunk_flags = Append(program.chunk_flags, packed.bytes);
@@ -47,9 +47,9 @@ DeviceExecutor::~DeviceExecutor() {
   if (launch_order_ != nullptr) launcher_.ReleaseOrder(launch_order_);
 }
 
-absl::StatusOr<DeviceProgramView> DeviceExecutor::Prepare(const Plan& plan) {
-  if (auto it = programs_.find(&plan); it != programs_.end()) return it->second;
-  absl::StatusOr<DeviceProgram> program = LowerPlanForDevice(plan, windows_->rank());
+absl::StatusOr<DeviceProgramView> DeviceExecutor::Prepare(const RankProgram& rank_program) {
+  if (auto it = programs_.find(&rank_program); it != programs_.end()) return it->second;
+  absl::StatusOr<DeviceProgram> program = LowerForDevice(rank_program);
   if (!program.ok()) return program.status();
   const Packed packed = Pack(*program);
   const int64_t bytes = static_cast<int64_t>(packed.bytes.size());
@@ -68,11 +68,11 @@ absl::StatusOr<DeviceProgramView> DeviceExecutor::Prepare(const Plan& plan) {
   }
   DeviceProgramView view = ViewOf(*program);
   view.steps = reinterpret_cast<const DeviceStep*>(base + packed.steps);
-  view.pieces = reinterpret_cast<const DevicePiece*>(base + packed.pieces);
+  view.extents = reinterpret_cast<const DeviceExtent*>(base + packed.extents);
   view.waits = reinterpret_cast<const DeviceReadWait*>(base + packed.waits);
   view.drain = reinterpret_cast<const DeviceReadWait*>(base + packed.drain);
   view.chunk_flags = reinterpret_cast<const uint8_t*>(base + packed.chunk_flags);
-  programs_.emplace(&plan, view);
+  programs_.emplace(&rank_program, view);
   return view;
 }
 
@@ -106,24 +106,30 @@ absl::Status DeviceExecutor::CheckEarlierCalls() {
   return failed_;
 }
 
-absl::Status DeviceExecutor::Run(const Plan& plan, const DeviceAllReduceArgs& args, void* stream) {
+absl::Status DeviceExecutor::Run(const RankProgram& program, const DeviceAllReduceArgs& args,
+                                 void* stream) {
   if (absl::Status status = CheckEarlierCalls(); !status.ok()) return status;
-  // What every rank sees alike (NCCL requires the same count and plan everywhere): nothing is
-  // done, and the ranks stay in step.
-  if (args.count < 0 || plan.num_ranks != windows_->num_ranks()) {
+  // What every rank sees alike (NCCL requires the same count and plan everywhere, and the
+  // communicator lowers every rank's program alike): nothing is done, and the ranks stay in step.
+  if (args.count < 0 || program.num_ranks != windows_->num_ranks() ||
+      program.rank != windows_->rank()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("device executor: count ", args.count, ", a plan for ", plan.num_ranks,
-                     " ranks on a communicator of ", windows_->num_ranks()));
+        absl::StrCat("device executor: count ", args.count, ", a program for rank ", program.rank,
+                     " of ", program.num_ranks, " on rank ", windows_->rank(),
+                     " of a communicator of ", windows_->num_ranks()));
+  }
+  if (!program.placement.in_place || program.placement.native_pre_arrival) {
+    return LowerForDevice(program).status();  // its error says which
   }
   if (args.count == 0) return absl::OkStatus();
   const int64_t element_size = DataTypeSize(args.type);
   const int64_t window_elements = windows_->options().window_bytes / element_size;
   const DeviceWindowLayout layout =
-      DeviceLayoutOf(args.count, plan.num_chunks, window_elements, element_size);
+      DeviceLayoutOf(args.count, program.num_chunks, window_elements, element_size);
   if (layout.region <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device executor: a ", windows_->options().window_bytes, "-byte window cannot hold ",
-        plan.num_chunks, " chunks of ", DataTypeName(args.type)));
+        program.num_chunks, " chunks of ", DataTypeName(args.type)));
   }
   // From here on the call has a place in the sequence on every rank: a failure of this rank
   // alone is final.
@@ -132,8 +138,8 @@ absl::Status DeviceExecutor::Run(const Plan& plan, const DeviceAllReduceArgs& ar
   if (args.send == nullptr || args.recv == nullptr) {
     return Fail(absl::InvalidArgumentError("device executor: a null buffer"));
   }
-  absl::StatusOr<DeviceProgramView> program = Prepare(plan);
-  if (!program.ok()) return Fail(program.status());
+  absl::StatusOr<DeviceProgramView> view = Prepare(program);
+  if (!view.ok()) return Fail(view.status());
   const DeviceCall call{.windows = windows_->windows(),
                         .signals = windows_->signals(),
                         .scratch = windows_->scratch(),
@@ -142,9 +148,9 @@ absl::Status DeviceExecutor::Run(const Plan& plan, const DeviceAllReduceArgs& ar
                         .count = args.count,
                         .window_elements = window_elements,
                         .first_sequence = first_sequence,
-                        .num_ranks_divisor = args.op == ReduceOp::kAvg ? plan.num_ranks : 0};
+                        .num_ranks_divisor = args.op == ReduceOp::kAvg ? program.num_ranks : 0};
   if (absl::Status status =
-          launcher_.Launch(args.type, args.op, *program, call, windows_->Watch(timeout_ns_),
+          launcher_.Launch(args.type, args.op, *view, call, windows_->Watch(timeout_ns_),
                            windows_->options().blocks, stream, &launch_order_);
       !status.ok()) {
     return Fail(status);

@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "kernels/exec/device/device_rank.h"
 #include "kernels/exec/device/peer_windows.h"
-#include "kernels/plan/plan.h"
 #include "kernels/program/device_program.h"
+#include "kernels/program/program.h"
 #include "kernels/reduce/reduce.h"
 
 namespace stragglar {
@@ -60,13 +60,14 @@ class DeviceExecutor {
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
 
-  // Enqueues one call of `plan` (lowered and uploaded at its first call, kept while the executor
-  // lives: plans must outlive it, as the runtime's plan cache does). Every rank must make the
-  // same calls. InvalidArgument, with nothing done, for arguments every rank sees alike (a count
-  // below 0, a plan of another size or whose chunks do not fit the window). Final errors
-  // (Unavailable from then on): null buffers, a failed upload or launch, a kernel that gave up,
-  // Abort().
-  absl::Status Run(const Plan& plan, const DeviceAllReduceArgs& args, void* stream);
+  // Enqueues one call of `program` (lowered in place with its pre-arrival rounds, LowerForDevice;
+  // lowered for the device and uploaded at its first call, and kept while the executor lives:
+  // programs must outlive it, as the communicator's do). Every rank must make the same calls.
+  // InvalidArgument, with nothing done, for arguments every rank sees alike (a count below 0, a
+  // program of another rank, size or placement, or whose chunks do not fit the window). Final
+  // errors (Unavailable from then on): null buffers, a failed upload or launch, a kernel that
+  // gave up, Abort().
+  absl::Status Run(const RankProgram& program, const DeviceAllReduceArgs& args, void* stream);
 
   // Makes this rank's kernels give up, now and later, and every later call fail (ncclCommAbort).
   void Abort();
@@ -75,7 +76,7 @@ class DeviceExecutor {
   int64_t launches() const { return launches_; }
 
  private:
-  absl::StatusOr<DeviceProgramView> Prepare(const Plan& plan);
+  absl::StatusOr<DeviceProgramView> Prepare(const RankProgram& program);
   // The record of a kernel that gave up, turned into the executor's lasting error.
   absl::Status CheckEarlierCalls();
 
@@ -87,9 +88,9 @@ class DeviceExecutor {
   // later.
   absl::Status Fail(absl::Status status);
 
-  // Uploaded programs, by plan: in the windows' program arena, or (once it is full) in memory of
-  // their own.
-  absl::flat_hash_map<const Plan*, DeviceProgramView> programs_;
+  // Uploaded programs, by the program they were lowered from: in the windows' program arena, or
+  // (once it is full) in memory of their own.
+  absl::flat_hash_map<const RankProgram*, DeviceProgramView> programs_;
   int64_t arena_used_ = 0;
   std::vector<void*> overflow_;
   void* launch_order_ = nullptr;  // the launcher's

@@ -56,7 +56,7 @@ struct DeviceProgramView {
   int32_t num_steps = 0;
   int32_t num_drain = 0;
   const DeviceStep* steps = nullptr;
-  const DevicePiece* pieces = nullptr;
+  const DeviceExtent* extents = nullptr;
   const DeviceReadWait* waits = nullptr;
   const DeviceReadWait* drain = nullptr;
   const uint8_t* chunk_flags = nullptr;  // num_chunks DeviceChunkFlag bytes
@@ -69,7 +69,7 @@ inline DeviceProgramView ViewOf(const DeviceProgram& program) {
           .num_steps = static_cast<int32_t>(program.steps.size()),
           .num_drain = static_cast<int32_t>(program.drain.size()),
           .steps = program.steps.data(),
-          .pieces = program.pieces.data(),
+          .extents = program.extents.data(),
           .waits = program.waits.data(),
           .drain = program.drain.data(),
           .chunk_flags = program.chunk_flags.data()};
@@ -203,7 +203,7 @@ class SliceRun {
     platform_.Sync();  // the last writes into the window (by other threads) are done
     Storage* const result = Result();
     const bool averages = call_.num_ranks_divisor > 0;
-    // Averaged, to_result pieces landed in the window too: the division comes here.
+    // Averaged, to_result extents landed in the window too: the division comes here.
     const uint8_t from_window = averages ? kDeviceEndWindow | kDeviceEndResult : kDeviceEndWindow;
     ForEachPart(0, program_.num_chunks, from_window, [&](const Part& part) {
       Finish(result + part.message, mine + part.window, part.elements);
@@ -259,9 +259,9 @@ class SliceRun {
         ReadSlot(call_.signals[program_.rank], block_, blocks_, program_.num_ranks, wait.reader),
         DeviceSignal(wait_sequence_, wait.reads), wait.reader);
   }
-  STRAGGLAR_HOST_DEVICE bool WaitForLoans(const DevicePiece& piece) {
+  STRAGGLAR_HOST_DEVICE bool WaitForLoans(const DeviceExtent& extent) {
     if constexpr (Platform::kFault == DeviceFault::kSkipLoanWaits) return true;
-    for (int32_t w = piece.first_wait; w < piece.first_wait + piece.num_waits; ++w) {
+    for (int32_t w = extent.first_wait; w < extent.first_wait + extent.num_waits; ++w) {
       if (!WaitForReads(program_.waits[w])) return false;
     }
     return true;
@@ -269,8 +269,8 @@ class SliceRun {
 
   // Where a received part lands: the result for a chunk's last write that nothing lends later
   // (unless the call averages: the division reads the window at the end), else the window.
-  STRAGGLAR_HOST_DEVICE Storage* Landing(const DevicePiece& piece, const Part& part) const {
-    if (piece.to_result && call_.num_ranks_divisor == 0) return Result() + part.message;
+  STRAGGLAR_HOST_DEVICE Storage* Landing(const DeviceExtent& extent, const Part& part) const {
+    if (extent.to_result && call_.num_ranks_divisor == 0) return Result() + part.message;
     return Window(program_.rank) + part.window;
   }
 
@@ -286,20 +286,20 @@ class SliceRun {
     Storage* const mine = Window(program_.rank);
     const Storage* const theirs = Window(peer);
     bool any_through_scratch = false;
-    for (int32_t p = step.first_piece; p < step.first_piece + step.num_pieces; ++p) {
-      const DevicePiece& piece = program_.pieces[p];
-      any_through_scratch = any_through_scratch || piece.through_scratch;
-      if (!piece.through_scratch && !WaitForLoans(piece)) return false;
+    for (int32_t p = step.first_extent; p < step.first_extent + step.num_extents; ++p) {
+      const DeviceExtent& extent = program_.extents[p];
+      any_through_scratch = any_through_scratch || extent.through_scratch;
+      if (!extent.through_scratch && !WaitForLoans(extent)) return false;
       const Storage* const input = reinterpret_cast<const Storage*>(call_.input);
-      ForEachPart(piece.first_chunk, piece.num_chunks, [&](const Part& part) {
+      ForEachPart(extent.first_chunk, extent.num_chunks, [&](const Part& part) {
         const int64_t at = part.window;
-        Storage* const target = piece.through_scratch
+        Storage* const target = extent.through_scratch
                                     ? reinterpret_cast<Storage*>(call_.scratch) + at
-                                    : Landing(piece, part);
+                                    : Landing(extent, part);
         if (step.receive_op == TransferOp::kCopy) {
           platform_.Copy(target, theirs + at, part.elements);
         } else {
-          const Storage* const own = piece.own_from_input ? input + part.message : mine + at;
+          const Storage* const own = extent.own_from_input ? input + part.message : mine + at;
           platform_.template Reduce<Op>(target, own, theirs + at, part.elements);
         }
       });
@@ -308,13 +308,13 @@ class SliceRun {
         ReadSlot(call_.signals[peer], block_, blocks_, program_.num_ranks, program_.rank),
         DeviceSignal(sequence_, step.receives));
     if (!any_through_scratch) return true;
-    for (int32_t p = step.first_piece; p < step.first_piece + step.num_pieces; ++p) {
-      const DevicePiece& piece = program_.pieces[p];
-      if (!piece.through_scratch) continue;
-      if (!WaitForLoans(piece)) return false;
+    for (int32_t p = step.first_extent; p < step.first_extent + step.num_extents; ++p) {
+      const DeviceExtent& extent = program_.extents[p];
+      if (!extent.through_scratch) continue;
+      if (!WaitForLoans(extent)) return false;
       const Storage* const scratch = reinterpret_cast<const Storage*>(call_.scratch);
-      ForEachPart(piece.first_chunk, piece.num_chunks, [&](const Part& part) {
-        platform_.Copy(Landing(piece, part), scratch + part.window, part.elements);
+      ForEachPart(extent.first_chunk, extent.num_chunks, [&](const Part& part) {
+        platform_.Copy(Landing(extent, part), scratch + part.window, part.elements);
       });
     }
     return true;

@@ -48,7 +48,7 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
 }
 
 // Checks a borrowed message against what this rank expects before anything is applied: one
-// piece per chunk of the step's receive, each of that chunk's size.
+// span per chunk of the step's receive, each of that chunk's size.
 absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const RankProgram& program,
                           const ProgramStep& step, const HostAllReduceArgs& args,
                           const std::vector<int64_t>& offsets) {
@@ -64,22 +64,22 @@ absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const R
     return status;
   }
   int64_t expected_bytes = 0, got_bytes = 0;
-  bool same_layout = static_cast<int32_t>(message.pieces.size()) == step.receive_chunks;
+  bool same_layout = static_cast<int32_t>(message.spans.size()) == step.receive_chunks;
   size_t at = 0;
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    const ProgramPiece& piece = program.pieces[i];
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c, ++at) {
+    const ProgramExtent& extent = program.extents[i];
+    for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c, ++at) {
       const int64_t bytes = offsets[c + 1] - offsets[c];
       expected_bytes += bytes;
-      same_layout = same_layout && static_cast<int64_t>(message.pieces[at].size()) == bytes;
+      same_layout = same_layout && static_cast<int64_t>(message.spans[at].size()) == bytes;
     }
   }
-  for (absl::Span<const std::byte> piece : message.pieces) got_bytes += piece.size();
+  for (absl::Span<const std::byte> span : message.spans) got_bytes += span.size();
   if (!same_layout) {
     return absl::InvalidArgumentError(absl::StrCat(
         "mismatched plans across ranks: rank ", program.rank, " expected ", expected_bytes,
         " bytes in ", step.receive_chunks, " chunks from rank ", step.receive_peer, " in round ",
-        step.round, ", got ", got_bytes, " in ", message.pieces.size()));
+        step.round, ", got ", got_bytes, " in ", message.spans.size()));
   }
   return absl::OkStatus();
 }
@@ -114,8 +114,8 @@ absl::Status HostCall::WaitForLoans(absl::Duration timeout) {
   return result;
 }
 
-bool HostCall::StillLent(const ProgramPiece& piece) const {
-  for (int32_t w = piece.first_wait; w < piece.first_wait + piece.num_waits; ++w) {
+bool HostCall::StillLent(const ProgramExtent& extent) const {
+  for (int32_t w = extent.first_wait; w < extent.first_wait + extent.num_waits; ++w) {
     const int32_t step = program_.waits[w];
     if (!transport_
              .WaitReturned(rank_, program_.steps[step].send_peer, tickets_[step],
@@ -138,15 +138,15 @@ void HostCall::Send(int32_t index) {
                              .type = static_cast<uint8_t>(args_.type),
                              .op = static_cast<uint8_t>(args_.op),
                              .padding = {}};
-  absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
+  absl::InlinedVector<absl::Span<const std::byte>, 4> spans;
   for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c) {
-      pieces.push_back({Own(piece.buffer, c), static_cast<size_t>(ChunkBytes(c))});
+    const ProgramExtent& extent = program_.extents[i];
+    for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c) {
+      spans.push_back({Own(extent.buffer, c), static_cast<size_t>(ChunkBytes(c))});
     }
   }
   tickets_[index] = last_loan_[step.send_peer] = transport_.Lend(
-      rank_, step.send_peer, {reinterpret_cast<const std::byte*>(&header), sizeof(header)}, pieces);
+      rank_, step.send_peer, {reinterpret_cast<const std::byte*>(&header), sizeof(header)}, spans);
 }
 
 absl::Status HostCall::Receive(int32_t index) {
@@ -162,28 +162,28 @@ absl::Status HostCall::Receive(int32_t index) {
   // Per thread, so a rank reuses it across calls instead of allocating each time.
   thread_local std::vector<std::byte> scratch;
   struct Deferred {
-    const ProgramPiece* piece;
+    const ProgramExtent* extent;
     int32_t chunk;
     int64_t scratch_offset;
   };
   absl::InlinedVector<Deferred, 4> deferred;
   int64_t scratch_bytes = 0;
-  size_t at = 0;  // the message's piece: one per chunk of the transfer
+  size_t at = 0;  // the message's span: one per chunk of the transfer
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    const bool lent = StillLent(piece);
-    for (int32_t c = piece.first_chunk; c < piece.first_chunk + piece.num_chunks; ++c, ++at) {
+    const ProgramExtent& extent = program_.extents[i];
+    const bool lent = StillLent(extent);
+    for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c, ++at) {
       const int64_t bytes = ChunkBytes(c);
       if (bytes == 0) continue;  // empty chunk (count < num_chunks); the buffers may be null
       std::byte* target = result_ + offsets_[c];
       if (lent) {
-        deferred.push_back({&piece, c, scratch_bytes});
+        deferred.push_back({&extent, c, scratch_bytes});
         scratch_bytes += bytes;
         if (scratch.size() < static_cast<size_t>(scratch_bytes)) scratch.resize(scratch_bytes);
         target = scratch.data() + deferred.back().scratch_offset;
       }
-      const std::byte* incoming = message->pieces[at].data();
-      const std::byte* own = Own(piece.buffer, c);
+      const std::byte* incoming = message->spans[at].data();
+      const std::byte* own = Own(extent.buffer, c);
       if (step.receive_op == TransferOp::kCopy) {
         std::memcpy(target, incoming, bytes);
       } else if (target == own) {
@@ -196,8 +196,8 @@ absl::Status HostCall::Receive(int32_t index) {
   // The sender may change its chunks as soon as they are returned; nothing reads them after.
   transport_.Return(step.receive_peer, rank_);
   for (const Deferred& each : deferred) {
-    const ProgramPiece& piece = *each.piece;
-    for (int32_t w = piece.first_wait; w < piece.first_wait + piece.num_waits; ++w) {
+    const ProgramExtent& extent = *each.extent;
+    for (int32_t w = extent.first_wait; w < extent.first_wait + extent.num_waits; ++w) {
       const int32_t lender = program_.waits[w];
       if (absl::Status status = transport_.WaitReturned(rank_, program_.steps[lender].send_peer,
                                                         tickets_[lender], args_.timeout);

@@ -52,7 +52,7 @@ class HostCall {
     return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
   }
   absl::Status WaitForLoans(absl::Duration timeout);
-  bool StillLent(const ProgramPiece& piece) const;
+  bool StillLent(const ProgramExtent& extent) const;
 
   const RankProgram& program_;
   const HostAllReduceArgs& args_;

@@ -85,29 +85,4 @@ absl::Status ExecuteProgramOnHost(const RankProgram& program, const HostAllReduc
   return RunInRoundOrder(call);
 }
 
-absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
-                               HostTransport& transport) {
-  absl::Status status;
-  if (plan.num_ranks != transport.num_ranks()) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "plan has ", plan.num_ranks, " ranks but the transport connects ", transport.num_ranks()));
-  } else if (rank < 0 || rank >= plan.num_ranks) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " outside [0, ", plan.num_ranks, ")"));
-  } else if (plan.num_chunks < 1) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("plan has ", plan.num_chunks, " chunks; needs at least 1"));
-  } else {
-    status = ValidateCallArgs(rank, args);
-  }
-  absl::StatusOr<RankProgram> program =
-      status.ok() ? LowerPlan(plan, rank, {.in_place = args.send == args.recv}) : status;
-  if (!program.ok()) {
-    // Nothing was lent yet: aborting is all that failing takes.
-    transport.Abort(program.status());
-    return program.status();
-  }
-  return ExecuteProgramOnHost(*program, args, transport);
-}
-
 }  // namespace stragglar

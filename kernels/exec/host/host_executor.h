@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kernels/exec/host/host_transport.h"
-#include "kernels/plan/plan.h"
 #include "kernels/program/program.h"
 #include "kernels/reduce/reduce.h"
 
@@ -42,15 +41,9 @@ struct HostAllReduceArgs {
 // header check hold for any count. `send` and `recv` must be equal or not overlap.
 // Chunks are lent, not copied: the receiver reduces or copies straight from the sender's buffer
 // into its own result, and a chunk this rank must change while a peer may still be reading it
-// (the piece's waits) goes through scratch memory first. Returns only once no peer can still be
+// (the extent's waits) goes through scratch memory first. Returns only once no peer can still be
 // reading this rank's buffers, on success and on error alike.
 absl::Status ExecuteProgramOnHost(const RankProgram& program, const HostAllReduceArgs& args,
                                   HostTransport& transport);
-
-// Lowers `plan` for `rank` and runs it: for tests and one-off runs (the runtime lowers once per
-// plan and placement). Rank-local errors as above, plus a rank outside the plan and a plan this
-// rank cannot execute (LowerPlan), also aborting the transport.
-absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
-                               HostTransport& transport);
 
 }  // namespace stragglar

@@ -56,7 +56,7 @@ std::chrono::steady_clock::time_point HostTransport::ReadableAt(int src, int dst
   const int per_node = emulation_.ranks_per_node;
   if (per_node == 0 || src / per_node == dst / per_node) return {};
   size_t bytes = message.header.size();
-  for (absl::Span<const std::byte> piece : message.pieces) bytes += piece.size();
+  for (absl::Span<const std::byte> span : message.spans) bytes += span.size();
   bytes += message.owned.size();
   const auto seconds = [](double s) {
     return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -81,7 +81,7 @@ int64_t HostTransport::Queue(int src, int dst, Message message) {
     target.messages.push_back(std::move(message));
     Message& queued = target.messages.back();
     // Views into the moved vector's heap buffer stay valid; set them once it is in place anyway.
-    if (!queued.owned.empty()) queued.pieces.assign({absl::MakeConstSpan(queued.owned)});
+    if (!queued.owned.empty()) queued.spans.assign({absl::MakeConstSpan(queued.owned)});
   }
   target.arrived.notify_one();
   return ticket;
@@ -92,25 +92,25 @@ void HostTransport::Send(int src, int dst, absl::Span<const std::byte> payload) 
 }
 
 void HostTransport::SendGather(int src, int dst,
-                               absl::Span<const absl::Span<const std::byte>> pieces) {
+                               absl::Span<const absl::Span<const std::byte>> spans) {
   CheckRanks(src, dst, num_ranks_);
   // Build the message outside the lock; reserve + insert avoids zero-filling it first.
   size_t total = 0;
-  for (absl::Span<const std::byte> piece : pieces) total += piece.size();
+  for (absl::Span<const std::byte> span : spans) total += span.size();
   Message message;
   message.owned.reserve(total);
-  for (absl::Span<const std::byte> piece : pieces) {
-    message.owned.insert(message.owned.end(), piece.begin(), piece.end());
+  for (absl::Span<const std::byte> span : spans) {
+    message.owned.insert(message.owned.end(), span.begin(), span.end());
   }
   Queue(src, dst, std::move(message));
 }
 
 int64_t HostTransport::Lend(int src, int dst, absl::Span<const std::byte> header,
-                            absl::Span<const absl::Span<const std::byte>> pieces) {
+                            absl::Span<const absl::Span<const std::byte>> spans) {
   CheckRanks(src, dst, num_ranks_);
   Message message;
   message.header.assign(header.begin(), header.end());
-  message.pieces.assign(pieces.begin(), pieces.end());
+  message.spans.assign(spans.begin(), spans.end());
   return Queue(src, dst, std::move(message));
 }
 
@@ -147,7 +147,7 @@ absl::StatusOr<HostTransport::BorrowedMessage> HostTransport::Borrow(int src, in
     if (ready && !aborted) {
       source.borrowed = true;
       const Message& front = source.messages.front();
-      return BorrowedMessage{.header = front.header, .pieces = front.pieces};
+      return BorrowedMessage{.header = front.header, .spans = front.spans};
     }
   }
   if (!aborted) {
@@ -178,12 +178,12 @@ absl::StatusOr<std::vector<std::byte>> HostTransport::Receive(int src, int dst,
   absl::StatusOr<BorrowedMessage> borrowed = Borrow(src, dst, timeout);
   if (!borrowed.ok()) return borrowed.status();
   size_t total = borrowed->header.size();
-  for (absl::Span<const std::byte> piece : borrowed->pieces) total += piece.size();
+  for (absl::Span<const std::byte> span : borrowed->spans) total += span.size();
   std::vector<std::byte> message;
   message.reserve(total);
   message.insert(message.end(), borrowed->header.begin(), borrowed->header.end());
-  for (absl::Span<const std::byte> piece : borrowed->pieces) {
-    message.insert(message.end(), piece.begin(), piece.end());
+  for (absl::Span<const std::byte> span : borrowed->spans) {
+    message.insert(message.end(), span.begin(), span.end());
   }
   Return(src, dst);
   return message;

@@ -31,10 +31,10 @@ namespace stragglar {
 class HostTransport {
  public:
   // A message as its receiver sees it while borrowing it: the header (copied when it was sent)
-  // and the payload pieces, which may point into the sender's memory.
+  // and the payload spans, which may point into the sender's memory.
   struct BorrowedMessage {
     absl::Span<const std::byte> header;
-    absl::Span<const absl::Span<const std::byte>> pieces;
+    absl::Span<const absl::Span<const std::byte>> spans;
   };
 
   explicit HostTransport(int num_ranks);
@@ -58,13 +58,13 @@ class HostTransport {
 
   // Queues a copy of `payload` on the src->dst channel. src and dst must be in [0, num_ranks).
   void Send(int src, int dst, absl::Span<const std::byte> payload);
-  // Queues one message that is a copy of the concatenation of `pieces`. Same contract as Send.
-  void SendGather(int src, int dst, absl::Span<const absl::Span<const std::byte>> pieces);
-  // Queues a message made of a copy of `header` and the memory of `pieces`, which the caller must
+  // Queues one message that is a copy of the concatenation of `spans`. Same contract as Send.
+  void SendGather(int src, int dst, absl::Span<const absl::Span<const std::byte>> spans);
+  // Queues a message made of a copy of `header` and the memory of `spans`, which the caller must
   // keep valid and unchanged until WaitReturned(src, dst, ticket) returns. Returns the ticket.
   int64_t Lend(int src, int dst, absl::Span<const std::byte> header,
-               absl::Span<const absl::Span<const std::byte>> pieces);
-  // Takes the oldest message on src->dst, as a copy (header and pieces concatenated).
+               absl::Span<const absl::Span<const std::byte>> spans);
+  // Takes the oldest message on src->dst, as a copy (header and spans concatenated).
   // DeadlineExceeded names both ranks when `timeout` passes ("rank 3 waited 10s for a message
   // from rank 5"); Aborted, with the abort reason in its message, after Abort() (queued messages
   // are dropped).
@@ -86,8 +86,8 @@ class HostTransport {
     // When the receiver may read it (emulated NICs); the epoch of the clock: at once.
     std::chrono::steady_clock::time_point readable_at;
     absl::InlinedVector<std::byte, 16> header;
-    absl::InlinedVector<absl::Span<const std::byte>, 4> pieces;
-    std::vector<std::byte> owned;  // Send's copy of the payload; `pieces` views it
+    absl::InlinedVector<absl::Span<const std::byte>, 4> spans;
+    std::vector<std::byte> owned;  // Send's copy of the payload; `spans` views it
   };
   struct Channel {
     // std::mutex rather than absl::Mutex: ThreadSanitizer understands pthread primitives, while

@@ -13,11 +13,11 @@ MpiCallBuffers::MpiCallBuffers(const RankProgram& program, const MpiAllReduceArg
       input_(static_cast<const std::byte*>(args.send)),
       result_(static_cast<std::byte*>(args.recv)) {}
 
-int64_t MpiCallBuffers::PiecesBytes(int32_t first, int32_t count) const {
+int64_t MpiCallBuffers::ExtentsBytes(int32_t first, int32_t count) const {
   int64_t total = 0;
   for (int32_t i = first; i < first + count; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    total += offsets_[piece.first_chunk + piece.num_chunks] - offsets_[piece.first_chunk];
+    const ProgramExtent& extent = program_.extents[i];
+    total += offsets_[extent.first_chunk + extent.num_chunks] - offsets_[extent.first_chunk];
   }
   return total;
 }
@@ -25,8 +25,8 @@ int64_t MpiCallBuffers::PiecesBytes(int32_t first, int32_t count) const {
 int64_t MpiCallBuffers::LargestTransferBytes() const {
   int64_t largest = 0;
   for (const ProgramStep& step : program_.steps) {
-    largest = std::max({largest, PiecesBytes(step.first_send, step.num_sends),
-                        PiecesBytes(step.first_receive, step.num_receives)});
+    largest = std::max({largest, ExtentsBytes(step.first_send, step.num_sends),
+                        ExtentsBytes(step.first_receive, step.num_receives)});
   }
   return largest;
 }
@@ -34,15 +34,15 @@ int64_t MpiCallBuffers::LargestTransferBytes() const {
 const std::byte* MpiCallBuffers::SendData(const ProgramStep& step,
                                           std::vector<std::byte>& packed) const {
   if (step.num_sends == 0) return input_;
-  const ProgramPiece& first = program_.pieces[step.first_send];
+  const ProgramExtent& first = program_.extents[step.first_send];
   if (step.num_sends == 1) return Own(first.buffer, first.first_chunk);
-  const int64_t bytes = PiecesBytes(step.first_send, step.num_sends);
+  const int64_t bytes = ExtentsBytes(step.first_send, step.num_sends);
   if (packed.size() < static_cast<size_t>(bytes)) packed.resize(bytes);
   int64_t at = 0;
   for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    const int64_t length = PiecesBytes(i, 1);
-    std::memcpy(packed.data() + at, Own(piece.buffer, piece.first_chunk), length);
+    const ProgramExtent& extent = program_.extents[i];
+    const int64_t length = ExtentsBytes(i, 1);
+    std::memcpy(packed.data() + at, Own(extent.buffer, extent.first_chunk), length);
     at += length;
   }
   return packed.data();
@@ -53,8 +53,8 @@ bool MpiCallBuffers::ReceivesInPlace(const ProgramStep& step) const {
     return false;
   }
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    if (piece.overlaps_send || (i != step.first_receive && piece.starts_run)) return false;
+    const ProgramExtent& extent = program_.extents[i];
+    if (extent.overlaps_send || (i != step.first_receive && extent.starts_run)) return false;
   }
   return true;
 }
@@ -63,8 +63,9 @@ void MpiCallBuffers::Apply(const ProgramStep& step, int64_t begin, int64_t end,
                            const std::byte* data) const {
   int64_t chunk_begin = 0;  // where the chunk starts in the message
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    const ProgramPiece& piece = program_.pieces[i];
-    for (int32_t chunk = piece.first_chunk; chunk < piece.first_chunk + piece.num_chunks; ++chunk) {
+    const ProgramExtent& extent = program_.extents[i];
+    for (int32_t chunk = extent.first_chunk; chunk < extent.first_chunk + extent.num_chunks;
+         ++chunk) {
       const int64_t chunk_end = chunk_begin + ChunkBytes(chunk);
       const int64_t from = std::max(begin, chunk_begin), to = std::min(end, chunk_end);
       if (from < to) {
@@ -74,10 +75,10 @@ void MpiCallBuffers::Apply(const ProgramStep& step, int64_t begin, int64_t end,
         const int64_t elements = (to - from) / element_size_;
         if (step.receive_op == TransferOp::kCopy) {
           std::memcpy(target, incoming, to - from);
-        } else if (piece.buffer == Buffer::kResult) {
+        } else if (extent.buffer == Buffer::kResult) {
           ReduceInto(args_.type, args_.op, target, incoming, elements);
         } else {
-          Reduce(args_.type, args_.op, target, Own(piece.buffer, chunk) + within, incoming,
+          Reduce(args_.type, args_.op, target, Own(extent.buffer, chunk) + within, incoming,
                  elements);
         }
       }

@@ -1,5 +1,5 @@
 // One call's buffers as the MPI executor's transfers see them: where each chunk lies, how many
-// bytes a transfer's pieces hold, and how received bytes land in the chunks. Shared by the
+// bytes a transfer's extents hold, and how received bytes land in the chunks. Shared by the
 // executor's two ways of running a program (round by round, and one queue per link class).
 #pragma once
 
@@ -22,12 +22,12 @@ class MpiCallBuffers {
     return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
   }
   std::byte* ResultChunk(int32_t chunk) const { return result_ + offsets_[chunk]; }
-  // The bytes of pieces[first, first + count), in the order a message carries them.
-  int64_t PiecesBytes(int32_t first, int32_t count) const;
+  // The bytes of extents[first, first + count), in the order a message carries them.
+  int64_t ExtentsBytes(int32_t first, int32_t count) const;
   // The largest message any step sends or receives (one per transfer, unsegmented).
   int64_t LargestTransferBytes() const;
-  // Where a step's send reads its message: its one piece in place, or its pieces packed into
-  // `packed` (resized as needed), or the input for a send of no pieces.
+  // Where a step's send reads its message: its one extent in place, or its extents packed into
+  // `packed` (resized as needed), or the input for a send of no extents.
   const std::byte* SendData(const ProgramStep& step, std::vector<std::byte>& packed) const;
   // Whether a step's receive is a copy into consecutive chunks that it does not also send, so
   // it may land straight in the result.

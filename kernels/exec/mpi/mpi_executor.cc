@@ -115,8 +115,8 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   StepLayout layout;
   const bool sends = step.send_peer >= 0;
   const bool receives = step.receive_peer >= 0;
-  layout.send_bytes = buffers_.PiecesBytes(step.first_send, step.num_sends);
-  layout.receive_bytes = buffers_.PiecesBytes(step.first_receive, step.num_receives);
+  layout.send_bytes = buffers_.ExtentsBytes(step.first_send, step.num_sends);
+  layout.receive_bytes = buffers_.ExtentsBytes(step.first_receive, step.num_receives);
   // Inside a node only reduce transfers are cut; a copy is one message whatever its size.
   if (sends) {
     const Cut cut = Segments(step.send_op, layout.send_bytes, step.send_peer);
@@ -131,7 +131,7 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
     layout.receive_says_ready = cut.network;
   }
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
-    layout.overlap = layout.overlap || program_.pieces[i].overlaps_send;
+    layout.overlap = layout.overlap || program_.extents[i].overlaps_send;
   }
   // The same chunks both ways, cut alike: segment j is added once segment j has left, so the
   // receive streams through a window of segments. Any other overlap receives the whole message
@@ -224,7 +224,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
   }
   if (step.receive_peer >= 0) {
     if (layout.received_in_place) {
-      target_ = buffers_.ResultChunk(program_.pieces[step.first_receive].first_chunk);
+      target_ = buffers_.ResultChunk(program_.extents[step.first_receive].first_chunk);
     } else {
       const int64_t buffer =
           layout.streaming ? layout.window * layout.segment_bytes : layout.receive_bytes;

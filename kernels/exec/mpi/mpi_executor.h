@@ -55,7 +55,7 @@ absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error);
 // semantics as the plan contract: each round a rank posts its receive, sends the chunks as of the
 // start of the round, and applies what it received (a segment at a time for segmented reduce
 // transfers) once its own send of those chunks has left. A transfer is one MPI message of bytes,
-// or consecutive pieces of reduce_segment_bytes, or of network_message_bytes with a peer on
+// or consecutive segments of reduce_segment_bytes, or of network_message_bytes with a peer on
 // another node (either way each transfer must stay below 2 GiB).
 // With options.per_class_queues the rounds' order is relaxed to one queue per link class
 // (mpi_link_class_queues.h), with the same result. InvalidArgument for a program that does not fit

@@ -10,7 +10,7 @@ namespace stragglar {
 namespace {
 
 // Per thread, reused across calls: where each queue's receive lands when it cannot land in
-// place, and the buffers of sends whose pieces are packed into one message.
+// place, and the buffers of sends whose extents are packed into one message.
 thread_local std::vector<std::byte> landing[kNumLinkClasses];
 thread_local std::vector<std::vector<std::byte>> spare_packs;
 
@@ -48,7 +48,7 @@ class MpiQueueRun {
     return true;
   }
   int64_t ReceiveBytes(const ProgramStep& step) const {
-    return buffers_.PiecesBytes(step.first_receive, step.num_receives);
+    return buffers_.ExtentsBytes(step.first_receive, step.num_receives);
   }
   absl::Status PostReadySends(bool& progressed);
   absl::Status PostReceive(int link_class);
@@ -90,7 +90,7 @@ absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
       const std::byte* data = buffers_.SendData(step, pack);
       MPI_Request request = MPI_REQUEST_NULL;
       if (int code = PMPI_Isend(
-              data, static_cast<int>(buffers_.PiecesBytes(step.first_send, step.num_sends)),
+              data, static_cast<int>(buffers_.ExtentsBytes(step.first_send, step.num_sends)),
               MPI_BYTE, step.send_peer, step.round, comm_, &request);
           code != MPI_SUCCESS) {
         return MpiCallFailed("MPI_Isend", code, mpi_error_);
@@ -114,7 +114,7 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
   std::vector<std::byte>& buffer = landing[link_class];
   if (!in_place && buffer.size() < static_cast<size_t>(bytes)) buffer.resize(bytes);
   std::byte* target = in_place
-                          ? buffers_.ResultChunk(program_.pieces[step.first_receive].first_chunk)
+                          ? buffers_.ResultChunk(program_.extents[step.first_receive].first_chunk)
                           : buffer.data();
   receiving_[link_class] = {.landed = false, .in_place = in_place};
   if (int code = PMPI_Irecv(target, static_cast<int>(bytes), MPI_BYTE, step.receive_peer,

@@ -60,10 +60,10 @@ std::byte* DeviceScratch::Get(size_t bytes, cudaError_t* error) {
 
 namespace {
 
-// The pieces of a step, a run of consecutive chunk indices (one message) at a time.
+// The extents of a step, a run of consecutive chunk indices (one message) at a time.
 struct MessageRun {
-  int32_t first_piece = 0;
-  int32_t end_piece = 0;  // one past the last
+  int32_t first_extent = 0;
+  int32_t end_extent = 0;  // one past the last
 };
 
 // Fills `runs` (reused across steps, so that a call allocates them once).
@@ -71,8 +71,8 @@ void RunsOf(const RankProgram& program, int32_t first, int32_t count,
             std::vector<MessageRun>& runs) {
   runs.clear();
   for (int32_t i = first; i < first + count; ++i) {
-    if (runs.empty() || program.pieces[i].starts_run) runs.push_back({i, i});
-    runs.back().end_piece = i + 1;
+    if (runs.empty() || program.extents[i].starts_run) runs.push_back({i, i});
+    runs.back().end_extent = i + 1;
   }
 }
 
@@ -100,25 +100,25 @@ class NcclCall {
     return offsets_[first_chunk + num_chunks] - offsets_[first_chunk];
   }
   int64_t RunBytes(const MessageRun& run) const {
-    const ProgramPiece& first = program_.pieces[run.first_piece];
-    const ProgramPiece& last = program_.pieces[run.end_piece - 1];
+    const ProgramExtent& first = program_.extents[run.first_extent];
+    const ProgramExtent& last = program_.extents[run.end_extent - 1];
     return offsets_[last.first_chunk + last.num_chunks] - offsets_[first.first_chunk];
   }
   const std::byte* Own(Buffer buffer, int32_t chunk) const {
     return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
   }
-  // A sent run lies in one buffer when all its pieces do; otherwise it is packed first.
+  // A sent run lies in one buffer when all its extents do; otherwise it is packed first.
   bool OneBuffer(const MessageRun& run) const {
-    for (int32_t i = run.first_piece + 1; i < run.end_piece; ++i) {
-      if (program_.pieces[i].buffer != program_.pieces[run.first_piece].buffer) return false;
+    for (int32_t i = run.first_extent + 1; i < run.end_extent; ++i) {
+      if (program_.extents[i].buffer != program_.extents[run.first_extent].buffer) return false;
     }
     return true;
   }
   // A received copy lands straight in the result unless this step also sends those chunks.
   bool IntoResult(const ProgramStep& step, const MessageRun& run) const {
     if (step.receive_op != TransferOp::kCopy) return false;
-    for (int32_t i = run.first_piece; i < run.end_piece; ++i) {
-      if (program_.pieces[i].overlaps_send) return false;
+    for (int32_t i = run.first_extent; i < run.end_extent; ++i) {
+      if (program_.extents[i].overlaps_send) return false;
     }
     return true;
   }
@@ -226,18 +226,18 @@ ncclResult_t NcclCall::Exchange(const ProgramStep& step, const std::vector<Messa
   receive_into_.clear();
   int64_t packed_at = 0;
   for (const MessageRun& run : sends) {
-    const ProgramPiece& first = program_.pieces[run.first_piece];
+    const ProgramExtent& first = program_.extents[run.first_extent];
     if (OneBuffer(run)) {
       send_from_.push_back(Own(first.buffer, first.first_chunk));
       continue;
     }
     std::byte* target = packed_ + packed_at;
-    for (int32_t i = run.first_piece; i < run.end_piece; ++i) {
-      const ProgramPiece& piece = program_.pieces[i];
-      const int64_t bytes = Bytes(piece.first_chunk, piece.num_chunks);
+    for (int32_t i = run.first_extent; i < run.end_extent; ++i) {
+      const ProgramExtent& extent = program_.extents[i];
+      const int64_t bytes = Bytes(extent.first_chunk, extent.num_chunks);
       if (bytes == 0) continue;
       if (cudaError_t code =
-              device_.copy(target, Own(piece.buffer, piece.first_chunk), bytes, stream_);
+              device_.copy(target, Own(extent.buffer, extent.first_chunk), bytes, stream_);
           code != cudaSuccess) {
         return Fail("cudaMemcpyAsync (pack)", code);
       }
@@ -249,7 +249,7 @@ ncclResult_t NcclCall::Exchange(const ProgramStep& step, const std::vector<Messa
   int64_t incoming_at = 0;
   for (const MessageRun& run : receives) {
     if (IntoResult(step, run)) {
-      receive_into_.push_back(result_ + offsets_[program_.pieces[run.first_piece].first_chunk]);
+      receive_into_.push_back(result_ + offsets_[program_.extents[run.first_extent].first_chunk]);
     } else {
       receive_into_.push_back(incoming_ + incoming_at);
       incoming_at += RunBytes(run);
@@ -280,13 +280,13 @@ ncclResult_t NcclCall::Exchange(const ProgramStep& step, const std::vector<Messa
 }
 
 // Applies what arrived outside the result, in stream order after the group: a copied run in one
-// copy, a reduced run in one launch per stretch of pieces whose own value lies in one buffer.
+// copy, a reduced run in one launch per stretch of extents whose own value lies in one buffer.
 ncclResult_t NcclCall::Apply(const ProgramStep& step, const std::vector<MessageRun>& receives) {
   for (size_t r = 0; r < receives.size(); ++r) {
     const MessageRun& run = receives[r];
     if (IntoResult(step, run) || RunBytes(run) == 0) continue;
     const std::byte* data = receive_into_[r];
-    const int32_t run_chunk = program_.pieces[run.first_piece].first_chunk;
+    const int32_t run_chunk = program_.extents[run.first_extent].first_chunk;
     if (step.receive_op == TransferOp::kCopy) {
       if (cudaError_t code =
               device_.copy(result_ + offsets_[run_chunk], data, RunBytes(run), stream_);
@@ -295,12 +295,12 @@ ncclResult_t NcclCall::Apply(const ProgramStep& step, const std::vector<MessageR
       }
       continue;
     }
-    for (int32_t i = run.first_piece; i < run.end_piece;) {
-      const Buffer buffer = program_.pieces[i].buffer;
-      const int32_t first_chunk = program_.pieces[i].first_chunk;
+    for (int32_t i = run.first_extent; i < run.end_extent;) {
+      const Buffer buffer = program_.extents[i].buffer;
+      const int32_t first_chunk = program_.extents[i].first_chunk;
       int32_t chunks = 0;
-      for (; i < run.end_piece && program_.pieces[i].buffer == buffer; ++i) {
-        chunks += program_.pieces[i].num_chunks;
+      for (; i < run.end_extent && program_.extents[i].buffer == buffer; ++i) {
+        chunks += program_.extents[i].num_chunks;
       }
       const int64_t bytes = Bytes(first_chunk, chunks);
       if (bytes == 0) continue;
@@ -326,11 +326,11 @@ ncclResult_t NcclCall::RunStep(const ProgramStep& step) {
 
 // The chunks no step wrote hold this rank's own input (out of place), and kAvg divides once.
 ncclResult_t NcclCall::Finish() {
-  for (const ProgramPiece& piece : program_.finish) {
-    const int64_t bytes = Bytes(piece.first_chunk, piece.num_chunks);
+  for (const ProgramExtent& extent : program_.finish) {
+    const int64_t bytes = Bytes(extent.first_chunk, extent.num_chunks);
     if (bytes == 0) continue;
-    if (cudaError_t code = device_.copy(result_ + offsets_[piece.first_chunk],
-                                        input_ + offsets_[piece.first_chunk], bytes, stream_);
+    if (cudaError_t code = device_.copy(result_ + offsets_[extent.first_chunk],
+                                        input_ + offsets_[extent.first_chunk], bytes, stream_);
         code != cudaSuccess) {
       return Fail("cudaMemcpyAsync (own chunk)", code);
     }
@@ -378,29 +378,6 @@ ncclResult_t RunProgramOverNccl(const RankProgram& program, const GpuAllReduceAr
     return ncclInvalidArgument;
   }
   return NcclCall(program, args, nccl, device, comm, stream, error).Run(scratch, native);
-}
-
-absl::StatusOr<NcclPlanExecutor> NcclPlanExecutor::Create(const Plan& plan, int rank) {
-  NcclPlanExecutor executor;
-  for (bool in_place : {false, true}) {
-    for (bool native : {false, true}) {
-      absl::StatusOr<RankProgram> program =
-          LowerPlan(plan, rank, {.in_place = in_place, .native_pre_arrival = native});
-      if (!program.ok()) return program.status();
-      (native ? executor.native_ : executor.rounds_)[in_place] = *std::move(program);
-    }
-  }
-  return executor;
-}
-
-ncclResult_t NcclPlanExecutor::Run(const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
-                                   const DeviceOps& device, ncclComm_t comm, cudaStream_t stream,
-                                   ScratchSpace& scratch, std::string* error,
-                                   const NativePreArrival* native) const {
-  const bool in_place = args.send == args.recv;
-  const bool use_native = native != nullptr && SupportsNativePreArrival();
-  return RunProgramOverNccl(use_native ? native_[in_place] : rounds_[in_place], args, nccl, device,
-                            comm, stream, scratch, error, native);
 }
 
 }  // namespace stragglar

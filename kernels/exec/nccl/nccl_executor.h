@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/plan/plan.h"
 #include "kernels/program/program.h"
 #include "kernels/reduce/reduce.h"
 
@@ -110,32 +109,5 @@ ncclResult_t RunProgramOverNccl(const RankProgram& program, const GpuAllReduceAr
                                 const NcclPointToPoint& nccl, const DeviceOps& device,
                                 ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
                                 std::string* error, const NativePreArrival* native = nullptr);
-
-// A plan lowered for one rank in every placement, for tests and one-off runs (the runtime lowers
-// once per plan and placement it meets, and calls RunProgramOverNccl).
-class NcclPlanExecutor {
- public:
-  // InvalidArgument for a plan this rank cannot execute (see LowerPlan).
-  static absl::StatusOr<NcclPlanExecutor> Create(const Plan& plan, int rank);
-
-  // RunProgramOverNccl with the program for args' placement, and with the pre-arrival phase as
-  // NCCL collectives when `native` is given and the plan allows it.
-  ncclResult_t Run(const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
-                   const DeviceOps& device, ncclComm_t comm, cudaStream_t stream,
-                   ScratchSpace& scratch, std::string* error,
-                   const NativePreArrival* native = nullptr) const;
-
-  // True for StragglAR plans whose pre-arrival rounds end with every ready rank owning one block
-  // of equally many adjacent chunks (what the synthesizer's ring ReduceScatter leaves).
-  bool SupportsNativePreArrival() const { return native_[0].placement.native_pre_arrival; }
-  // The block this rank owns after the pre-arrival phase, in [0, ready ranks); -1 on the straggler
-  // or without SupportsNativePreArrival().
-  int PreArrivalBlock() const { return native_[0].pre_arrival_block; }
-
- private:
-  // [in place]: the plan's own rounds, and with the pre-arrival phase left to NCCL.
-  RankProgram rounds_[2];
-  RankProgram native_[2];
-};
 
 }  // namespace stragglar
