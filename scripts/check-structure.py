@@ -75,17 +75,19 @@ def source_files(root):
                   os.path.isfile(os.path.join(root, p)) and not p.startswith("build"))
 
 
+def project_includes(root, path, present):
+    """The includes of `path` that name files of the tree (not system or generated headers)."""
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        return [included for included in INCLUDE.findall(f.read()) if included in present]
+
+
 def include_graph(root, files):
     """{folder: {included folder: "file: include"}} for includes of files in the tree."""
     graph = {}
     present = set(files)
     for path in files:
         folder = os.path.dirname(path)
-        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        for included in INCLUDE.findall(text):
-            if included not in present:
-                continue  # a system or third-party header, or one generated at build time
+        for included in project_includes(root, path, present):
             target = os.path.dirname(included)
             if target != folder:
                 graph.setdefault(folder, {}).setdefault(target, f"{path}: {included}")
@@ -112,11 +114,9 @@ def broken_rules(root, files):
         rules = [r for r in LAYER_RULES if folder_matches(r[0], folder)]
         if not rules:
             continue
-        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        for included in INCLUDE.findall(text):
+        for included in project_includes(root, path, present):
             target = os.path.dirname(included)
-            if included not in present or target == folder:
+            if target == folder:
                 continue
             for pattern, kind, folders, why in rules:
                 named = any(folder_matches(p, target) for p in folders)
