@@ -3,11 +3,10 @@
 #pragma once
 
 #include <deque>
+#include <mutex>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "kernels/plan/plan.h"
 #include "kernels/program/device_program.h"
@@ -31,7 +30,7 @@ class InPlacePrograms {
     absl::StatusOr<RankProgram> program = LowerPlan(plan, rank, {.in_place = true});
     EXPECT_TRUE(program.ok()) << program.status();
     if (!program.ok()) program = RankProgram{.rank = rank, .num_ranks = plan.num_ranks};
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     for (const RankProgram& kept : programs_) {
       if (kept == *program) return kept;
     }
@@ -39,8 +38,10 @@ class InPlacePrograms {
   }
 
  private:
-  absl::Mutex mutex_;
-  std::deque<RankProgram> programs_ ABSL_GUARDED_BY(mutex_);
+  // std::mutex rather than absl::Mutex: ThreadSanitizer understands pthread primitives, and
+  // Debian's Abseil is not built for it.
+  std::mutex mutex_;
+  std::deque<RankProgram> programs_;  // guarded by mutex_
 };
 
 }  // namespace stragglar
