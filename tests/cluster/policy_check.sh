@@ -5,8 +5,9 @@
 #     100-199, then nobody, but rank 2 once by 600 ms (10x) at call 250. The straggler is named
 #     within 2 epochs, renamed within 2 whole epochs of the move (the exchange after call 143),
 #     the job is back on a baseline within 2 whole epochs of the recovery (from call 240), and the
-#     one-call stall names nobody and switches nothing. Every rank runs the same algorithm at
-#     every call.
+#     one-call stall counts as one late call and switches nothing: the trace replayed with the
+#     600 ms stall cut to a lag of a few milliseconds that still counts gives the same verdicts.
+#     Every rank runs the same algorithm at every call.
 #  2. A restart with STRAGGLAR_STATE_FILE: a job of 64 calls with rank 3 late saves what it
 #     learned; the next job, rank 3 late again, runs StragglAR from its first call, where the
 #     first needed 33.
@@ -37,6 +38,26 @@ job first.csv 64 "3@0-64:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
 job restarted.csv 32 "3@0-32:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
 "$build/bin/stragglar" replay --trace "$work/moves.csv" --epoch-calls 16 --json >"$work/replay.json" ||
   { echo "FAIL: the trace does not replay"; exit 1; }
+# The same trace with the stall cut short: rank 2's lag at call 250 becomes 1 ms + 3x the largest
+# lag of the others, which still makes it the call's late rank (its lead exceeds the detector's
+# bar, 1.4826x any deviation of the others, and 20 us) but is no longer 600 ms.
+python3 - "$work" <<'PY' || { echo "FAIL: the trace cannot be cut"; exit 1; }
+import csv, sys
+work = sys.argv[1]
+rows = list(csv.DictReader(open(f"{work}/moves.csv")))
+stall = [r for r in rows if int(r["call"]) == 250]
+earliest = min(float(r["arrival_s"]) for r in stall)
+others = max(float(r["arrival_s"]) - earliest for r in stall if int(r["rank"]) != 2)
+for r in stall:
+    if int(r["rank"]) == 2:
+        r["arrival_s"] = repr(earliest + 1e-3 + 3 * others)
+with open(f"{work}/cut.csv", "w", newline="") as out:
+    writer = csv.DictWriter(out, fieldnames=list(rows[0].keys()))
+    writer.writeheader()
+    writer.writerows(rows)
+PY
+"$build/bin/stragglar" replay --trace "$work/cut.csv" --epoch-calls 16 --json >"$work/cut.json" ||
+  { echo "FAIL: the cut trace does not replay"; exit 1; }
 python3 - "$work" <<'PY'
 import collections, csv, json, sys
 work = sys.argv[1]
@@ -62,15 +83,20 @@ if 3 not in named or named[3]["detected_at_call"] > 32:
     failures.append("rank 3 was not named within 2 epochs")
 if 1 not in named or not 100 <= named[1]["detected_at_call"] <= 112 + 32:
     failures.append("rank 1 was not named within 2 whole epochs of the move (call 144)")
-# The one-call stall of rank 2 names nobody. The shared 2-core machine can itself make a rank
-# persistently late, by well under a millisecond on a quiet machine (rank 0 on CI: 0.47 ms) and by
-# more while other tests load it, which the detector rightly reports. Such a rank is named with a
-# lag far below the script's 60 ms; a rank named with a lag of the script's size that it was never
-# given would be a wrong verdict.
-unscripted = [d for d in found if d["rank"] not in (1, 2, 3)]
-for d in found:
-    if d["rank"] == 2:
-        failures.append("the one-call stall of rank 2 named it")
+# The one-call stall of rank 2 counts as one late call, whatever its size: the verdicts are those
+# of the cut trace. (It cannot be asserted that rank 2 is never named: the shared 2-core machine
+# can itself make a rank late in most calls, by well under a millisecond (rank 0 on CI: 0.47 ms,
+# and rank 2 in 32 of 64 calls by 0.48 ms once), which the detector rightly reports, and a late
+# call more tips such a rank over the bar as any late call would.)
+def verdicts(detections):
+    return [(d["rank"], d["detected_at_call"], d.get("cleared_at_call")) for d in detections]
+cut = json.load(open(f"{work}/cut.json"))["stragglers"]
+if verdicts(found) != verdicts(cut):
+    failures.append(f"the stall's size changed the verdicts (cut to a few ms: {verdicts(cut)})")
+# A rank the script never made late (rank 2 has only its stall) is named only by the machine:
+# with a lag far below the script's 60 ms (its lags without the stall, from the cut trace). A rank
+# named with a lag of the script's size that it was never given would be a wrong verdict.
+unscripted = [d for d in cut if d["rank"] not in (1, 3)]
 for d in unscripted:
     if d["mean_lag_s"] > 0.010:
         failures.append(f"rank {d['rank']}, never made late, was named with a mean lag of "
