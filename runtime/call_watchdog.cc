@@ -37,6 +37,9 @@ std::string DescribeWait(absl::string_view comm, const CallProgress& progress, d
   }
   std::string line = absl::StrCat(comm, ": call ", progress.call.load(std::memory_order_relaxed),
                                   " (", runs, ") has waited ", FormatSeconds(waited_s));
+  if (progress.on_gpu.load(std::memory_order_relaxed)) {
+    absl::StrAppend(&line, " for its work on the GPU");
+  }
   if (peer >= 0) {
     absl::StrAppend(&line, " for rank ", peer);
     if (round >= 0) absl::StrAppend(&line, " in round ", round);
@@ -57,18 +60,24 @@ CallWatchdog::CallWatchdog(WatchdogOptions options,
                           : [](LogLevel level, const std::string& line) { Log(level, line); }),
       thread_([this] { Loop(); }) {}
 
-CallWatchdog::~CallWatchdog() {
+CallWatchdog::~CallWatchdog() { Stop(); }
+
+void CallWatchdog::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 void CallWatchdog::Watch(const CallProgress* progress, std::string comm, AbsentRanks absent) {
+  Watch(progress, {.comm = std::move(comm), .absent = std::move(absent)});
+}
+
+void CallWatchdog::Watch(const CallProgress* progress, WatchOptions options) {
   std::lock_guard<std::mutex> lock(mutex_);
-  watched_[progress] = {.comm = std::move(comm), .absent = std::move(absent)};
+  watched_[progress] = {.options = std::move(options)};
 }
 
 void CallWatchdog::Unwatch(const CallProgress* progress) {
@@ -77,26 +86,38 @@ void CallWatchdog::Unwatch(const CallProgress* progress) {
 }
 
 bool CallWatchdog::CheckAll(int64_t now_ns) {
-  for (auto& [progress, watched] : watched_) {
+  for (auto it = watched_.begin(); it != watched_.end();) {
+    const CallProgress* progress = it->first;
+    Watched& watched = it->second;
+    const WatchOptions& options = watched.options;
+    if (options.refresh != nullptr) options.refresh();
     const int64_t started = progress->started_ns.load(std::memory_order_relaxed);
-    if (started == 0) continue;
     const double waited_s = static_cast<double>(now_ns - started) * 1e-9;
-    if (options_.timeout_s > 0 && waited_s >= options_.timeout_s) {
+    if (started != 0 && options_.timeout_s > 0 && waited_s >= options_.timeout_s) {
+      const bool own_ending = options.on_timeout != nullptr;
       const std::string line =
-          absl::StrCat(DescribeWait(watched.comm, *progress, waited_s, watched.absent),
-                       ", longer than STRAGGLAR_TIMEOUT=", FormatSeconds(options_.timeout_s),
-                       ": ending the job");
+          absl::StrCat(DescribeWait(options.comm, *progress, waited_s, options.absent),
+                       ", longer than STRAGGLAR_TIMEOUT=", FormatSeconds(options_.timeout_s), ": ",
+                       own_ending ? options.ending : "ending the job");
       say_(LogLevel::kWarn, line);
-      on_timeout_(line);
-      return true;
+      if (!own_ending) {
+        on_timeout_(line);
+        return true;
+      }
+      // This communicator's own ending: the others stay watched.
+      const std::function<void(const std::string&)> on_timeout = options.on_timeout;
+      it = watched_.erase(it);
+      on_timeout(line);
+      continue;
     }
-    if (options_.warn_after_s > 0 && waited_s >= options_.warn_after_s &&
+    if (started != 0 && options_.warn_after_s > 0 && waited_s >= options_.warn_after_s &&
         watched.warned_started_ns != started) {
       watched.warned_started_ns = started;
       say_(LogLevel::kWarn,
-           absl::StrCat(DescribeWait(watched.comm, *progress, waited_s, watched.absent),
+           absl::StrCat(DescribeWait(options.comm, *progress, waited_s, options.absent),
                         " (STRAGGLAR_WARN_AFTER=", FormatSeconds(options_.warn_after_s), ")"));
     }
+    ++it;
   }
   return false;
 }

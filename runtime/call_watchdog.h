@@ -2,8 +2,9 @@
 // communicators, so that a call stuck on a peer that never comes is reported instead of waiting
 // in silence: one warning once it has waited STRAGGLAR_WARN_AFTER, naming the call, what runs it
 // and the rank and round it waits for; and with STRAGGLAR_TIMEOUT one error line, then the
-// caller's ending (the MPI library: its outputs written, MPI_Abort). The calling thread only
-// stores a few atomics per call and round; the watchdog wakes a few times per warning period.
+// caller's ending (the MPI library: its outputs written, MPI_Abort; the NCCL library: the
+// communicator revoked, its outputs written, its calls failing from then on). The calling thread
+// only stores a few atomics per call and round; the watchdog wakes a few times per warning period.
 #pragma once
 
 #include <condition_variable>
@@ -40,22 +41,40 @@ std::string DescribeWait(absl::string_view comm, const CallProgress& progress, d
 class CallWatchdog {
  public:
   // `say` writes a line (Log by default; tests collect them). `on_timeout`, called once on the
-  // watchdog's thread after the error line with that line, must end the process or the call.
+  // watchdog's thread after the error line with that line, must end the process; the watchdog
+  // stops after it. A communicator watched with an ending of its own takes that instead.
   CallWatchdog(WatchdogOptions options, std::function<void(const std::string&)> on_timeout,
                std::function<void(LogLevel, const std::string&)> say = nullptr);
-  ~CallWatchdog();  // stops the thread
+  ~CallWatchdog();  // Stop()
+  // Stops the thread (at exit, before CUDA goes: the NCCL library's checks ask CUDA); Watch and
+  // Unwatch still work, and nothing is checked any more. Once or more.
+  void Stop();
   CallWatchdog(const CallWatchdog&) = delete;
   CallWatchdog& operator=(const CallWatchdog&) = delete;
 
-  // Watches `progress` (which must stay alive until Unwatch) under the name `comm`; `absent`,
-  // when given, is asked from the watchdog's thread and must be safe there.
+  // How one communicator's calls are watched. Every function given is called on the watchdog's
+  // thread, with the watchdog's lock held, and must be safe there.
+  struct WatchOptions {
+    std::string comm;    // its name in the lines
+    AbsentRanks absent;  // who has not entered the library's own call; null: not known
+    // Brings the progress up to date before each check, where the calling thread cannot: NCCL's
+    // calls return once enqueued, and only a poll of the GPU says that their work finished.
+    std::function<void()> refresh;
+    // This communicator's ending on STRAGGLAR_TIMEOUT, in place of the watchdog's (which ends
+    // the process), called after the line, which ends with `ending`; the communicator is no
+    // longer watched from then on, the others still are.
+    std::function<void(const std::string&)> on_timeout;
+    std::string ending;
+  };
+  // Watches `progress` (which must stay alive until Unwatch) under the name `comm`.
   void Watch(const CallProgress* progress, std::string comm, AbsentRanks absent = nullptr);
+  void Watch(const CallProgress* progress, WatchOptions options);
+  // From then on no function of its WatchOptions is called.
   void Unwatch(const CallProgress* progress);
 
  private:
   struct Watched {
-    std::string comm;
-    AbsentRanks absent;
+    WatchOptions options;
     int64_t warned_started_ns = 0;  // the call last warned about (its start)
   };
   void Loop();

@@ -32,6 +32,10 @@
 #           profiling on; rank 1's transfers slowed on the wire from 8 s in: every transfer
 #           bit-exact, every rank names a link out of rank 1, rank 0 writes the advice; without
 #           the slowing nobody is named
+#   watchdog  tests/nccl/watchdog_check.sh: 4 processes on one GPU, rank 3 never comes to call 20:
+#           plain NCCL stays stuck; with the preload (STRAGGLAR_WARN_AFTER=1s,
+#           STRAGGLAR_TIMEOUT=3s), for NCCL's own AllReduce and StragglAR forced, ranks 0-2 warn,
+#           revoke, see a later call fail, their first 20 calls exact, and rank 0 writes its trace
 #   ddp     tests/gpu/ddp_check.py under torchrun, 2 ranks on one GPU: the final parameters'
 #           SHA-256 without and with the preload (adaptive, and StragglAR forced) must be identical
 # Each check has a header and its own log, failures do not stop the others, and a PASS/FAIL/SKIP
@@ -40,8 +44,8 @@
 # for docs/results/).
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
-#                            [--only reduce,timer,pass,doctor,links,bench,prearrival,device,sweep,
-#                                    ddp]
+#                            [--only reduce,timer,pass,doctor,links,watchdog,bench,prearrival,
+#                                    device,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -63,7 +67,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,doctor,links,bench,prearrival,device,sweep,ddp"
+only="reduce,timer,pass,doctor,links,watchdog,bench,prearrival,device,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -103,9 +107,9 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | doctor | links | bench | prearrival | device | sweep | ddp) ;;
-    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, bench," \
-      "prearrival, sweep, ddp)" >&2
+    reduce | timer | pass | doctor | links | watchdog | bench | prearrival | device | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, watchdog, bench," \
+      "prearrival, device, sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -173,7 +177,7 @@ fi
 
 header "build ($build_dir)"
 targets=(stragglar-bench stragglar_preload stragglar-gpu-reduce-check gpu_timer_test
-  nccl_passthrough_check pipeline_check slow_socket)
+  nccl_passthrough_check pipeline_check watchdog_check slow_socket)
 if ((prebuilt)); then
   echo "--prebuilt: using $build_dir/bin and $build_dir/lib as they are"
   ls -l "$build_dir"/bin "$build_dir"/lib
@@ -406,6 +410,16 @@ if wanted links; then
     run_logged links "$limit" "$repo/tests/nccl/link_check.sh" "$build_dir" "$preload" "$out/links"
     detail="exit $rc; $(grep -m 1 '^advice:' "$out/links.log" || echo 'no advice')"
     record links "$(status_of "$rc")" "$detail"
+  fi
+fi
+
+# --- 2e. the call watchdog: a rank that never comes ---------------------------------------------
+if wanted watchdog; then
+  header "2e. the call watchdog: 4 ranks on one GPU, rank 3 never comes to call 20"
+  if need watchdog "$build_dir/bin/watchdog_check" "$preload"; then
+    run_logged watchdog "$limit" "$repo/tests/nccl/watchdog_check.sh" "$build_dir" "$preload" \
+      "$out/watchdog"
+    record watchdog "$(status_of "$rc")" "exit $rc; $(grep -c '^FAIL' "$out/watchdog.log") failures"
   fi
 fi
 

@@ -1,10 +1,12 @@
 // The call watchdog (runtime/call_watchdog.h): the line it writes for a stuck call, one warning
-// per call, the timeout's line and ending, and its settings.
+// per call, the timeout's line and ending, and its settings; and the calls whose GPU work has not
+// finished (runtime/pending_gpu_calls.h), which it watches on NCCL.
 #include "runtime/call_watchdog.h"
 
 #include <chrono>
 #include <future>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/plan/plan.h"
 #include "runtime/env_config.h"
+#include "runtime/pending_gpu_calls.h"
 #include "tests/fake_env.h"
 
 namespace stragglar {
@@ -47,6 +50,100 @@ TEST(DescribeWaitTest, NamesTheCallWhatRunsItAndWhatItWaitsFor) {
             "it)");
   StartCall(progress, 8, -1, -1, -1);
   EXPECT_EQ(DescribeWait("c1", progress, 1), "c1: call 8 (deciding) has waited 1 s");
+  // A call whose host side has returned, waiting on the GPU (NCCL's calls only enqueue).
+  StartCall(progress, 9, static_cast<int>(Algorithm::kStragglar), -1, -1);
+  progress.on_gpu.store(true);
+  EXPECT_EQ(DescribeWait("comm0", progress, 30),
+            "comm0: call 9 (stragglar) has waited 30 s for its work on the GPU");
+  progress.algorithm.store(static_cast<int>(Algorithm::kNative));
+  EXPECT_EQ(DescribeWait("comm0", progress, 30),
+            "comm0: call 9 (the library's own AllReduce) has waited 30 s for its work on the GPU "
+            "(which ranks have not entered it is not known here)");
+  progress.Start();
+  EXPECT_FALSE(progress.on_gpu.load()) << "a new call starts on the host";
+}
+
+// Marks that the test reaches by hand; asked from the watchdog's thread.
+class FakeMarks final : public GpuMarks {
+ public:
+  bool Reached(uint64_t mark) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++asked_;
+    return reached_.contains(mark);
+  }
+  void Release(uint64_t mark) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_.push_back(mark);
+  }
+  void Reach(uint64_t mark) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reached_.insert(mark);
+  }
+  std::vector<uint64_t> released() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return released_;
+  }
+  int asked() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return asked_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<uint64_t> reached_;
+  std::vector<uint64_t> released_;
+  int asked_ = 0;
+};
+
+TEST(PendingGpuCallsTest, ShowsTheOldestCallTheGpuHasNotFinished) {
+  FakeMarks marks;
+  CallProgress progress;
+  {
+    PendingGpuCalls pending(marks);
+    pending.Refresh(progress);
+    EXPECT_EQ(progress.started_ns.load(), 0) << "nothing enqueued: no call in progress";
+    const int64_t before = SteadyNowNs();
+    pending.Enqueued(10, static_cast<int>(Algorithm::kStragglar), 100);
+    pending.Enqueued(11, static_cast<int>(Algorithm::kNative), 101);
+    pending.Enqueued(12, static_cast<int>(Algorithm::kRing), 102);
+    pending.Refresh(progress);
+    EXPECT_EQ(progress.call.load(), 10);
+    EXPECT_EQ(progress.algorithm.load(), static_cast<int>(Algorithm::kStragglar));
+    EXPECT_TRUE(progress.on_gpu.load());
+    EXPECT_EQ(progress.peer.load(), -1);
+    EXPECT_GE(progress.started_ns.load(), before) << "started when its work was enqueued";
+    const int64_t first_started = progress.started_ns.load();
+    // The second finishes before the first (another stream): the first is still shown.
+    marks.Reach(101);
+    pending.Refresh(progress);
+    EXPECT_EQ(progress.call.load(), 10);
+    EXPECT_EQ(progress.started_ns.load(), first_started);
+    marks.Reach(100);
+    pending.Refresh(progress);
+    EXPECT_EQ(progress.call.load(), 12) << "10 and 11 are done";
+    EXPECT_EQ(progress.algorithm.load(), static_cast<int>(Algorithm::kRing));
+    EXPECT_GT(progress.started_ns.load(), first_started);
+    EXPECT_THAT(marks.released(), ElementsAre(100, 101));
+    EXPECT_EQ(pending.pending(), 1u);
+    marks.Reach(102);
+    pending.Refresh(progress);
+    EXPECT_EQ(progress.started_ns.load(), 0) << "every call finished";
+    EXPECT_EQ(pending.pending(), 0u);
+    pending.Enqueued(13, static_cast<int>(Algorithm::kRing), 103);
+  }
+  EXPECT_THAT(marks.released(), ElementsAre(100, 101, 102, 103)) << "the last, at destruction";
+}
+
+TEST(PendingGpuCallsTest, EnqueuingKeepsTheListShortAskingAtMostTwoMarks) {
+  FakeMarks marks;
+  PendingGpuCalls pending(marks);
+  for (uint64_t mark = 0; mark < 1000; ++mark) marks.Reach(mark);
+  for (int call = 0; call < 1000; ++call) {
+    pending.Enqueued(call, 0, static_cast<uint64_t>(call));
+    ASSERT_LE(pending.pending(), 2u) << "call " << call;
+  }
+  EXPECT_LE(marks.asked(), 2 * 1000);
+  EXPECT_EQ(marks.released().size(), 999u);
 }
 
 // The lines a watchdog wrote, collected from its thread.
@@ -125,6 +222,62 @@ TEST(CallWatchdogTest, TimeoutSaysWhyThenEndsOnce) {
   EXPECT_THAT(said.lines()[0],
               HasSubstr(" for rank 3 in round 4, longer than STRAGGLAR_TIMEOUT=50 ms: ending "
                         "the job"));
+}
+
+// NCCL's calls: the progress is what the GPU has not finished, brought up to date by the
+// watchdog itself before each check.
+TEST(CallWatchdogTest, WarnsOfWorkTheGpuHasNotFinished) {
+  Said said;
+  FakeMarks marks;
+  CallProgress progress;
+  PendingGpuCalls pending(marks);
+  CallWatchdog watchdog(
+      {.warn_after_s = 0.02, .timeout_s = 0},
+      [](const std::string&) { ADD_FAILURE() << "no timeout is set"; }, said.Sink());
+  watchdog.Watch(&progress, {.comm = "comm0", .refresh = [&] { pending.Refresh(progress); }});
+  pending.Enqueued(7, static_cast<int>(Algorithm::kStragglar), 1);
+  ASSERT_TRUE(said.WaitFor(1));
+  EXPECT_THAT(said.lines()[0], HasSubstr("comm0: call 7 (stragglar) has waited "));
+  EXPECT_THAT(said.lines()[0], HasSubstr(" for its work on the GPU (STRAGGLAR_WARN_AFTER=20 ms)"));
+  // Its work finishes: the next call, finished at once, is never reported.
+  marks.Reach(1);
+  marks.Reach(2);
+  pending.Enqueued(8, static_cast<int>(Algorithm::kStragglar), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(said.lines().size(), 1u);
+  watchdog.Unwatch(&progress);
+}
+
+// A communicator with an ending of its own (NCCL's: revoke it) ends alone; the watchdog goes on
+// watching the others, and never calls the process's ending.
+TEST(CallWatchdogTest, OwnEndingEndsThatCommunicatorOnly) {
+  Said said;
+  CallProgress first, second;
+  std::mutex mutex;
+  std::vector<std::string> ended;
+  auto ending = [&](std::string comm) {
+    return [&, comm](const std::string&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ended.push_back(comm);
+    };
+  };
+  CallWatchdog watchdog(
+      {.warn_after_s = 0, .timeout_s = 0.05},
+      [](const std::string&) { ADD_FAILURE() << "the process's ending"; }, said.Sink());
+  watchdog.Watch(&first, {.comm = "comm0", .on_timeout = ending("comm0"), .ending = "revoking"});
+  watchdog.Watch(&second, {.comm = "comm1", .on_timeout = ending("comm1"), .ending = "revoking"});
+  StartCall(first, 3, static_cast<int>(Algorithm::kRing), -1, -1, /*ago_s=*/1);
+  ASSERT_TRUE(said.WaitFor(1));
+  EXPECT_THAT(said.lines()[0], HasSubstr("comm0: call 3 (ring) has waited "));
+  EXPECT_THAT(said.lines()[0], HasSubstr(", longer than STRAGGLAR_TIMEOUT=50 ms: revoking"));
+  // Still stuck, but no longer watched: one ending. The other is still watched.
+  StartCall(second, 4, static_cast<int>(Algorithm::kRing), -1, -1, /*ago_s=*/1);
+  ASSERT_TRUE(said.WaitFor(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(said.lines().size(), 2u);
+  EXPECT_THAT(said.lines()[1], HasSubstr("comm1: call 4 (ring)"));
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_THAT(ended, ElementsAre("comm0", "comm1"));
 }
 
 TEST(CallWatchdogTest, StopsPromptlyWithNothingToDo) {

@@ -26,10 +26,14 @@ struct CallProgress {
   // collective, the epoch exchange, or a plan on link-class queues).
   std::atomic<int32_t> peer{-1};
   std::atomic<int32_t> round{-1};
+  // The call waits for its work on the GPU to finish (its host side has returned: NCCL's calls
+  // only enqueue), where neither the peer nor the round can be seen.
+  std::atomic<bool> on_gpu{false};
 
   // A call starts: nothing decided or waited for yet.
   void Start() {
     algorithm.store(-1, std::memory_order_relaxed);
+    on_gpu.store(false, std::memory_order_relaxed);
     Waiting(-1, -1);
     started_ns.store(SteadyNowNs(), std::memory_order_relaxed);
   }

@@ -65,6 +65,7 @@ absl::Status NcclBackend::NcclFailed(absl::string_view call, ncclResult_t code) 
 }
 
 void NcclBackend::ReleaseReadyComms(bool abort) {
+  std::lock_guard<std::mutex> lock(ready_mutex_);
   for (const auto& [straggler, ready_comm] : ready_comms_) {
     if (ready_comm == nullptr) continue;
     if (abort && Api().comm_abort != nullptr) {
@@ -76,8 +77,37 @@ void NcclBackend::ReleaseReadyComms(bool abort) {
   ready_comms_.clear();
 }
 
+absl::Status NcclBackend::Revoke() {
+  revoked_.store(true, std::memory_order_release);
+  if (device_executor_ != nullptr) device_executor_->StopWaits();
+  // Resolved here, not with the rest of the API: an NCCL without it is told only when it matters.
+  static auto* revoke = STRAGGLAR_REAL(ncclCommRevoke);
+  if (revoke == nullptr) {
+    return absl::UnimplementedError("this NCCL cannot revoke a communicator (2.28 can)");
+  }
+  std::vector<ncclComm_t> comms = {comm_};
+  {
+    std::lock_guard<std::mutex> lock(ready_mutex_);
+    for (const auto& [straggler, ready_comm] : ready_comms_) {
+      if (ready_comm != nullptr) comms.push_back(ready_comm);
+    }
+  }
+  absl::Status first_failure;
+  for (ncclComm_t comm : comms) {
+    // ncclInProgress: revoked, its work still stopping.
+    const ncclResult_t result = revoke(comm, NCCL_REVOKE_DEFAULT);
+    if (result != ncclSuccess && result != ncclInProgress && first_failure.ok()) {
+      first_failure = absl::InternalError(absl::StrCat("ncclCommRevoke failed: ", result));
+    }
+  }
+  return first_failure;
+}
+
 absl::StatusOr<ncclComm_t> NcclBackend::ReadyComm(int straggler, int block) {
-  if (auto it = ready_comms_.find(straggler); it != ready_comms_.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lock(ready_mutex_);
+    if (auto it = ready_comms_.find(straggler); it != ready_comms_.end()) return it->second;
+  }
   const NcclApi& api = Api();
   if (api.comm_split == nullptr || api.collectives.reduce_scatter == nullptr ||
       api.collectives.reduce == nullptr) {
@@ -92,7 +122,10 @@ absl::StatusOr<ncclComm_t> NcclBackend::ReadyComm(int straggler, int block) {
     return NcclFailed(absl::StrCat("ncclCommSplit (ready ranks without straggler ", straggler, ")"),
                       code);
   }
-  ready_comms_.emplace(straggler, ready_comm);
+  {
+    std::lock_guard<std::mutex> lock(ready_mutex_);
+    ready_comms_.emplace(straggler, ready_comm);
+  }
   if (rank_ == 0) {
     Log(LogLevel::kInfo, absl::StrCat("StragglAR's pre-arrival phase as NCCL collectives on the ",
                                       size_ - 1, " ranks other than ", straggler));
@@ -160,6 +193,7 @@ absl::StatusOr<std::vector<double>> NcclBackend::FinishGather() {
   if (cudaError_t code = cudaEventSynchronize(gathered_event_); code != cudaSuccess) {
     return CudaFailed("cudaEventSynchronize (epoch exchange)", code);
   }
+  if (absl::Status status = NotRevoked(); !status.ok()) return status;
   const double* all = host_exchange_ + gathered_values_;
   return std::vector<double>(all, all + gathered_values_ * size_);
 }
@@ -233,14 +267,24 @@ absl::Status NcclBackend::BroadcastFromRankZero(std::string& text) {
   return BroadcastBytes(text.data(), length);
 }
 
+absl::Status NcclBackend::NotRevoked() {
+  if (!revoked()) return absl::OkStatus();
+  last_error_ = ncclRemoteError;
+  return absl::AbortedError("the communicator was revoked (STRAGGLAR_TIMEOUT)");
+}
+
 absl::StatusOr<std::optional<CallTiming>> NcclBackend::PollTiming(uint64_t ticket) {
   if (timer_ == nullptr) return absl::FailedPreconditionError("no GPU call timer");
-  return timer_->Poll(ticket);
+  absl::StatusOr<std::optional<CallTiming>> timing = timer_->Poll(ticket);
+  if (absl::Status status = NotRevoked(); !status.ok()) return status;
+  return timing;
 }
 
 absl::StatusOr<CallTiming> NcclBackend::WaitTiming(uint64_t ticket) {
   if (timer_ == nullptr) return absl::FailedPreconditionError("no GPU call timer");
-  return timer_->Wait(ticket);
+  absl::StatusOr<CallTiming> timing = timer_->Wait(ticket);
+  if (absl::Status status = NotRevoked(); !status.ok()) return status;
+  return timing;
 }
 
 void NcclBackend::ReleaseTiming(uint64_t ticket) {

@@ -9,7 +9,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,15 @@ class NcclBackend final : public CommBackend {
   // Frees it; `abort` first makes its kernels stop waiting (a peer may be gone).
   void ReleaseDeviceExecutor(bool abort);
 
+  // STRAGGLAR_TIMEOUT, from the watchdog's thread while the calling thread may be waiting on the
+  // GPU: revokes the user's communicator and the ready ranks' (ncclCommRevoke: their work stops,
+  // the user still destroys the communicator) and makes the device executor's kernels give up,
+  // so that every wait on this communicator's work ends; the waits of the epoch exchange and of
+  // the timer then fail instead of reading what the stopped work left. Safe on any thread, once
+  // or more. An error when NCCL cannot revoke (before 2.28): its work is left waiting.
+  absl::Status Revoke();
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+
   double Now() override { return MonotonicSeconds(); }
   absl::Status StartGather(absl::Span<const double> mine) override;
   absl::StatusOr<std::vector<double>> FinishGather() override;
@@ -80,6 +91,8 @@ class NcclBackend final : public CommBackend {
   absl::Status MaxOverRanks(absl::Span<double> values) override;
 
  private:
+  // Aborted once Revoke was called: what a wait that has just returned read is not to be used.
+  absl::Status NotRevoked();
   absl::Status CudaFailed(absl::string_view call, cudaError_t code);
   absl::Status NcclFailed(absl::string_view call, ncclResult_t code);
   absl::Status EnsureExchangeBuffers();
@@ -101,7 +114,11 @@ class NcclBackend final : public CommBackend {
   cudaStream_t stream_ = nullptr;
   ncclResult_t last_error_ = ncclSuccess;
   DeviceScratch scratch_;
-  absl::flat_hash_map<int, ncclComm_t> ready_comms_;  // by straggler; nullptr on the straggler
+  // By straggler; nullptr on the straggler. Under ready_mutex_: Revoke reads it from another
+  // thread.
+  std::mutex ready_mutex_;
+  absl::flat_hash_map<int, ncclComm_t> ready_comms_;
+  std::atomic<bool> revoked_{false};
   // The gather's buffers: device in/out and their pinned host copies, and the event that says
   // the host copy of the result has landed.
   double* device_exchange_ = nullptr;  // [2 * epoch_calls] this rank's, then [.. * size] all

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -39,11 +40,13 @@
 #include "kernels/cuda/device_scope.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/agreed_settings.h"
+#include "runtime/call_watchdog.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_backend.h"
+#include "runtime/nccl/nccl_call_watch.h"
 #include "runtime/nccl/nccl_links.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/preload_common.h"
@@ -63,21 +66,34 @@ int LocalRankFromEnv() {
   }
   return 0;
 }
-// One communicator stragglar handles: its backend, and the protocol over it.
+// One communicator stragglar handles: its backend, the protocol over it, and what the watchdog
+// sees of its calls.
 struct CommState {
   std::unique_ptr<NcclBackend> backend;
-  std::unique_ptr<Communicator> comm;  // after `backend`, which it uses
+  std::unique_ptr<Communicator> comm;    // after `backend`, which it uses
+  std::unique_ptr<NcclCallWatch> watch;  // with the watchdog; reset before `comm` and `backend`
+  // Held by the calling thread in AllReduce: the watchdog's timeout writes the outputs under it,
+  // once the revocation has let that thread return.
+  std::timed_mutex calling;
 
   ncclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, ncclRedOp_t op, DataType type, ReduceOp reduce_op,
                          cudaStream_t stream) {
+    std::lock_guard<std::timed_mutex> lock(calling);
+    // Revoked by the watchdog (STRAGGLAR_TIMEOUT, said in its line): every call fails, as NCCL's
+    // own calls on a revoked communicator do, until the user destroys it.
+    if (backend->revoked()) return ncclRemoteError;
     DeviceScope scope(backend->device());
     backend->set_stream(stream);
     NcclAllReduceWork work(sendbuff, recvbuff, count, datatype, op, type, reduce_op, stream,
                            *backend);
     const absl::StatusOr<CallDecision> ran = comm->AllReduce(
         static_cast<int64_t>(count) * DataTypeSize(type), /*in_place=*/sendbuff == recvbuff, work);
-    if (ran.ok()) return ncclSuccess;
+    if (ran.ok()) {
+      if (watch != nullptr) watch->Enqueued(*ran, stream);
+      return ncclSuccess;
+    }
+    if (backend->revoked()) return ncclRemoteError;
     if (work.code() != ncclSuccess) return work.code();
     return backend->last_error() != ncclSuccess ? backend->last_error() : ncclInternalError;
   }
@@ -108,6 +124,9 @@ struct Global {
   // aborts the communicator (PyTorch's watchdog does).
   std::map<ncclComm_t, std::shared_ptr<NcclLinks>> links;
   int next_links_index = 0;
+  // STRAGGLAR_WARN_AFTER and STRAGGLAR_TIMEOUT over every handled communicator's calls; null
+  // when both are off. Stopped at exit, before CUDA goes.
+  std::unique_ptr<CallWatchdog> watchdog;
 };
 
 // Never destroyed: NCCL calls may come from other threads while the process exits.
@@ -133,6 +152,12 @@ const PreloadConfig& Config() {
                .backend_version = NcclVersionNumber(Api())};
     if (g.config.mode != RuntimeMode::kOff) {
       g.metrics = StartMetricsFromEnv(LocalRankFromEnv());
+      if (g.config.warn_after_s > 0 || g.config.timeout_s > 0) {
+        // Every communicator is watched with its own ending: the process is the user's.
+        g.watchdog = std::make_unique<CallWatchdog>(
+            WatchdogOptions{.warn_after_s = g.config.warn_after_s, .timeout_s = g.config.timeout_s},
+            [](const std::string&) {});
+      }
       std::atexit(WriteOutputsAtExit);
     }
   });
@@ -163,6 +188,38 @@ std::shared_ptr<const PreloadConfig> ConfigOf(Global& g, ncclComm_t comm, bool* 
   static const auto* process =
       new std::shared_ptr<const PreloadConfig>(std::make_shared<const PreloadConfig>(g.config));
   return *process;
+}
+
+void WriteOutputs(Global& g, CommState& state) {
+  const std::shared_ptr<TraceRecorder>& recorder = state.comm->observers().recorder();
+  if (recorder == nullptr || state.comm->rank() != 0) return;
+  WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (NCCL)");
+}
+
+// How long STRAGGLAR_TIMEOUT's ending waits for the calling thread to leave the revoked
+// communicator's call before giving up on writing the outputs.
+constexpr auto kCallerLeavesRevoked = std::chrono::seconds(10);
+
+// Puts `state`'s calls under the watchdog. On STRAGGLAR_TIMEOUT the communicator is revoked, so
+// that its waits end and its calls fail from then on, and its trace and summary are written.
+void WatchCalls(Global& g, CommState& state, const std::string& name) {
+  CommState* watched = &state;  // its watch goes first in Forget
+  state.watch = std::make_unique<NcclCallWatch>(
+      *g.watchdog, state.backend->device(), name, [&g, watched](const std::string&) {
+        if (absl::Status revoked = watched->backend->Revoke(); !revoked.ok()) {
+          Log(LogLevel::kWarn,
+              absl::StrCat(watched->comm->name(), ": cannot stop its work: ", revoked.message()));
+        }
+        std::unique_lock<std::timed_mutex> lock(watched->calling, std::defer_lock);
+        if (!lock.try_lock_for(kCallerLeavesRevoked)) {
+          Log(LogLevel::kWarn, absl::StrCat(watched->comm->name(),
+                                            ": no trace or summary written: its calling thread "
+                                            "did not leave its call within 10 s of the "
+                                            "revocation"));
+          return;
+        }
+        WriteOutputs(g, *watched);
+      });
 }
 
 // The state of `comm`, created at its first handled call (every rank is in the same call).
@@ -241,19 +298,16 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
     // The trace and the end-of-run summary follow the first communicator (usually the world's).
     AddPreloadObservers(*state->comm, g.metrics.registry.get(), size, !g.traced, g.build);
     g.traced = true;
+    if (g.watchdog != nullptr) WatchCalls(g, *state, name);
   }
   return g.comms.emplace(comm, std::move(state)).first->second.get();
-}
-
-void WriteOutputs(Global& g, CommState& state) {
-  const std::shared_ptr<TraceRecorder>& recorder = state.comm->observers().recorder();
-  if (recorder == nullptr || state.comm->rank() != 0) return;
-  WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (NCCL)");
 }
 
 void WriteOutputsAtExit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
+  // Its thread asks CUDA about the calls' work: stopped before CUDA is torn down.
+  if (g.watchdog != nullptr) g.watchdog->Stop();
   // The exchange threads must not poll the GPU timer while the process tears CUDA down.
   for (auto& [comm, links] : g.links) links->Stop();
   for (auto& [comm, state] : g.comms) {
@@ -282,6 +336,7 @@ void Forget(ncclComm_t comm, bool aborting) {
   }
   links.reset();  // its exchange stops now (or when the last call using it returns)
   if (state == nullptr) return;
+  state->watch.reset();
   DeviceScope scope(state->backend->device());
   state->backend->ReleaseDeviceExecutor(aborting);
   state->backend->ReleaseReadyComms(aborting);

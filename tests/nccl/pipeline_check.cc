@@ -25,24 +25,9 @@
 #include <utility>
 #include <vector>
 
-namespace {
+#include "tests/nccl/nccl_job.h"
 
-#define CHECK_CUDA(call)                                                     \
-  do {                                                                       \
-    cudaError_t e = (call);                                                  \
-    if (e != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
-#define CHECK_NCCL(call)                                                     \
-  do {                                                                       \
-    ncclResult_t r = (call);                                                 \
-    if (r != ncclSuccess) {                                                  \
-      std::fprintf(stderr, "%s failed: %s\n", #call, ncclGetErrorString(r)); \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
+namespace {
 
 struct Options {
   int rank = -1, ranks = 0, iterations = 40, microbatches = 8, device = 0;
@@ -81,25 +66,6 @@ Options Parse(int argc, char** argv) {
   return options;
 }
 
-ncclUniqueId SharedId(const Options& options) {
-  ncclUniqueId id;
-  if (options.rank == 0) {
-    CHECK_NCCL(ncclGetUniqueId(&id));
-    const std::string temporary = options.id_file + ".tmp";
-    std::ofstream(temporary, std::ios::binary).write(id.internal, sizeof(id.internal));
-    std::rename(temporary.c_str(), options.id_file.c_str());
-    return id;
-  }
-  for (int wait = 0; wait < 6000; ++wait) {
-    std::ifstream in(options.id_file, std::ios::binary);
-    if (in.read(id.internal, sizeof(id.internal))) return id;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::fprintf(stderr, "rank %d: no unique id in %s after 60 s\n", options.rank,
-               options.id_file.c_str());
-  std::exit(1);
-}
-
 // The bytes of one transfer: from its iteration, micro-batch, sender and direction.
 void Fill(std::vector<uint8_t>& data, int iteration, int microbatch, int sender, int gradient) {
   const uint32_t seed = iteration * 2654435761u + microbatch * 40503u + sender * 97u + gradient;
@@ -111,7 +77,7 @@ void Fill(std::vector<uint8_t>& data, int iteration, int microbatch, int sender,
 int main(int argc, char** argv) {
   const Options options = Parse(argc, argv);
   CHECK_CUDA(cudaSetDevice(options.device));
-  const ncclUniqueId id = SharedId(options);
+  const ncclUniqueId id = SharedNcclId(options.rank, options.id_file);
   ncclComm_t comm = nullptr;
   CHECK_NCCL(ncclCommInitRank(&comm, options.ranks, id, options.rank));
   if (options.rank == 0) std::remove(options.id_file.c_str());

@@ -159,8 +159,10 @@ absl::Status DeviceExecutor::Run(const RankProgram& program, const DeviceAllRedu
   return absl::OkStatus();
 }
 
+void DeviceExecutor::StopWaits() { windows_->Abort(); }
+
 void DeviceExecutor::Abort() {
-  windows_->Abort();
+  StopWaits();
   if (failed_.ok()) failed_ = absl::UnavailableError("the communicator was aborted");
 }
 

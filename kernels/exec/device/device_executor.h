@@ -71,6 +71,9 @@ class DeviceExecutor {
 
   // Makes this rank's kernels give up, now and later, and every later call fail (ncclCommAbort).
   void Abort();
+  // Makes this rank's kernels give up, now and later: Abort's word alone, safe on any thread (the
+  // watchdog's) while another runs calls; those calls fail once they read the kernels' record.
+  void StopWaits();
 
   // Calls so far whose kernel was launched.
   int64_t launches() const { return launches_; }

@@ -1,0 +1,49 @@
+// What the GPU checks' multi-process NCCL programs share (tests/nccl/pipeline_check.cc,
+// tests/nccl/watchdog_check.cc): exits on CUDA and NCCL errors, and NCCL's unique id passed
+// through a file (rank 0 writes it; the others wait for it, at most 60 s).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#define CHECK_CUDA(call)                                                     \
+  do {                                                                       \
+    cudaError_t e = (call);                                                  \
+    if (e != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
+      std::exit(1);                                                          \
+    }                                                                        \
+  } while (0)
+#define CHECK_NCCL(call)                                                     \
+  do {                                                                       \
+    ncclResult_t r = (call);                                                 \
+    if (r != ncclSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, ncclGetErrorString(r)); \
+      std::exit(1);                                                          \
+    }                                                                        \
+  } while (0)
+
+inline ncclUniqueId SharedNcclId(int rank, const std::string& id_file) {
+  ncclUniqueId id;
+  if (rank == 0) {
+    CHECK_NCCL(ncclGetUniqueId(&id));
+    const std::string temporary = id_file + ".tmp";
+    std::ofstream(temporary, std::ios::binary).write(id.internal, sizeof(id.internal));
+    std::rename(temporary.c_str(), id_file.c_str());
+    return id;
+  }
+  for (int wait = 0; wait < 6000; ++wait) {
+    std::ifstream in(id_file, std::ios::binary);
+    if (in.read(id.internal, sizeof(id.internal))) return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::fprintf(stderr, "rank %d: no unique id in %s after 60 s\n", rank, id_file.c_str());
+  std::exit(1);
+}

@@ -1,0 +1,137 @@
+// A rank that never arrives, for the NCCL call watchdog's check on a GPU
+// (tests/nccl/watchdog_check.sh): N processes run AllReduce calls of ones, each followed by the
+// job's own wait for its stream (bounded here: polled for at most --stuck-after seconds); the
+// last rank sleeps --late-seconds before call --late-call. Each rank prints one line per finding:
+//   rank R: calls 0-K exact
+//   rank R: call C returned <NCCL error> after S s          (ncclAllReduce failed)
+//   rank R: call C's work stuck on the GPU for S s           (the stream never finished)
+// and stops issuing calls at the first, then aborts its communicator (bounded by the script).
+//
+// usage: watchdog_check --rank R --ranks N --id-file FILE [--calls 40] [--late-call 20]
+//                       [--late-seconds 3600] [--stuck-after 30] [--count 262144] [--device 0]
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/nccl/nccl_job.h"
+
+namespace {
+
+struct Options {
+  int rank = -1, ranks = 0, calls = 40, late_call = 20, device = 0;
+  double late_seconds = 3600, stuck_after = 30;
+  size_t count = 262144;
+  std::string id_file;
+};
+
+Options Parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--rank") {
+      options.rank = std::atoi(value.c_str());
+    } else if (flag == "--ranks") {
+      options.ranks = std::atoi(value.c_str());
+    } else if (flag == "--calls") {
+      options.calls = std::atoi(value.c_str());
+    } else if (flag == "--late-call") {
+      options.late_call = std::atoi(value.c_str());
+    } else if (flag == "--late-seconds") {
+      options.late_seconds = std::atof(value.c_str());
+    } else if (flag == "--stuck-after") {
+      options.stuck_after = std::atof(value.c_str());
+    } else if (flag == "--count") {
+      options.count = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (flag == "--device") {
+      options.device = std::atoi(value.c_str());
+    } else if (flag == "--id-file") {
+      options.id_file = value;
+    } else {
+      std::fprintf(stderr, "watchdog_check: unknown flag %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  if (options.rank < 0 || options.ranks < 2 || options.rank >= options.ranks ||
+      options.id_file.empty() || options.count == 0 || options.calls < 1) {
+    std::fprintf(stderr, "usage: watchdog_check --rank R --ranks N --id-file FILE ...\n");
+    std::exit(2);
+  }
+  return options;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = Parse(argc, argv);
+  CHECK_CUDA(cudaSetDevice(options.device));
+  const ncclUniqueId id = SharedNcclId(options.rank, options.id_file);
+  ncclComm_t comm = nullptr;
+  CHECK_NCCL(ncclCommInitRank(&comm, options.ranks, id, options.rank));
+  if (options.rank == 0) std::remove(options.id_file.c_str());
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float *send = nullptr, *recv = nullptr;
+  CHECK_CUDA(cudaMalloc(&send, options.count * sizeof(float)));
+  CHECK_CUDA(cudaMalloc(&recv, options.count * sizeof(float)));
+  const std::vector<float> ones(options.count, 1.0f);
+  CHECK_CUDA(cudaMemcpy(send, ones.data(), options.count * sizeof(float), cudaMemcpyHostToDevice));
+  std::vector<float> result(options.count);
+  const int rank = options.rank;
+  int exact = 0;
+  bool failed = false;
+  for (int call = 0; call < options.calls && !failed; ++call) {
+    if (rank == options.ranks - 1 && call == options.late_call) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(options.late_seconds));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const ncclResult_t code =
+        ncclAllReduce(send, recv, options.count, ncclFloat, ncclSum, comm, stream);
+    if (code != ncclSuccess) {
+      std::printf("rank %d: call %d returned %s after %.1f s\n", rank, call,
+                  ncclGetErrorString(code), SecondsSince(start));
+      failed = true;
+      break;
+    }
+    // The job's own wait for the call's work, polled so that a stuck one is said, not waited for.
+    cudaError_t state = cudaErrorNotReady;
+    while ((state = cudaStreamQuery(stream)) == cudaErrorNotReady &&
+           SecondsSince(start) < options.stuck_after) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (state == cudaErrorNotReady) {
+      std::printf("rank %d: call %d's work stuck on the GPU for %.1f s\n", rank, call,
+                  SecondsSince(start));
+      std::fflush(stdout);
+      _exit(3);  // NCCL's teardown would wait for the stuck work
+    }
+    if (state != cudaSuccess) {
+      std::printf("rank %d: call %d's stream failed: %s\n", rank, call, cudaGetErrorString(state));
+      failed = true;
+      break;
+    }
+    CHECK_CUDA(
+        cudaMemcpy(result.data(), recv, options.count * sizeof(float), cudaMemcpyDeviceToHost));
+    bool all = true;
+    for (float value : result) all = all && value == static_cast<float>(options.ranks);
+    if (all && exact == call) ++exact;
+  }
+  std::printf("rank %d: calls 0-%d exact\n", rank, exact - 1);
+  std::fflush(stdout);
+  if (failed) {
+    ncclCommAbort(comm);
+  } else {
+    ncclCommDestroy(comm);
+  }
+  return 0;
+}

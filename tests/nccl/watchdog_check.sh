@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The NCCL call watchdog on a GPU (scripts/gpu-check.sh, step "watchdog"): 4 processes on one GPU
+# (tests/nccl/watchdog_check.cc) run AllReduce calls, each followed by the job's own wait for its
+# stream; rank 3 never comes to call 20. Plain NCCL: ranks 0-2 wait for it until the check's
+# bound (their work stuck on the GPU). With libstragglar.so, STRAGGLAR_WARN_AFTER=1s and
+# STRAGGLAR_TIMEOUT=3s, for the library's own AllReduce (the default's first calls) and for
+# StragglAR forced: ranks 0-2 warn once, then say the timeout's line, their stuck work ends, a
+# later call returns an error (ncclRemoteError), calls 0-19 were exact, and rank 0 wrote its
+# trace; each within 20 s of the stall.
+# usage: BUILD_DIR PRELOAD OUT_DIR
+set -uo pipefail
+build_dir=$1 preload=$2 out=$3
+program=$build_dir/bin/watchdog_check
+[[ -x $program && -f $preload ]] || { echo "FAIL: not built: $program $preload"; exit 1; }
+mkdir -p "$out"
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+run_job() {  # NAME [VAR=VALUE...]: ranks 0-2 bounded by 60 s; rank 3 killed once they are done
+  local name=$1 pids=() rank
+  shift
+  rm -f "$out/$name.id"
+  for rank in 0 1 2 3; do
+    env NCCL_HOSTID="stragglar-watchdog-$rank" NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "$@" \
+      timeout -k 5 60 "$program" --rank "$rank" --ranks 4 --id-file "$out/$name.id" \
+      --calls 40 --late-call 20 --late-seconds 3600 --stuck-after 20 \
+      >"$out/$name-rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  for rank in 0 1 2; do wait "${pids[$rank]}"; done
+  kill "${pids[3]}" 2>/dev/null
+  wait "${pids[3]}" 2>/dev/null
+  return 0
+}
+
+run_job plain
+for rank in 0 1 2; do
+  log=$out/plain-rank$rank.log
+  grep -H "call 20's work stuck on the GPU" "$log" || fail "plain NCCL rank $rank: not stuck as expected"
+done
+
+for mode in native stragglar; do
+  settings=(LD_PRELOAD="$preload" STRAGGLAR_DEBUG=INFO STRAGGLAR_WARN_AFTER=1s
+            STRAGGLAR_TIMEOUT=3s STRAGGLAR_TRACE_FILE="$out/$mode.trace.csv")
+  [[ $mode == stragglar ]] && settings+=(STRAGGLAR_ALGORITHM=stragglar)
+  start=$SECONDS
+  run_job "$mode" "${settings[@]}"
+  echo "$mode: ranks 0-2 done after $((SECONDS - start)) s"
+  for rank in 0 1 2; do
+    log=$out/$mode-rank$rank.log
+    grep -H "has waited .* for its work on the GPU (STRAGGLAR_WARN_AFTER=1 s)" "$log" ||
+      fail "$mode rank $rank: no warning"
+    grep -H "longer than STRAGGLAR_TIMEOUT=3 s: revoking the communicator" "$log" ||
+      fail "$mode rank $rank: no timeout line"
+    grep -H "returned .* after" "$log" || fail "$mode rank $rank: no call failed"
+    grep -q "stuck on the GPU" "$log" && fail "$mode rank $rank: its work stayed stuck"
+    grep -H "rank $rank: calls 0-19 exact" "$log" ||
+      grep -H "rank $rank: calls 0-20 exact" "$log" || fail "$mode rank $rank: calls 0-19 not exact"
+  done
+  [[ -s $out/$mode.trace.csv ]] && echo "$mode: rank 0 wrote $(($(wc -l <"$out/$mode.trace.csv") - 1)) trace rows" ||
+    fail "$mode: rank 0 wrote no trace"
+done
+((failed)) && echo "watchdog check: FAIL" || echo "watchdog check: OK"
+exit $failed
