@@ -33,7 +33,7 @@ constexpr int64_t kMinIpcBytes = int64_t{1} << 20;
 constexpr int64_t kMaxIpcBytes = int64_t{4} << 30;
 // The longest wait a setting may ask for: STRAGGLAR_IPC_TIMEOUT, _WARN_AFTER and _TIMEOUT.
 constexpr double kMaxWaitS = 86400;
-constexpr int kMaxIpcBlocks = 64;
+constexpr int kMaxIpcCtas = 64;
 
 constexpr std::array<std::pair<absl::string_view, RuntimeMode>, 3> kModes = {{
     {"adapt", RuntimeMode::kAdapt},
@@ -177,13 +177,13 @@ void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
     }
   }
   if (std::optional<std::string> value = env.Stripped("STRAGGLAR_IPC_BLOCKS")) {
-    int blocks = 0;
-    if (absl::SimpleAtoi(*value, &blocks) && blocks >= 1 && blocks <= kMaxIpcBlocks) {
-      config.ipc_blocks = blocks;
+    int ctas = 0;
+    if (absl::SimpleAtoi(*value, &ctas) && ctas >= 1 && ctas <= kMaxIpcCtas) {
+      config.ipc_ctas = ctas;
     } else {
       env.Invalid("STRAGGLAR_IPC_BLOCKS", *value,
-                  absl::StrCat("an integer from 1 to ", kMaxIpcBlocks),
-                  absl::StrCat(defaults.ipc_blocks));
+                  absl::StrCat("an integer from 1 to ", kMaxIpcCtas),
+                  absl::StrCat(defaults.ipc_ctas));
     }
   }
 }
@@ -552,8 +552,8 @@ std::string DescribeConfig(const PreloadConfig& config) {
   }
   if (config.device_executor) {
     absl::StrAppend(&text, ", executor device (window ",
-                    FormatBytes(static_cast<double>(config.ipc_bytes)), ", ", config.ipc_blocks,
-                    " blocks, timeout ",
+                    FormatBytes(static_cast<double>(config.ipc_bytes)), ", ", config.ipc_ctas,
+                    " CTAs, timeout ",
                     config.ipc_timeout_s > 0 ? FormatSeconds(config.ipc_timeout_s) : "none", ")");
   }
   if (config.per_class_queues) absl::StrAppend(&text, ", queues per-class");

@@ -127,7 +127,7 @@ struct PreloadConfig {
   bool device_executor = false;
   int64_t ipc_bytes = 32 << 20;
   double ipc_timeout_s = 300;
-  int ipc_blocks = 8;
+  int ipc_ctas = 8;
   // The call watchdog (runtime/call_watchdog.h), MPI library only (an NCCL call never waits on
   // the host: NCCL's and PyTorch's own timeouts cover it):
   //  - STRAGGLAR_WARN_AFTER: a call that has waited this long gets one warning naming the rank

@@ -1,11 +1,11 @@
 // An emulated device for the device executor's tests: the kernel's control code
 // (kernels/exec/device/device_rank.h) with CPU threads as CTAs.
-//  - CpuBlock: the platform of one CTA, a thread. Waits spin (yielding) on acquire loads and
+//  - CpuCta: the platform of one CTA, a thread. Waits spin (yielding) on acquire loads and
 //    honour a DeviceWatch as the GPU's do (the abort word, the timeout, the failure record);
-//    posts are release stores. With `jitter`, a block sometimes pauses before it moves data, so
+//    posts are release stores. With `jitter`, a CTA sometimes pauses before it moves data, so
 //    that a missing wait shows.
 //  - CpuStream and CpuLauncher: kernel launches run in order on a worker thread per stream, each
-//    as one thread per block, and the launch returns at once, as on a GPU.
+//    as one thread per CTA, and the launch returns at once, as on a GPU.
 #pragma once
 
 #include <atomic>
@@ -37,7 +37,7 @@ struct GaveUp {
   DeviceGiveUp reason = DeviceGiveUp::kNone;  // kNone: the test's own deadline
 };
 
-struct CpuBlockOptions {
+struct CpuCtaOptions {
   absl::Time give_up_at = absl::InfiniteFuture();  // the test's own deadline, for every wait
   const DeviceWatch* watch = nullptr;              // the executor's, as the GPU honours it
   uint64_t seed = 1;
@@ -46,12 +46,12 @@ struct CpuBlockOptions {
 };
 
 template <typename Codec, DeviceFault kPlanted = DeviceFault::kNone>
-class CpuBlock {
+class CpuCta {
  public:
   using Storage = typename Codec::Storage;
   static constexpr DeviceFault kFault = kPlanted;
 
-  explicit CpuBlock(const CpuBlockOptions& options) : options_(options), random_(options.seed) {}
+  explicit CpuCta(const CpuCtaOptions& options) : options_(options), random_(options.seed) {}
 
   bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
     std::atomic_ref<uint64_t> word(*signal);
@@ -74,7 +74,7 @@ class CpuBlock {
       std::this_thread::yield();
     }
   }
-  void Sync() {}  // one thread per block
+  void Sync() {}  // one thread per CTA
   bool Stopped() const {
     const DeviceWatch* watch = options_.watch;
     return watch != nullptr && (std::atomic_ref<uint32_t>(*watch->claim).load() != 0 ||
@@ -116,7 +116,7 @@ class CpuBlock {
   }
   // The host writes the word; the kernel only reads it.
   static uint32_t& Abort(const DeviceWatch& watch) { return *const_cast<uint32_t*>(watch.abort); }
-  // As the GPU's: the first block to give up claims the record.
+  // As the GPU's: the first CTA to give up claims the record.
   void Record(DeviceGiveUp reason, int32_t peer, uint64_t sequence) {
     uint32_t none = 0;
     if (!std::atomic_ref<uint32_t>(*options_.watch->claim).compare_exchange_strong(none, 1)) {
@@ -136,7 +136,7 @@ class CpuBlock {
     }
   }
 
-  const CpuBlockOptions options_;
+  const CpuCtaOptions options_;
   std::mt19937_64 random_;
   GaveUp gave_up_;
 };
@@ -191,22 +191,22 @@ class CpuStream {
   std::thread worker_;
 };
 
-// Launches on a CpuStream (the `stream` argument): one thread per block, joined before the
+// Launches on a CpuStream (the `stream` argument): one thread per CTA, joined before the
 // stream's next work starts.
 class CpuLauncher final : public DeviceLauncher {
  public:
   // One stream per rank in the tests: stream order is launch order.
   absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
-                      const DeviceCall& call, const DeviceWatch& watch, int blocks, void* stream,
+                      const DeviceCall& call, const DeviceWatch& watch, int ctas, void* stream,
                       void**) override {
     static_cast<CpuStream*>(stream)->Enqueue([=] {
       std::vector<std::thread> threads;
-      for (int block = 0; block < blocks; ++block) {
-        threads.emplace_back([&, block] {
+      for (int cta = 0; cta < ctas; ++cta) {
+        threads.emplace_back([&, cta] {
           reduce_element::DispatchOnType(type, [&]<typename Codec>(reduce_element::Tag<Codec>) {
             reduce_element::DispatchOnOp(op, [&]<typename Op>(reduce_element::Tag<Op>) {
-              CpuBlock<Codec> platform({.watch = &watch, .seed = static_cast<uint64_t>(block)});
-              RunDeviceRank<Codec, Op>(platform, program, call, block, blocks);
+              CpuCta<Codec> platform({.watch = &watch, .seed = static_cast<uint64_t>(cta)});
+              RunDeviceRank<Codec, Op>(platform, program, call, cta, ctas);
             });
           });
         });

@@ -25,7 +25,7 @@ TEST_F(DeviceEnvTest, DefaultsAreTheNcclExecutor) {
   EXPECT_FALSE(config.device_executor);
   EXPECT_EQ(config.ipc_bytes, 32 << 20);
   EXPECT_EQ(config.ipc_timeout_s, 300);
-  EXPECT_EQ(config.ipc_blocks, 8);
+  EXPECT_EQ(config.ipc_ctas, 8);
   EXPECT_THAT(DescribeConfig(config), Not(HasSubstr("executor")));
 }
 
@@ -40,8 +40,8 @@ TEST_F(DeviceEnvTest, EverySettingIsRead) {
   EXPECT_TRUE(config.device_executor);
   EXPECT_EQ(config.ipc_bytes, 64 << 20);
   EXPECT_EQ(config.ipc_timeout_s, 90);
-  EXPECT_EQ(config.ipc_blocks, 16);
-  EXPECT_THAT(DescribeConfig(config), HasSubstr("executor device (window 64 MiB, 16 blocks"));
+  EXPECT_EQ(config.ipc_ctas, 16);
+  EXPECT_THAT(DescribeConfig(config), HasSubstr("executor device (window 64 MiB, 16 CTAs"));
   FakeEnv()["STRAGGLAR_IPC_TIMEOUT"] = "0";
   EXPECT_THAT(DescribeConfig(Parse(&lines)), HasSubstr("timeout none"));
 }
@@ -63,7 +63,7 @@ TEST_F(DeviceEnvTest, EachBadValueIsOneLineAndKeepsItsDefault) {
   EXPECT_FALSE(config.device_executor);
   EXPECT_EQ(config.ipc_bytes, 32 << 20);
   EXPECT_EQ(config.ipc_timeout_s, 300);
-  EXPECT_EQ(config.ipc_blocks, 8);
+  EXPECT_EQ(config.ipc_ctas, 8);
 }
 
 TEST_F(DeviceEnvTest, TheDoctorKnowsTheVariables) {

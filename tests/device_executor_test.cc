@@ -211,7 +211,7 @@ TEST(DeviceExecutorTest, CallsOfEveryFamilyMatchTheHostExecutorBitForBit) {
   constexpr int kRanks = 5;
   InPlacePrograms programs;  // outlives the executors
   // A 1 KiB window: the larger calls run in several slices.
-  auto ranks = SetUpRanks(kRanks, {.window_bytes = 1024, .blocks = 3}, /*timeout_ns=*/30e9);
+  auto ranks = SetUpRanks(kRanks, {.window_bytes = 1024, .ctas = 3}, /*timeout_ns=*/30e9);
   for (const auto& rank : ranks) ASSERT_TRUE(rank->setup.ok()) << rank->setup;
   std::vector<Plan> plans = {*SynthesizeRing(kRanks), *SynthesizeStragglar(kRanks, 2),
                              *SynthesizeHalvingDoubling(kRanks),
@@ -337,7 +337,7 @@ std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ra
 
 TEST(DeviceExecutorTest, AKernelThatTimesOutFailsTheNextCallNamingTheRankItWaitedFor) {
   InPlacePrograms programs;
-  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/100'000'000);
+  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .ctas = 2}, /*timeout_ns=*/100'000'000);
   const std::vector<absl::Status> next =
       CallWithoutRank(ranks, programs, /*absent=*/2, /*abort=*/false);
   // Rank 3 receives from rank 2 in the ring's first round.
@@ -357,7 +357,7 @@ TEST(DeviceExecutorTest, AKernelThatTimesOutFailsTheNextCallNamingTheRankItWaite
 
 TEST(DeviceExecutorTest, AbortStopsAKernelThatWouldWaitForever) {
   InPlacePrograms programs;
-  auto ranks = SetUpRanks(3, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/0);
+  auto ranks = SetUpRanks(3, {.window_bytes = 4096, .ctas = 2}, /*timeout_ns=*/0);
   const std::vector<absl::Status> next =
       CallWithoutRank(ranks, programs, /*absent=*/0, /*abort=*/true);
   for (int r : {1, 2}) {
@@ -418,7 +418,7 @@ TEST(DeviceExecutorTest, KernelsEnqueuedAfterOneGaveUpWriteNothing) {
   // Rank 0 gives up on rank 3 after 100 ms; its second kernel is already enqueued and must exit
   // without writing; the others give up on their peers after 1 s.
   InPlacePrograms programs;
-  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, 0, nullptr,
+  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .ctas = 2}, 0, nullptr,
                           {100'000'000, 1'000'000'000, 1'000'000'000, 1'000'000'000});
   const Enqueued enqueued = EnqueueCalls(ranks, programs, /*calls=*/2, /*late=*/3, /*broken=*/-1);
   for (int r = 0; r < 4; ++r) {
@@ -433,7 +433,7 @@ TEST(DeviceExecutorTest, AFailureOfOneRankIsFinalAndItsPeersGiveUp) {
   // Rank 2's first call has a null buffer: it fails there (its place in the sequence taken), and
   // launches nothing from then on; its peers wait for it and give up.
   InPlacePrograms programs;
-  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .blocks = 2}, /*timeout_ns=*/200'000'000);
+  auto ranks = SetUpRanks(4, {.window_bytes = 4096, .ctas = 2}, /*timeout_ns=*/200'000'000);
   const Enqueued enqueued = EnqueueCalls(ranks, programs, /*calls=*/2, /*late=*/-1, /*broken=*/2);
   EXPECT_THAT(enqueued.first[2].message(), HasSubstr("a null buffer"));
   EXPECT_EQ(ranks[2]->executor->launches(), 0);
@@ -457,7 +457,7 @@ TEST(DeviceExecutorTest, ASignalOfALaterSliceNeverSatisfiesAWait) {
 TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {
   constexpr int kRanks = 3;
   InPlacePrograms programs;
-  auto ranks = SetUpRanks(kRanks, {.window_bytes = 64, .blocks = 1});
+  auto ranks = SetUpRanks(kRanks, {.window_bytes = 64, .ctas = 1});
   const Plan ring = *SynthesizeRing(kRanks);
   const Plan too_many_chunks = *SynthesizeStragglar(kRanks, 1, /*pieces=*/12);  // 24 chunks
   const Plan other_size = *SynthesizeRing(kRanks + 1);

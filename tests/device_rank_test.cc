@@ -1,5 +1,5 @@
 // The device executor's control code (kernels/exec/device/device_rank.h) run on the CPU: every rank
-// is `blocks` threads, one per emulated CTA, over windows and signal arrays in shared memory, and
+// is `ctas` threads, one per emulated CTA, over windows and signal arrays in shared memory, and
 // ranks start late by random amounts. Results must equal the host executor's bit for bit, on
 // every rank, for every call of a sequence that reuses the windows. Planted bugs in the
 // signalling must be caught.
@@ -37,7 +37,7 @@ struct Scenario {
   ReduceOp op = ReduceOp::kSum;
   int64_t count = 0;
   int64_t window_elements = 1 << 20;
-  int32_t blocks = 2;
+  int32_t ctas = 2;
   bool in_place = false;
   int calls = 2;
   absl::Duration max_start_delay = absl::Microseconds(300);
@@ -73,14 +73,13 @@ Bytes RandomInput(DataType type, int64_t count, uint64_t seed) {
   return bytes;
 }
 
-// One block of one rank for every call, with the codec and operator of the setup.
+// One CTA of one rank for every call, with the codec and operator of the setup.
 template <DeviceFault kFault>
 GaveUp RunBlock(const Scenario& setup, const DeviceProgram& program,
                 const std::vector<std::byte*>& windows, const std::vector<uint64_t*>& signals,
-                std::byte* scratch, std::barrier<>& kernel_boundary, DeviceRun& run,
-                int32_t block) {
+                std::byte* scratch, std::barrier<>& kernel_boundary, DeviceRun& run, int32_t cta) {
   const int rank = program.rank;
-  std::mt19937_64 random(exact_data::SplitMix64(setup.seed * 1000 + rank * 10 + block));
+  std::mt19937_64 random(exact_data::SplitMix64(setup.seed * 1000 + rank * 10 + cta));
   const absl::Time give_up_at = absl::Now() + setup.give_up_after;
   const DeviceProgramView view = ViewOf(program);
   const int64_t slices = DeviceLayoutOf(setup.count, program.num_chunks, setup.window_elements,
@@ -88,11 +87,10 @@ GaveUp RunBlock(const Scenario& setup, const DeviceProgram& program,
                              .slices;
   GaveUp gave_up;
   auto run_calls = [&]<typename Codec, typename Op>() {
-    CpuBlock<Codec, kFault> platform(
-        {.give_up_at = give_up_at,
-         .seed = random(),
-         .jitter = setup.jitter,
-         .read_slots = signals[rank] + setup.blocks * program.num_ranks});
+    CpuCta<Codec, kFault> platform({.give_up_at = give_up_at,
+                                    .seed = random(),
+                                    .jitter = setup.jitter,
+                                    .read_slots = signals[rank] + setup.ctas * program.num_ranks});
     for (int call = 0; call < setup.calls; ++call) {
       const int64_t delay_us = absl::ToInt64Microseconds(setup.max_start_delay);
       absl::Duration delay = absl::Microseconds(delay_us > 0 ? random() % delay_us : 0);
@@ -109,12 +107,12 @@ GaveUp RunBlock(const Scenario& setup, const DeviceProgram& program,
           .window_elements = setup.window_elements,
           .first_sequence = static_cast<uint32_t>(1 + call * slices),
           .num_ranks_divisor = setup.op == ReduceOp::kAvg ? program.num_ranks : 0};
-      if (!RunDeviceRank<Codec, Op>(platform, view, device_call, block, setup.blocks)) {
+      if (!RunDeviceRank<Codec, Op>(platform, view, device_call, cta, setup.ctas)) {
         gave_up = platform.gave_up();
         kernel_boundary.arrive_and_drop();
         return;
       }
-      // The next call's kernel starts once every block of this one has ended (stream order).
+      // The next call's kernel starts once every CTA of this one has ended (stream order).
       kernel_boundary.arrive_and_wait();
     }
   };
@@ -158,7 +156,7 @@ DeviceRun RunOnDevice(const Plan& plan, const Scenario& setup) {
   std::vector<std::vector<uint64_t>> window_storage(n, std::vector<uint64_t>(window_bytes / 8));
   std::vector<std::vector<uint64_t>> scratch_storage = window_storage;
   std::vector<std::vector<uint64_t>> signal_storage(
-      n, std::vector<uint64_t>(DeviceSignalSlots(setup.blocks, n), 0));
+      n, std::vector<uint64_t>(DeviceSignalSlots(setup.ctas, n), 0));
   std::vector<std::byte*> windows;
   std::vector<uint64_t*> signals;
   for (int rank = 0; rank < n; ++rank) {
@@ -167,17 +165,17 @@ DeviceRun RunOnDevice(const Plan& plan, const Scenario& setup) {
     signals.push_back(signal_storage[rank].data());
   }
   std::vector<std::thread> threads;
-  std::vector<std::vector<GaveUp>> gave_up(n, std::vector<GaveUp>(setup.blocks));
+  std::vector<std::vector<GaveUp>> gave_up(n, std::vector<GaveUp>(setup.ctas));
   std::deque<std::barrier<>> kernel_boundaries;
-  for (int rank = 0; rank < n; ++rank) kernel_boundaries.emplace_back(setup.blocks);
+  for (int rank = 0; rank < n; ++rank) kernel_boundaries.emplace_back(setup.ctas);
   for (int rank = 0; rank < n; ++rank) {
     if (setup.absent_rank == rank) continue;
-    for (int32_t block = 0; block < setup.blocks; ++block) {
-      threads.emplace_back([&, rank, block] {
-        gave_up[rank][block] =
+    for (int32_t cta = 0; cta < setup.ctas; ++cta) {
+      threads.emplace_back([&, rank, cta] {
+        gave_up[rank][cta] =
             RunBlock<kFault>(setup, programs[rank], windows, signals,
                              reinterpret_cast<std::byte*>(scratch_storage[rank].data()),
-                             kernel_boundaries[rank], run, block);
+                             kernel_boundaries[rank], run, cta);
       });
     }
   }
@@ -244,7 +242,7 @@ std::string Describe(const Plan& plan, const Scenario& setup) {
   return absl::StrCat(AlgorithmName(plan.algorithm), " n=", plan.num_ranks,
                       " straggler=", plan.straggler.value_or(-1), " chunks=", plan.num_chunks, " ",
                       DataTypeName(setup.type), " ", ReduceOpName(setup.op), " count=", setup.count,
-                      " window=", setup.window_elements, " blocks=", setup.blocks,
+                      " window=", setup.window_elements, " ctas=", setup.ctas,
                       setup.in_place ? " in place" : " out of place");
 }
 
@@ -259,24 +257,24 @@ void ExpectMatchesHost(const Plan& plan, const Scenario& setup) {
 
 // ---------------------------------------------------------------------------------------------
 
-TEST(DeviceRankTest, TheWindowLayoutMovesEveryElementOnceAndBlocksKeepTheirPositions) {
+TEST(DeviceRankTest, TheWindowLayoutMovesEveryElementOnceAndCtasKeepTheirPositions) {
   for (int64_t count : {0, 1, 5, 37, 1000, 4099}) {
     for (int32_t chunks : {1, 3, 7, 16}) {
       for (int64_t window : {16, 50, 1024}) {
-        for (int32_t blocks : {1, 2, 3, 8}) {
+        for (int32_t ctas : {1, 2, 3, 8}) {
           for (int64_t element_size : {1, 2, 4, 8}) {
             const DeviceWindowLayout layout = DeviceLayoutOf(count, chunks, window, element_size);
             ASSERT_GT(layout.region, 0);
             ASSERT_LE(layout.region * chunks, window);
             const int64_t align = DeviceAlignElements(element_size);
             std::vector<int> moved(count, 0);
-            std::vector<int32_t> owner(window, -1);  // the block that uses each position
+            std::vector<int32_t> owner(window, -1);  // the CTA that uses each position
             for (int64_t slice = 0; slice < layout.slices; ++slice) {
               for (int32_t chunk = 0; chunk < chunks; ++chunk) {
                 const ElementRange whole = ChunkElements(count, chunks, chunk);
-                for (int32_t block = 0; block < blocks; ++block) {
-                  const device_rank::Part part = device_rank::PartOf(count, chunks, chunk, layout,
-                                                                     slice, block, blocks, align);
+                for (int32_t cta = 0; cta < ctas; ++cta) {
+                  const device_rank::Part part =
+                      device_rank::PartOf(count, chunks, chunk, layout, slice, cta, ctas, align);
                   if (layout.region >= align) {
                     EXPECT_EQ(part.window % align, 0);
                   }
@@ -286,8 +284,8 @@ TEST(DeviceRankTest, TheWindowLayoutMovesEveryElementOnceAndBlocksKeepTheirPosit
                     ++moved[part.message + i];
                     ASSERT_LT(part.window + i, (chunk + 1) * layout.region);
                     int32_t& position = owner[part.window + i];
-                    ASSERT_TRUE(position == -1 || position == block) << "position " << i;
-                    position = block;
+                    ASSERT_TRUE(position == -1 || position == cta) << "position " << i;
+                    position = cta;
                   }
                 }
               }
@@ -375,23 +373,23 @@ TEST(DeviceRankTest, EveryTypeAndOperatorMatchesTheHostExecutor) {
   }
 }
 
-TEST(DeviceRankTest, SmallCountsTinyWindowsAndManyBlocks) {
+TEST(DeviceRankTest, SmallCountsTinyWindowsAndManyCtas) {
   const Plan plan = MakePlan(Algorithm::kStragglar, 6, 3);
   for (int64_t count : {0, 1, 4, 5, 13}) {
     for (int64_t window : {5, 7, 64}) {
-      for (int32_t blocks : {1, 3}) {
+      for (int32_t ctas : {1, 3}) {
         ExpectMatchesHost(plan, {.type = DataType::kFloat16,
                                  .count = count,
                                  .window_elements = window,
-                                 .blocks = blocks,
+                                 .ctas = ctas,
                                  .calls = 3,
                                  .max_start_delay = absl::ZeroDuration()});
       }
     }
   }
-  // Many blocks over a large count: each block's share is cut at 16-byte boundaries.
+  // Many CTAs over a large count: each CTA's share is cut at 16-byte boundaries.
   ExpectMatchesHost(
-      plan, {.type = DataType::kBfloat16, .count = 10'007, .window_elements = 4'096, .blocks = 5});
+      plan, {.type = DataType::kBfloat16, .count = 10'007, .window_elements = 4'096, .ctas = 5});
 }
 
 TEST(DeviceRankTest, ReadyRanksFinishThePreArrivalRoundsWithoutTheStraggler) {
@@ -439,7 +437,7 @@ TEST(DeviceRankTest, ARankThatNeverComesIsNamedAndNoResultIsWritten) {
 }
 
 TEST(DeviceRankTest, AfterAGiveUpALaunchWritesAndSignalsNothing) {
-  // A block of this rank gave up earlier (the claim is set): the next launch must not touch the
+  // A CTA of this rank gave up earlier (the claim is set): the next launch must not touch the
   // window, the signals or the result, and must not wait.
   const Plan plan = MakePlan(Algorithm::kRing, 3);
   const absl::StatusOr<DeviceProgram> program = LowerPlanForDevice(plan, 1);
@@ -456,7 +454,7 @@ TEST(DeviceRankTest, AfterAGiveUpALaunchWritesAndSignalsNothing) {
   uint32_t abort = 0, claim = 1;
   DeviceFailure failure;
   const DeviceWatch watch{.abort = &abort, .claim = &claim, .failure = &failure};
-  CpuBlock<reduce_element::NativeCodec<float>> block({.watch = &watch});
+  CpuCta<reduce_element::NativeCodec<float>> cta({.watch = &watch});
   const DeviceCall call{.windows = window_pointers.data(),
                         .signals = signal_pointers.data(),
                         .scratch = scratch.data(),
@@ -465,14 +463,14 @@ TEST(DeviceRankTest, AfterAGiveUpALaunchWritesAndSignalsNothing) {
                         .count = 16,
                         .window_elements = 64};
   EXPECT_FALSE((RunDeviceRank<reduce_element::NativeCodec<float>, reduce_element::SumOp>(
-      block, ViewOf(*program), call, 0, 1)));
+      cta, ViewOf(*program), call, 0, 1)));
   EXPECT_EQ(result, Bytes(64, std::byte{0xa5}));
   EXPECT_EQ(windows[1], Bytes(256, std::byte{0x11}));
   for (const auto& each : signals) EXPECT_THAT(each, testing::Each(0u));
   claim = 0;
   abort = 1;  // an abort stops it alike
   EXPECT_FALSE((RunDeviceRank<reduce_element::NativeCodec<float>, reduce_element::SumOp>(
-      block, ViewOf(*program), call, 0, 1)));
+      cta, ViewOf(*program), call, 0, 1)));
   EXPECT_EQ(result, Bytes(64, std::byte{0xa5}));
 }
 

@@ -249,7 +249,7 @@ void NcclBackend::StartDeviceExecutor(const PeerWindowsOptions& options, double 
   if (rank_ == 0) {
     Log(LogLevel::kInfo, absl::StrCat("device executor: ", size_, " ranks, ",
                                       FormatBytes(static_cast<double>(options.window_bytes)),
-                                      " windows, ", options.blocks, " blocks per call"));
+                                      " windows, ", options.ctas, " CTAs per call"));
   }
 }
 

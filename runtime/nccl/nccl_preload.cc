@@ -270,7 +270,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
       // executor that will run the plans.
       if (settings->device_executor) {
         state->backend->StartDeviceExecutor(
-            {.window_bytes = settings->ipc_bytes, .blocks = settings->ipc_blocks},
+            {.window_bytes = settings->ipc_bytes, .ctas = settings->ipc_ctas},
             settings->ipc_timeout_s);
       }
       options.native_pre_arrival = settings->native_pre_arrival;

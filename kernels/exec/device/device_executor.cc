@@ -151,7 +151,7 @@ absl::Status DeviceExecutor::Run(const RankProgram& program, const DeviceAllRedu
                         .num_ranks_divisor = args.op == ReduceOp::kAvg ? program.num_ranks : 0};
   if (absl::Status status =
           launcher_.Launch(args.type, args.op, *view, call, windows_->Watch(timeout_ns_),
-                           windows_->options().blocks, stream, &launch_order_);
+                           windows_->options().ctas, stream, &launch_order_);
       !status.ok()) {
     return Fail(status);
   }

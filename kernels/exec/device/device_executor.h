@@ -1,7 +1,7 @@
 // The device-resident executor of one communicator: each call is one kernel launch on the
 // caller's stream (kernels/exec/device/device_kernel.h) that runs this rank's whole program over
 // the peer windows (kernels/exec/device/peer_windows.h). The launch is injectable (DeviceLauncher),
-// so that CI runs everything but CUDA itself with ranks and blocks as CPU threads.
+// so that CI runs everything but CUDA itself with ranks and CTAs as CPU threads.
 //
 // Calls never wait for the GPU. A kernel whose wait gave up (the abort word, the timeout, or a
 // peer's signal of a later slice: out of step) leaves a record that the next call reads: that
@@ -32,12 +32,12 @@ namespace stragglar {
 class DeviceLauncher {
  public:
   virtual ~DeviceLauncher() = default;
-  // Enqueues `blocks` CTAs of the kernel on `stream` (a cudaStream_t), after the previous launch
+  // Enqueues `ctas` CTAs of the kernel on `stream` (a cudaStream_t), after the previous launch
   // with the same `order` whatever its stream: NCCL lets consecutive calls of a communicator use
   // different streams, and two kernels sharing the windows must never overlap. `*order` starts
   // null and belongs to the launcher (ReleaseOrder). Errors say what failed.
   virtual absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
-                              const DeviceCall& call, const DeviceWatch& watch, int blocks,
+                              const DeviceCall& call, const DeviceWatch& watch, int ctas,
                               void* stream, void** order) = 0;
   virtual void ReleaseOrder(void* order) {}
 };

@@ -30,12 +30,12 @@ __device__ __forceinline__ uint64_t GlobalNanoseconds() {
 }
 
 template <typename Codec>
-class GpuBlock {
+class GpuCta {
  public:
   using Storage = typename Codec::Storage;
   static constexpr DeviceFault kFault = DeviceFault::kNone;
 
-  __device__ explicit GpuBlock(const DeviceWatch& watch) : watch_(watch) {}
+  __device__ explicit GpuCta(const DeviceWatch& watch) : watch_(watch) {}
 
   __device__ bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
     int gave_up = 0;
@@ -123,9 +123,9 @@ class GpuBlock {
 };
 
 template <typename Codec, typename Op>
-__global__ void __launch_bounds__(kDeviceThreadsPerBlock)
+__global__ void __launch_bounds__(kDeviceThreadsPerCta)
     DeviceProgramKernel(DeviceProgramView program, DeviceCall call, DeviceWatch watch) {
-  GpuBlock<Codec> platform(watch);
+  GpuCta<Codec> platform(watch);
   RunDeviceRank<Codec, Op>(platform, program, call, static_cast<int32_t>(blockIdx.x),
                            static_cast<int32_t>(gridDim.x));
 }
@@ -133,14 +133,14 @@ __global__ void __launch_bounds__(kDeviceThreadsPerBlock)
 }  // namespace
 
 cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramView& program,
-                                const DeviceCall& call, const DeviceWatch& watch, int blocks,
+                                const DeviceCall& call, const DeviceWatch& watch, int ctas,
                                 cudaStream_t stream) {
-  if (blocks < 1) return cudaErrorInvalidValue;
+  if (ctas < 1) return cudaErrorInvalidValue;
   cudaError_t result = cudaErrorInvalidValue;  // unless `type` and `op` are known
   reduce_element::DispatchOnType(type, [&]<typename Codec>(reduce_element::CodecTag<Codec>) {
     reduce_element::DispatchOnOp(op, [&]<typename Op>(reduce_element::OpTag<Op>) {
       // clang-format off
-      DeviceProgramKernel<Codec, Op><<<blocks, kDeviceThreadsPerBlock, 0, stream>>>(
+      DeviceProgramKernel<Codec, Op><<<ctas, kDeviceThreadsPerCta, 0, stream>>>(
           program, call, watch);
       // clang-format on
       result = cudaGetLastError();
@@ -151,7 +151,7 @@ cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramV
 
 absl::Status CudaDeviceLauncher::Launch(DataType type, ReduceOp op,
                                         const DeviceProgramView& program, const DeviceCall& call,
-                                        const DeviceWatch& watch, int blocks, void* stream,
+                                        const DeviceWatch& watch, int ctas, void* stream,
                                         void** order) {
   cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
   cudaEvent_t previous = static_cast<cudaEvent_t>(*order);
@@ -165,7 +165,7 @@ absl::Status CudaDeviceLauncher::Launch(DataType type, ReduceOp op,
   } else if ((code = cudaStreamWaitEvent(cuda_stream, previous, 0)) != cudaSuccess) {
     return absl::InternalError(absl::StrCat("cudaStreamWaitEvent: ", cudaGetErrorString(code)));
   }
-  code = LaunchDeviceProgram(type, op, program, call, watch, blocks, cuda_stream);
+  code = LaunchDeviceProgram(type, op, program, call, watch, ctas, cuda_stream);
   if (code != cudaSuccess) {
     return absl::InternalError(
         absl::StrCat("launching the device executor's kernel: ", cudaGetErrorString(code)));

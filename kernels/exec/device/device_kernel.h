@@ -20,14 +20,14 @@
 
 namespace stragglar {
 
-inline constexpr int kDeviceThreadsPerBlock = 512;
+inline constexpr int kDeviceThreadsPerCta = 512;
 
-// Enqueues one call of `program` on `stream` as `blocks` CTAs (the same on every rank). The
+// Enqueues one call of `program` on `stream` as `ctas` CTAs (the same on every rank). The
 // program's arrays and the call's `windows` and `signals` arrays are device memory; kAvg needs
 // call.num_ranks_divisor. cudaErrorInvalidValue for an unknown type or operator, else the
 // launch's error.
 cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramView& program,
-                                const DeviceCall& call, const DeviceWatch& watch, int blocks,
+                                const DeviceCall& call, const DeviceWatch& watch, int ctas,
                                 cudaStream_t stream);
 
 // The device executor's launcher on a GPU: LaunchDeviceProgram on the cudaStream_t it is given,
@@ -35,7 +35,7 @@ cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramV
 class CudaDeviceLauncher final : public DeviceLauncher {
  public:
   absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
-                      const DeviceCall& call, const DeviceWatch& watch, int blocks, void* stream,
+                      const DeviceCall& call, const DeviceWatch& watch, int ctas, void* stream,
                       void** order) override;
   void ReleaseOrder(void* order) override;
 };

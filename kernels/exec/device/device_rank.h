@@ -11,11 +11,11 @@
 // A call may be larger than a window: it runs as slices (DeviceWindowLayout), the whole program
 // once per slice. Each slice has its own sequence number, carried in the high half of every
 // signal (the low half counts transfers), so a signal left from an earlier slice or call never
-// satisfies a wait of a later one. Every chunk's elements are split among the `blocks` platforms
-// of a rank the same way on every rank, and block b only ever signals and waits for block b of
-// its peers: blocks never wait for each other.
+// satisfies a wait of a later one. Every chunk's elements are split among the `ctas` platforms
+// of a rank the same way on every rank, and CTA b only ever signals and waits for CTA b of
+// its peers: CTAs never wait for each other.
 //
-// A Platform provides (all of it STRAGGLAR_HOST_DEVICE, called by every thread of the block):
+// A Platform provides (all of it STRAGGLAR_HOST_DEVICE, called by every thread of the CTA):
 //   // Until CheckSignal(*signal, awaited) is kReached; false: gave up (out of step, aborted,
 //   // timed out), recorded for the host.
 //   bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer);
@@ -80,7 +80,7 @@ struct DeviceCall {
   // Every rank's window, as mapped here (windows[rank] is this rank's own): window_elements
   // elements each (at least the plan's chunk count), 16-byte aligned.
   std::byte* const* windows = nullptr;
-  // Every rank's signal array, as mapped here: DeviceSignalSlots(blocks, num_ranks) words each,
+  // Every rank's signal array, as mapped here: DeviceSignalSlots(ctas, num_ranks) words each,
   // zero before the first call.
   uint64_t* const* signals = nullptr;
   std::byte* scratch = nullptr;  // this rank's, window_elements elements, seen by nobody else
@@ -92,16 +92,16 @@ struct DeviceCall {
   int32_t num_ranks_divisor = 0;  // kAvg's divisor (the rank count); 0 for other operators
 };
 
-inline constexpr int32_t DeviceSignalSlots(int32_t blocks, int32_t num_ranks) {
-  return 2 * blocks * num_ranks;
+inline constexpr int32_t DeviceSignalSlots(int32_t ctas, int32_t num_ranks) {
+  return 2 * ctas * num_ranks;
 }
 
 // How a call's chunks map onto a window. The window holds a region of `region` elements per
 // chunk, and slice s carries elements [s * region, (s + 1) * region) of every chunk. Chunks are
 // the whole call's (ChunkElements of its count), so every element is reduced in the plan's order
-// whatever the window's size: results equal the host executor's. Within a region, block b of
-// `blocks` always owns the same positions, cut at 16-byte multiples: a block never touches what
-// another block of its rank may still be reading or writing in an earlier slice.
+// whatever the window's size: results equal the host executor's. Within a region, CTA b of
+// `ctas` always owns the same positions, cut at 16-byte multiples: a CTA never touches what
+// another CTA of its rank may still be reading or writing in an earlier slice.
 struct DeviceWindowLayout {
   int64_t region = 0;  // elements per chunk per slice; 0 when the window cannot hold a slice
   int64_t slices = 0;
@@ -126,39 +126,39 @@ STRAGGLAR_HOST_DEVICE DeviceWindowLayout DeviceLayoutOf(int64_t count, int32_t n
 
 namespace device_rank {
 
-// ready[block][sender] and read[block][reader] of a rank's signal array.
-STRAGGLAR_HOST_DEVICE uint64_t* ReadySlot(uint64_t* signals, int32_t block, int32_t num_ranks,
+// ready[cta][sender] and read[cta][reader] of a rank's signal array.
+STRAGGLAR_HOST_DEVICE uint64_t* ReadySlot(uint64_t* signals, int32_t cta, int32_t num_ranks,
                                           int32_t sender) {
-  return signals + static_cast<int64_t>(block) * num_ranks + sender;
+  return signals + static_cast<int64_t>(cta) * num_ranks + sender;
 }
-STRAGGLAR_HOST_DEVICE uint64_t* ReadSlot(uint64_t* signals, int32_t block, int32_t blocks,
+STRAGGLAR_HOST_DEVICE uint64_t* ReadSlot(uint64_t* signals, int32_t cta, int32_t ctas,
                                          int32_t num_ranks, int32_t reader) {
-  return signals + static_cast<int64_t>(blocks + block) * num_ranks + reader;
+  return signals + static_cast<int64_t>(ctas + cta) * num_ranks + reader;
 }
 
-// The elements of one chunk that one block moves in one slice.
+// The elements of one chunk that one CTA moves in one slice.
 struct Part {
   int64_t message = 0;  // first element in the caller's buffers
   int64_t window = 0;   // first element in the window
   int64_t elements = 0;
 };
 STRAGGLAR_HOST_DEVICE Part PartOf(int64_t count, int32_t num_chunks, int32_t chunk,
-                                  const DeviceWindowLayout& layout, int64_t slice, int32_t block,
-                                  int32_t blocks, int64_t align) {
+                                  const DeviceWindowLayout& layout, int64_t slice, int32_t cta,
+                                  int32_t ctas, int64_t align) {
   const int64_t chunk_begin = count * chunk / num_chunks;
   const int64_t chunk_size = count * (chunk + 1) / num_chunks - chunk_begin;
   auto cut = [&](int32_t b) {
-    return b == blocks ? layout.region : layout.region * b / blocks / align * align;
+    return b == ctas ? layout.region : layout.region * b / ctas / align * align;
   };
-  const int64_t first = slice * layout.region + cut(block);
-  int64_t last = slice * layout.region + cut(block + 1);
+  const int64_t first = slice * layout.region + cut(cta);
+  int64_t last = slice * layout.region + cut(cta + 1);
   if (last > chunk_size) last = chunk_size;
   return {.message = chunk_begin + first,
-          .window = chunk * layout.region + cut(block),
+          .window = chunk * layout.region + cut(cta),
           .elements = last > first ? last - first : 0};
 }
 
-// One slice of one call for one block.
+// One slice of one call for one CTA.
 template <typename Codec, typename Op, typename Platform>
 class SliceRun {
  public:
@@ -166,14 +166,14 @@ class SliceRun {
 
   STRAGGLAR_HOST_DEVICE SliceRun(Platform& platform, const DeviceProgramView& program,
                                  const DeviceCall& call, const DeviceWindowLayout& layout,
-                                 int64_t slice, int32_t block, int32_t blocks)
+                                 int64_t slice, int32_t cta, int32_t ctas)
       : platform_(platform),
         program_(program),
         call_(call),
         layout_(layout),
         slice_(slice),
-        block_(block),
-        blocks_(blocks),
+        cta_(cta),
+        ctas_(ctas),
         sequence_(call.first_sequence + static_cast<uint32_t>(slice)),
         wait_sequence_(sequence_ - (Platform::kFault == DeviceFault::kStaleSequence ? 1 : 0)) {}
 
@@ -229,7 +229,7 @@ class SliceRun {
       platform_.Copy(out, in, elements);
     }
   }
-  // `function(part)` for this block's part of chunks [first_chunk, first_chunk + num_chunks) in
+  // `function(part)` for this CTA's part of chunks [first_chunk, first_chunk + num_chunks) in
   // this slice; only of chunks with one of the `flags` (DeviceChunkFlag) when given.
   template <typename Function>
   STRAGGLAR_HOST_DEVICE void ForEachPart(int32_t first_chunk, int32_t num_chunks, uint8_t flags,
@@ -242,8 +242,8 @@ class SliceRun {
   STRAGGLAR_HOST_DEVICE void ForEachPart(int32_t first_chunk, int32_t num_chunks,
                                          Function function) const {
     for (int32_t chunk = first_chunk; chunk < first_chunk + num_chunks; ++chunk) {
-      const Part part = PartOf(call_.count, program_.num_chunks, chunk, layout_, slice_, block_,
-                               blocks_, DeviceAlignElements(sizeof(Storage)));
+      const Part part = PartOf(call_.count, program_.num_chunks, chunk, layout_, slice_, cta_,
+                               ctas_, DeviceAlignElements(sizeof(Storage)));
       if (part.elements > 0) function(part);
     }
   }
@@ -251,12 +251,12 @@ class SliceRun {
   STRAGGLAR_HOST_DEVICE void PostReady(const DeviceStep& step) {
     if (step.send_peer < 0) return;
     platform_.Post(
-        ReadySlot(call_.signals[step.send_peer], block_, program_.num_ranks, program_.rank),
+        ReadySlot(call_.signals[step.send_peer], cta_, program_.num_ranks, program_.rank),
         DeviceSignal(sequence_, step.sends));
   }
   STRAGGLAR_HOST_DEVICE bool WaitForReads(const DeviceReadWait& wait) {
     return platform_.Wait(
-        ReadSlot(call_.signals[program_.rank], block_, blocks_, program_.num_ranks, wait.reader),
+        ReadSlot(call_.signals[program_.rank], cta_, ctas_, program_.num_ranks, wait.reader),
         DeviceSignal(wait_sequence_, wait.reads), wait.reader);
   }
   STRAGGLAR_HOST_DEVICE bool WaitForLoans(const DeviceExtent& extent) {
@@ -279,7 +279,7 @@ class SliceRun {
   STRAGGLAR_HOST_DEVICE bool Receive(const DeviceStep& step) {
     const int32_t peer = step.receive_peer;
     if (Platform::kFault != DeviceFault::kSkipReadyWait &&
-        !platform_.Wait(ReadySlot(call_.signals[program_.rank], block_, program_.num_ranks, peer),
+        !platform_.Wait(ReadySlot(call_.signals[program_.rank], cta_, program_.num_ranks, peer),
                         DeviceSignal(wait_sequence_, step.receives), peer)) {
       return false;
     }
@@ -304,9 +304,8 @@ class SliceRun {
         }
       });
     }
-    platform_.Post(
-        ReadSlot(call_.signals[peer], block_, blocks_, program_.num_ranks, program_.rank),
-        DeviceSignal(sequence_, step.receives));
+    platform_.Post(ReadSlot(call_.signals[peer], cta_, ctas_, program_.num_ranks, program_.rank),
+                   DeviceSignal(sequence_, step.receives));
     if (!any_through_scratch) return true;
     for (int32_t p = step.first_extent; p < step.first_extent + step.num_extents; ++p) {
       const DeviceExtent& extent = program_.extents[p];
@@ -325,28 +324,28 @@ class SliceRun {
   const DeviceCall& call_;
   const DeviceWindowLayout& layout_;
   const int64_t slice_;
-  const int32_t block_;
-  const int32_t blocks_;
+  const int32_t cta_;
+  const int32_t ctas_;
   const uint32_t sequence_;       // what this slice's signals carry
   const uint32_t wait_sequence_;  // what its waits expect: the same, but for a planted bug
 };
 
 }  // namespace device_rank
 
-// Runs every slice of `call` for `block` of `blocks`: what one CTA of the kernel does. False as
+// Runs every slice of `call` for `cta` of `ctas`: what one CTA of the kernel does. False as
 // soon as a wait gives up (the platform knows which peer it waited for), and at once, writing
 // nothing, when an earlier launch of this rank gave up: the ranks are out of step from then on.
 // The window must hold every chunk (the host checks DeviceLayoutOf's region first).
 template <typename Codec, typename Op, typename Platform>
 STRAGGLAR_HOST_DEVICE bool RunDeviceRank(Platform& platform, const DeviceProgramView& program,
-                                         const DeviceCall& call, int32_t block, int32_t blocks) {
+                                         const DeviceCall& call, int32_t cta, int32_t ctas) {
   if (platform.Stopped()) return false;
   const DeviceWindowLayout layout = DeviceLayoutOf(
       call.count, program.num_chunks, call.window_elements, sizeof(typename Codec::Storage));
   if (call.count > 0 && layout.region <= 0) return false;
   for (int64_t slice = 0; slice < layout.slices; ++slice) {
-    device_rank::SliceRun<Codec, Op, Platform> run(platform, program, call, layout, slice, block,
-                                                   blocks);
+    device_rank::SliceRun<Codec, Op, Platform> run(platform, program, call, layout, slice, cta,
+                                                   ctas);
     if (!run.Run()) return false;
   }
   return true;

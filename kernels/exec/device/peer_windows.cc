@@ -31,7 +31,7 @@ int64_t RoundedWindowBytes(const PeerWindowsOptions& options) {
 // Bytes of a rank's exported allocation: the window (rounded up to 256 bytes), then the signals.
 int64_t PeerWindowBytes(const PeerWindowsOptions& options, int num_ranks) {
   return RoundedWindowBytes(options) +
-         static_cast<int64_t>(DeviceSignalSlots(options.blocks, num_ranks)) * sizeof(uint64_t);
+         static_cast<int64_t>(DeviceSignalSlots(options.ctas, num_ranks)) * sizeof(uint64_t);
 }
 
 absl::StatusOr<std::vector<Record>> Exchange(const GatherBytes& gather, const Record& mine,
@@ -101,11 +101,11 @@ absl::StatusOr<std::unique_ptr<PeerWindows>> PeerWindows::Create(int rank, int n
                                                                  const PeerWindowsOptions& options,
                                                                  PeerMemory& memory,
                                                                  const GatherBytes& gather) {
-  if (rank < 0 || rank >= num_ranks || options.window_bytes < 1 || options.blocks < 1 ||
+  if (rank < 0 || rank >= num_ranks || options.window_bytes < 1 || options.ctas < 1 ||
       options.program_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("peer windows for rank ", rank, " of ",
                                                    num_ranks, ", ", options.window_bytes,
-                                                   "-byte windows, ", options.blocks, " blocks"));
+                                                   "-byte windows, ", options.ctas, " CTAs"));
   }
   std::unique_ptr<PeerWindows> windows(new PeerWindows(rank, num_ranks, options, memory));
   absl::Status failure;

@@ -31,7 +31,7 @@ namespace stragglar {
 
 struct PeerWindowsOptions {
   int64_t window_bytes = 64 << 20;  // per rank; a call larger than this runs in slices
-  int32_t blocks = 8;               // CTAs per call: signal slots are per block
+  int32_t ctas = 8;                 // CTAs per call: signal slots are per CTA
   // Device memory for the executor's programs, allocated with the rest at setup so that a new
   // plan's first call does not allocate (which may wait for the whole device).
   int64_t program_bytes = 1 << 20;
