@@ -128,12 +128,14 @@ struct PreloadConfig {
   int64_t ipc_bytes = 32 << 20;
   double ipc_timeout_s = 300;
   int ipc_ctas = 8;
-  // The call watchdog (runtime/call_watchdog.h), MPI library only (an NCCL call never waits on
-  // the host: NCCL's and PyTorch's own timeouts cover it):
+  // The call watchdog (runtime/call_watchdog.h; on NCCL, of the calls' GPU work:
+  // runtime/nccl/nccl_call_watch.h):
   //  - STRAGGLAR_WARN_AFTER: a call that has waited this long gets one warning naming the rank
-  //    and round it waits for (ParseSeconds up to a day; 0: never; default 30 s).
-  //  - STRAGGLAR_TIMEOUT: a call that has waited this long ends the job with one line naming
-  //    them, after rank 0 has written the trace and summary (MPI_Abort; 0, the default: never).
+  //    and round it waits for where they are known (ParseSeconds up to a day; 0: never; default
+  //    30 s).
+  //  - STRAGGLAR_TIMEOUT: a call that has waited this long gets one line naming them, then rank 0
+  //    writes the trace and summary and the job ends (MPI_Abort), or on NCCL the communicator is
+  //    revoked and its calls fail from then on (0, the default: never).
   double warn_after_s = 30;
   double timeout_s = 0;
 
