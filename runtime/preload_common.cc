@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -35,6 +36,15 @@ PreloadConfig ConfigureFromEnv(absl::string_view library, absl::string_view back
                                     backend_library, ": ", DescribeConfig(config)));
   LogAlwaysLines(invalid.str());
   return config;
+}
+
+int LocalRankFromEnv() {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      return std::atoi(value);
+    }
+  }
+  return 0;
 }
 
 MetricsSetup StartMetricsFromEnv(int local_rank) {

@@ -30,6 +30,9 @@ struct MetricsSetup {
   std::unique_ptr<MetricsServer> server;
 };
 MetricsSetup StartMetricsFromEnv(int local_rank);
+// The node-local rank as the launcher gives it (torchrun's LOCAL_RANK, OpenMPI's, Slurm's); 0
+// without one. For a library that has no node communicator of its own to ask (NCCL's).
+int LocalRankFromEnv();
 
 // A preload library's communicator options from its settings: the policy's (ToRuntimeConfig),
 // the library's own AllReduce as the default algorithm (priced as Ring), Ring and StragglAR as

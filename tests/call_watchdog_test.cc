@@ -28,11 +28,13 @@ using ::testing::HasSubstr;
 // A call started `ago_s` ago, run by `algorithm` (-1: not decided), waiting on peer and round.
 void StartCall(CallProgress& progress, int64_t call, int algorithm, int peer, int round,
                double ago_s = 0) {
-  progress.Start();
-  progress.started_ns.store(SteadyNowNs() - static_cast<int64_t>(ago_s * 1e9));
+  progress.Finish();
   progress.call.store(call);
   progress.algorithm.store(algorithm);
+  progress.on_gpu.store(false);
   progress.Waiting(peer, round);
+  // Last, as PendingGpuCalls does: a watchdog that sees the start sees the rest.
+  progress.started_ns.store(SteadyNowNs() - static_cast<int64_t>(ago_s * 1e9));
 }
 
 TEST(DescribeWaitTest, NamesTheCallWhatRunsItAndWhatItWaitsFor) {
@@ -276,8 +278,16 @@ TEST(CallWatchdogTest, OwnEndingEndsThatCommunicatorOnly) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(said.lines().size(), 2u);
   EXPECT_THAT(said.lines()[1], HasSubstr("comm1: call 4 (ring)"));
-  std::lock_guard<std::mutex> lock(mutex);
-  EXPECT_THAT(ended, ElementsAre("comm0", "comm1"));
+  // The ending follows its line; waited for with a bound, as the lines are.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto ended_now = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return ended;
+  };
+  while (ended_now().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_THAT(ended_now(), ElementsAre("comm0", "comm1"));
 }
 
 TEST(CallWatchdogTest, StopsPromptlyWithNothingToDo) {

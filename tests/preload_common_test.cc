@@ -1,5 +1,7 @@
 #include "runtime/preload_common.h"
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 #include "kernels/synth/synthesizers.h"
 
@@ -58,6 +60,24 @@ TEST(PreloadCommonTest, LearnTopologyFromTheRanksNodesOrTheEnvironment) {
   // A gather that returns the wrong count is an error, not a guess.
   GatheringBackend short_gather(0, {0, 1});
   EXPECT_FALSE(LearnTopology(unset, short_gather, 4, 1, "comm0").ok());
+}
+
+TEST(PreloadCommonTest, LocalRankFromTheLauncherInItsOrder) {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
+    unsetenv(name);
+  }
+  EXPECT_EQ(LocalRankFromEnv(), 0);
+  setenv("SLURM_LOCALID", "2", 1);
+  EXPECT_EQ(LocalRankFromEnv(), 2);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);
+  EXPECT_EQ(LocalRankFromEnv(), 5) << "OpenMPI's before Slurm's";
+  setenv("LOCAL_RANK", "", 1);
+  EXPECT_EQ(LocalRankFromEnv(), 5) << "an empty value is no value";
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_EQ(LocalRankFromEnv(), 3) << "torchrun's first";
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
+    unsetenv(name);
+  }
 }
 
 TEST(PreloadCommonTest, HostNodeIdIsStableAndExactInADouble) {

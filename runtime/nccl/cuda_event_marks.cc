@@ -37,8 +37,16 @@ bool CudaEventMarks::Reached(uint64_t mark) {
     std::lock_guard<std::mutex> lock(mutex_);
     event = events_[mark];
   }
-  DeviceScope scope(device_);
-  return cudaEventQuery(event) != cudaErrorNotReady;
+  // The watchdog's own thread: the device is set and left set. A scope would restore device 0,
+  // a fresh thread's, and make a context there.
+  (void)cudaSetDevice(device_);
+  // Relaxed for this thread: a query in the default (global) mode would invalidate a graph that
+  // another thread of the job is capturing.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  const bool reached = cudaEventQuery(event) != cudaErrorNotReady;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return reached;
 }
 
 void CudaEventMarks::Release(uint64_t mark) {

@@ -1,7 +1,8 @@
 // The marks of PendingGpuCalls (runtime/pending_gpu_calls.h) as CUDA events of one device: one
 // recorded on the call's stream behind its work, from a pool (created once, without timing, the
 // cheapest to record), asked with cudaEventQuery on the watchdog's thread with the device made
-// current there first, so that no thread of ours makes a context on another device.
+// current there first, so that no thread of ours makes a context on another device, and in the
+// relaxed capture mode, so that a query never breaks a CUDA graph another thread captures.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,7 +26,8 @@ class CudaEventMarks final : public GpuMarks {
   // A mark behind the work enqueued so far on `stream` (of this device, which is current).
   absl::StatusOr<uint64_t> Record(cudaStream_t stream);
   // cudaEventQuery: reached unless it says not ready. A failed query (a context broken by a
-  // fault) counts as reached: the work is over, one way or the other.
+  // fault) counts as reached: the work is over, one way or the other. Leaves this device current:
+  // for the watchdog's thread, or a caller inside a DeviceScope of this device.
   bool Reached(uint64_t mark) override;
   void Release(uint64_t mark) override;
 

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -57,24 +58,17 @@ namespace {
 
 constexpr absl::string_view kBackend = "nccl";
 
-// The node-local rank, for the metrics port: from the launcher (torchrun, OpenMPI, Slurm).
-int LocalRankFromEnv() {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
-      return std::atoi(value);
-    }
-  }
-  return 0;
-}
 // One communicator stragglar handles: its backend, the protocol over it, and what the watchdog
 // sees of its calls.
 struct CommState {
   std::unique_ptr<NcclBackend> backend;
   std::unique_ptr<Communicator> comm;    // after `backend`, which it uses
   std::unique_ptr<NcclCallWatch> watch;  // with the watchdog; reset before `comm` and `backend`
-  // Held by the calling thread in AllReduce: the watchdog's timeout writes the outputs under it,
-  // once the revocation has let that thread return.
+  // Held by the calling thread in AllReduce: STRAGGLAR_TIMEOUT's ending revokes and writes the
+  // outputs under it when it can have it; otherwise the calling thread writes them as it leaves
+  // (`outputs_due`).
   std::timed_mutex calling;
+  std::atomic<bool> outputs_due{false};
 
   ncclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, ncclRedOp_t op, DataType type, ReduceOp reduce_op,
@@ -89,11 +83,12 @@ struct CommState {
                            *backend);
     const absl::StatusOr<CallDecision> ran = comm->AllReduce(
         static_cast<int64_t>(count) * DataTypeSize(type), /*in_place=*/sendbuff == recvbuff, work);
+    // Revoked while it ran: its work may have been stopped, so it is not a success.
+    if (backend->revoked()) return ncclRemoteError;
     if (ran.ok()) {
       if (watch != nullptr) watch->Enqueued(*ran, stream);
       return ncclSuccess;
     }
-    if (backend->revoked()) return ncclRemoteError;
     if (work.code() != ncclSuccess) return work.code();
     return backend->last_error() != ncclSuccess ? backend->last_error() : ncclInternalError;
   }
@@ -196,9 +191,10 @@ void WriteOutputs(Global& g, CommState& state) {
   WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (NCCL)");
 }
 
-// How long STRAGGLAR_TIMEOUT's ending waits for the calling thread to leave the revoked
-// communicator's call before giving up on writing the outputs.
-constexpr auto kCallerLeavesRevoked = std::chrono::seconds(10);
+// How long STRAGGLAR_TIMEOUT's ending waits for the calling thread to leave the library, so that
+// the revocation never runs beside one of its NCCL calls; a thread that stays is the one waiting
+// on the stuck work, which only the revocation ends. Short: the watchdog's lock is held.
+constexpr auto kCallerLeaves = std::chrono::milliseconds(200);
 
 // Puts `state`'s calls under the watchdog. On STRAGGLAR_TIMEOUT the communicator is revoked, so
 // that its waits end and its calls fail from then on, and its trace and summary are written.
@@ -206,19 +202,17 @@ void WatchCalls(Global& g, CommState& state, const std::string& name) {
   CommState* watched = &state;  // its watch goes first in Forget
   state.watch = std::make_unique<NcclCallWatch>(
       *g.watchdog, state.backend->device(), name, [&g, watched](const std::string&) {
+        std::unique_lock<std::timed_mutex> lock(watched->calling, std::defer_lock);
+        (void)lock.try_lock_for(kCallerLeaves);
         if (absl::Status revoked = watched->backend->Revoke(); !revoked.ok()) {
           Log(LogLevel::kWarn,
               absl::StrCat(watched->comm->name(), ": cannot stop its work: ", revoked.message()));
         }
-        std::unique_lock<std::timed_mutex> lock(watched->calling, std::defer_lock);
-        if (!lock.try_lock_for(kCallerLeavesRevoked)) {
-          Log(LogLevel::kWarn, absl::StrCat(watched->comm->name(),
-                                            ": no trace or summary written: its calling thread "
-                                            "did not leave its call within 10 s of the "
-                                            "revocation"));
-          return;
+        if (lock.owns_lock()) {
+          WriteOutputs(g, *watched);
+        } else {
+          watched->outputs_due.store(true);
         }
-        WriteOutputs(g, *watched);
       });
 }
 
@@ -317,7 +311,8 @@ void WriteOutputsAtExit() {
 
 // The communicator is going away (`aborting`: aborted or revoked): save, write its outputs, forget
 // it. Its device memory and the communicators split off it are freed here, before NCCL frees it.
-void Forget(ncclComm_t comm, bool aborting) {
+// True when the watchdog had revoked it (STRAGGLAR_TIMEOUT).
+bool Forget(ncclComm_t comm, bool aborting) {
   Global& g = G();
   std::unique_ptr<CommState> state;
   std::shared_ptr<NcclLinks> links;
@@ -335,13 +330,17 @@ void Forget(ncclComm_t comm, bool aborting) {
     }
   }
   links.reset();  // its exchange stops now (or when the last call using it returns)
-  if (state == nullptr) return;
+  if (state == nullptr) return false;
   state->watch.reset();
+  // Revoked by the watchdog: its work and its ready ranks' may still be stopping.
+  const bool revoked = state->backend->revoked();
+  aborting = aborting || revoked;
   DeviceScope scope(state->backend->device());
   state->backend->ReleaseDeviceExecutor(aborting);
   state->backend->ReleaseReadyComms(aborting);
   state->comm->Close();
   WriteOutputs(g, *state);
+  return revoked;
 }
 
 // ncclGroupStart/End nesting on this thread: calls inside a user's group are NCCL's business.
@@ -577,7 +576,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude_ranks, int exclude_cou
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   static auto* real = STRAGGLAR_REAL(ncclCommFinalize);
   if (real == nullptr) return ncclInternalError;
-  stragglar::Forget(comm, /*aborting=*/false);
+  // NCCL forbids finalizing a revoked communicator; it is destroyed or aborted as it is.
+  if (stragglar::Forget(comm, /*aborting=*/false)) return ncclRemoteError;
   return real(comm);
 }
 
@@ -678,11 +678,20 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
   stragglar::CommState* state = stragglar::StateFor(g, comm, stream);
+  // Revoked by the watchdog (STRAGGLAR_TIMEOUT): failed, not handed to NCCL.
+  if (state != nullptr && state->backend->revoked()) return ncclRemoteError;
   // After a failed epoch exchange (alike on every rank): NCCL's own from now on.
   if (state == nullptr || !state->comm->disabled().ok()) {
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
-  return state->AllReduce(sendbuff, recvbuff, count, datatype, op, *type, *reduce_op, stream);
+  const ncclResult_t result =
+      state->AllReduce(sendbuff, recvbuff, count, datatype, op, *type, *reduce_op, stream);
+  // The watchdog revoked it while this thread was inside: the outputs are this thread's to write.
+  if (state->outputs_due.exchange(false)) {
+    std::lock_guard<std::timed_mutex> lock(state->calling);
+    stragglar::WriteOutputs(g, *state);
+  }
+  return result;
 }
 
 }  // extern "C"

@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
     if (code != ncclSuccess) {
       std::printf("rank %d: call %d returned %s after %.1f s\n", rank, call,
                   ncclGetErrorString(code), SecondsSince(start));
+      // A failed communicator stays failed: the next call must not be handed to NCCL as if new.
+      const ncclResult_t again =
+          ncclAllReduce(send, recv, options.count, ncclFloat, ncclSum, comm, stream);
+      std::printf("rank %d: call %d returned %s\n", rank, call + 1, ncclGetErrorString(again));
       failed = true;
       break;
     }
