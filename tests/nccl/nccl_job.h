@@ -1,6 +1,6 @@
 // What the GPU checks' multi-process NCCL programs share (tests/nccl/pipeline_check.cc,
-// tests/nccl/watchdog_check.cc): exits on CUDA and NCCL errors, and NCCL's unique id passed
-// through a file (rank 0 writes it; the others wait for it, at most 60 s).
+// tests/nccl/watchdog_check.cc): exits on CUDA and NCCL errors, and the job's communicator, its
+// NCCL unique id passed through a file (rank 0 writes it; the others wait for it, at most 60 s).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -46,4 +46,15 @@ inline ncclUniqueId SharedNcclId(int rank, const std::string& id_file) {
   }
   std::fprintf(stderr, "rank %d: no unique id in %s after 60 s\n", rank, id_file.c_str());
   std::exit(1);
+}
+
+// Rank `rank` of `ranks` on `device`, joined to the job's communicator (the id through
+// `id_file`, removed by rank 0 once it is in).
+inline ncclComm_t JoinNcclJob(int rank, int ranks, int device, const std::string& id_file) {
+  CHECK_CUDA(cudaSetDevice(device));
+  const ncclUniqueId id = SharedNcclId(rank, id_file);
+  ncclComm_t comm = nullptr;
+  CHECK_NCCL(ncclCommInitRank(&comm, ranks, id, rank));
+  if (rank == 0) std::remove(id_file.c_str());
+  return comm;
 }

@@ -74,11 +74,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 int main(int argc, char** argv) {
   const Options options = Parse(argc, argv);
-  CHECK_CUDA(cudaSetDevice(options.device));
-  const ncclUniqueId id = SharedNcclId(options.rank, options.id_file);
-  ncclComm_t comm = nullptr;
-  CHECK_NCCL(ncclCommInitRank(&comm, options.ranks, id, options.rank));
-  if (options.rank == 0) std::remove(options.id_file.c_str());
+  ncclComm_t comm = JoinNcclJob(options.rank, options.ranks, options.device, options.id_file);
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   float *send = nullptr, *recv = nullptr;
