@@ -57,15 +57,15 @@ double RunOnce(const std::vector<RankProgram>& programs, int64_t bytes, double d
       if (rank == 0) origin = std::chrono::steady_clock::now();
       start_line.arrive_and_wait();
       if (rank == late) std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
-      HostAllReduceArgs args{.send = buffers[rank].data(),
-                             .recv = buffers[rank].data(),
-                             .count = bytes / static_cast<int64_t>(sizeof(float)),
-                             .type = DataType::kFloat32,
-                             .op = ReduceOp::kSum,
-                             .ranks_per_node = machine.nodes.has_value() && machine.queues
-                                                   ? machine.nodes->ranks_per_node
-                                                   : 0};
-      (void)ExecuteProgramOnHost(programs[rank], args, transport);
+      const AllReduceArgs args{.send = buffers[rank].data(),
+                               .recv = buffers[rank].data(),
+                               .count = bytes / static_cast<int64_t>(sizeof(float)),
+                               .type = DataType::kFloat32,
+                               .op = ReduceOp::kSum};
+      const HostExecutorOptions options{
+          .ranks_per_node =
+              machine.nodes.has_value() && machine.queues ? machine.nodes->ranks_per_node : 0};
+      (void)ExecuteProgramOnHost(programs[rank], args, options, transport);
       end_s[rank] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
     });

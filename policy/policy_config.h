@@ -62,7 +62,7 @@ struct RuntimeConfig {
   // model puts 1.2x to 3.7x slower. Otherwise native is priced as Ring's plan.
   bool native_is_nccl = false;
   // On a machine of nodes, the executor runs one queue per link class (the host executor's
-  // HostAllReduceArgs::ranks_per_node, `stragglar run --queues per-class`): plans are priced with
+  // HostExecutorOptions::ranks_per_node, `stragglar run --queues per-class`): plans are priced with
   // the queue simulator, and hierarchical StragglAR's shapes include the plan written for it.
   // The MPI executor does with STRAGGLAR_QUEUES=per-class (MpiExecutorOptions::ranks_per_node);
   // the NCCL executors run round by round and leave it false.

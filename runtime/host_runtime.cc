@@ -190,18 +190,20 @@ namespace {
 // its default algorithm is our Ring plan).
 class HostCallWork final : public CallWork {
  public:
-  HostCallWork(const HostAllReduceArgs& args, HostTransport& transport)
-      : args_(args), transport_(transport) {}
+  HostCallWork(const AllReduceArgs& args, const HostExecutorOptions& options,
+               HostTransport& transport)
+      : args_(args), options_(options), transport_(transport) {}
 
   CallOutcome Run(const CallDecision& decision, const RankProgram* program) override {
     if (program == nullptr) {
       return {.status = absl::InternalError("the host runtime has no collective of its own")};
     }
-    return {.status = ExecuteProgramOnHost(*program, args_, transport_)};
+    return {.status = ExecuteProgramOnHost(*program, args_, options_, transport_)};
   }
 
  private:
-  const HostAllReduceArgs& args_;
+  const AllReduceArgs& args_;
+  const HostExecutorOptions& options_;
   HostTransport& transport_;
 };
 
@@ -259,15 +261,15 @@ double HostCommunicator::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
 }
 
-absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const HostAllReduceArgs& args,
-                                                         CallTiming* timing) {
+absl::StatusOr<CallDecision> HostCommunicator::AllReduce(int rank, const AllReduceArgs& args,
+                                                         CallTiming* timing,
+                                                         absl::Duration timeout) {
   if (rank < 0 || rank >= num_ranks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " outside [0, ", num_ranks(), ")"));
   }
-  HostAllReduceArgs queued = args;
-  queued.ranks_per_node = queue_ranks_per_node_;
-  HostCallWork work(queued, transport_);
+  const HostExecutorOptions options{.timeout = timeout, .ranks_per_node = queue_ranks_per_node_};
+  HostCallWork work(args, options, transport_);
   const int64_t bytes = args.count * DataTypeSize(args.type);
   absl::StatusOr<CallDecision> decision =
       ranks_[rank]->comm->AllReduce(bytes, /*in_place=*/args.send == args.recv, work, timing);

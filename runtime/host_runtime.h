@@ -39,7 +39,7 @@ class HostCommunicator {
   // `emulated_inter_node_link` says (HostTransport::EmulateNodes): an emulated machine of nodes.
   // nullopt: as config.inter_node_link, the link the policy prices with, says. There, with
   // config.per_class_queues, every rank runs its plans on one queue per link class
-  // (HostAllReduceArgs::ranks_per_node), as the policy then prices them.
+  // (HostExecutorOptions::ranks_per_node), as the policy then prices them.
   static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(
       int num_ranks, const RuntimeConfig& config, const LinkModel& link,
       std::vector<std::shared_ptr<CollectiveObserver>> observers = {},
@@ -53,8 +53,10 @@ class HostCommunicator {
   // call aborts the shared transport (so no rank hangs) and, as with an NCCL communicator after an
   // error, every later call fails too: create a new communicator to continue. `timing`, when
   // given, receives what the runtime recorded for this call (what a trace should show).
-  absl::StatusOr<CallDecision> AllReduce(int rank, const HostAllReduceArgs& args,
-                                         CallTiming* timing = nullptr);
+  // `timeout` bounds each wait for a peer.
+  absl::StatusOr<CallDecision> AllReduce(int rank, const AllReduceArgs& args,
+                                         CallTiming* timing = nullptr,
+                                         absl::Duration timeout = absl::Seconds(60));
 
   // Exchanges the calls of a partial epoch (at the end of a job), so that they reach the
   // observers. Called by every rank's thread.
@@ -75,7 +77,7 @@ class HostCommunicator {
   HostCommunicator(int num_ranks);
 
   HostTransport transport_;
-  // What every call's HostAllReduceArgs::ranks_per_node becomes: 0 unless the ranks run on one
+  // What every call's HostExecutorOptions::ranks_per_node is: 0 unless the ranks run on one
   // queue per link class.
   int queue_ranks_per_node_ = 0;
   std::chrono::steady_clock::time_point origin_;

@@ -241,7 +241,7 @@ TEST(DeviceExecutorTest, CallsOfEveryFamilyMatchTheHostExecutorBitForBit) {
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       for (size_t c = 0; c < calls.size(); ++c) {
-        const DeviceAllReduceArgs args{
+        const AllReduceArgs args{
             .send = calls[c].in_place ? results[c][r].data() : inputs[c][r].data(),
             .recv = results[c][r].data(),
             .count = calls[c].count,
@@ -319,8 +319,7 @@ std::vector<absl::Status> CallWithoutRank(std::vector<std::unique_ptr<Rank>>& ra
   for (int r = 0; r < n; ++r) {
     if (r == absent) continue;
     threads.emplace_back([&, r] {
-      const DeviceAllReduceArgs args{
-          .send = buffers[r].data(), .recv = buffers[r].data(), .count = 64};
+      const AllReduceArgs args{.send = buffers[r].data(), .recv = buffers[r].data(), .count = 64};
       DeviceExecutor& executor = *ranks[r]->executor;
       EXPECT_TRUE(executor.Run(programs.Of(plan, r), args, &ranks[r]->stream).ok());  // not waiting
       if (abort) {
@@ -386,9 +385,9 @@ Enqueued EnqueueCalls(std::vector<std::unique_ptr<Rank>>& ranks, InPlacePrograms
     threads.emplace_back([&, r] {
       if (r == late) absl::SleepFor(absl::Milliseconds(300));
       for (int c = 0; c < calls; ++c) {
-        const DeviceAllReduceArgs args{.send = r == broken && c == 0 ? nullptr : inputs[r].data(),
-                                       .recv = out.results[c][r].data(),
-                                       .count = 64};
+        const AllReduceArgs args{.send = r == broken && c == 0 ? nullptr : inputs[r].data(),
+                                 .recv = out.results[c][r].data(),
+                                 .count = 64};
         const absl::Status status =
             ranks[r]->executor->Run(programs.Of(plan, r), args, &ranks[r]->stream);
         if (c == 0) out.first[r] = status;
@@ -469,8 +468,8 @@ TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {
       DeviceExecutor& executor = *ranks[r]->executor;
       void* stream = &ranks[r]->stream;
       Bytes& buffer = buffers[r];
-      const DeviceAllReduceArgs args{.send = buffer.data(), .recv = buffer.data(), .count = 10};
-      DeviceAllReduceArgs negative = args;
+      const AllReduceArgs args{.send = buffer.data(), .recv = buffer.data(), .count = 10};
+      AllReduceArgs negative = args;
       negative.count = -1;
       EXPECT_EQ(executor.Run(programs.Of(ring, r), negative, stream).code(),
                 absl::StatusCode::kInvalidArgument);

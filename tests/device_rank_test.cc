@@ -197,11 +197,11 @@ std::vector<Bytes> RunOnHost(const Plan& plan, const Scenario& setup,
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
     threads.emplace_back([&, rank] {
-      const HostAllReduceArgs args{.send = inputs[rank].data(),
-                                   .recv = results[rank].data(),
-                                   .count = setup.count,
-                                   .type = setup.type,
-                                   .op = setup.op};
+      const AllReduceArgs args{.send = inputs[rank].data(),
+                               .recv = results[rank].data(),
+                               .count = setup.count,
+                               .type = setup.type,
+                               .op = setup.op};
       const absl::Status status = ExecutePlanOnHost(plan, rank, args, transport);
       EXPECT_TRUE(status.ok()) << status;
     });

@@ -22,7 +22,7 @@ struct Collective {
   int64_t count = 0;
   bool in_place = false;
   absl::Duration timeout = absl::Seconds(30);
-  int ranks_per_node = 0;  // > 0: one queue per link class (HostAllReduceArgs)
+  int ranks_per_node = 0;  // > 0: one queue per link class (HostExecutorOptions)
   // Set: the transport delays messages between its nodes (HostTransport::EmulateNodes).
   std::optional<HostTransport::NodeEmulation> emulation;
 };
@@ -55,15 +55,15 @@ inline Outcome RunAllReduce(const Plan& plan, const Collective& collective,
   threads.reserve(num_ranks);
   for (int rank = 0; rank < num_ranks; ++rank) {
     threads.emplace_back([&, rank] {
-      HostAllReduceArgs args{
+      const AllReduceArgs args{
           .send = collective.in_place ? outcome.results[rank].data() : outcome.sent[rank].data(),
           .recv = outcome.results[rank].data(),
           .count = collective.count,
           .type = collective.type,
-          .op = collective.op,
-          .timeout = collective.timeout,
-          .ranks_per_node = collective.ranks_per_node};
-      outcome.statuses[rank] = ExecutePlanOnHost(plan, rank, args, transport);
+          .op = collective.op};
+      outcome.statuses[rank] = ExecutePlanOnHost(
+          plan, rank, args, transport,
+          {.timeout = collective.timeout, .ranks_per_node = collective.ranks_per_node});
     });
   }
   for (std::thread& thread : threads) thread.join();

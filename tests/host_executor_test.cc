@@ -315,7 +315,7 @@ class HostExecutorValidationTest : public ::testing::Test {
   }
 
   // Runs rank `rank` alone: validation must fail before it waits for anyone.
-  absl::Status RunAlone(const HostAllReduceArgs& args, int rank = 0, int transport_ranks = 3) {
+  absl::Status RunAlone(const AllReduceArgs& args, int rank = 0, int transport_ranks = 3) {
     HostTransport transport(transport_ranks);
     return ExecutePlanOnHost(plan_, rank, args, transport);
   }
@@ -329,16 +329,16 @@ class HostExecutorValidationTest : public ::testing::Test {
   Plan plan_;
   Bytes send_;
   Bytes recv_;
-  HostAllReduceArgs args_;
+  AllReduceArgs args_;
 };
 
 TEST_F(HostExecutorValidationTest, RejectsNullBuffers) {
-  HostAllReduceArgs null_send = args_;
+  AllReduceArgs null_send = args_;
   null_send.send = nullptr;
   absl::Status status = RunAlone(null_send);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("send buffer is null"));
-  HostAllReduceArgs null_recv = args_;
+  AllReduceArgs null_recv = args_;
   null_recv.recv = nullptr;
   status = RunAlone(null_recv);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -347,7 +347,7 @@ TEST_F(HostExecutorValidationTest, RejectsNullBuffers) {
 }
 
 TEST_F(HostExecutorValidationTest, RejectsNegativeCount) {
-  HostAllReduceArgs args = args_;
+  AllReduceArgs args = args_;
   args.count = -1;
   const absl::Status status = RunAlone(args);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -373,7 +373,7 @@ TEST_F(HostExecutorValidationTest, RejectsTransportSizeMismatch) {
 }
 
 TEST_F(HostExecutorValidationTest, RejectsUnknownTypeAndOp) {
-  HostAllReduceArgs args = args_;
+  AllReduceArgs args = args_;
   args.type = static_cast<DataType>(99);
   EXPECT_THAT(RunAlone(args).message(), HasSubstr("unknown data type 99"));
   args = args_;
@@ -392,7 +392,7 @@ TEST_F(HostExecutorValidationTest, RejectsPlanThatIsUnsafeForThisRank) {
 
 TEST_F(HostExecutorValidationTest, ValidationFailureAbortsTheTransport) {
   HostTransport transport(3);
-  HostAllReduceArgs args = args_;
+  AllReduceArgs args = args_;
   args.count = -1;
   ASSERT_FALSE(ExecutePlanOnHost(plan_, 0, args, transport).ok());
   const absl::StatusOr<Bytes> message = transport.Receive(1, 2, absl::Seconds(10));
@@ -437,14 +437,16 @@ TEST(HostExecutorTest, SingleRankPlanCopiesAndAverages) {
 // ---------------------------------------------------------------------------------------------
 // Disagreements across ranks: every rank returns an error (none hangs) naming both sides.
 
-void ExpectEveryRankFails(const Plan& plan, const std::vector<HostAllReduceArgs>& args,
+void ExpectEveryRankFails(const Plan& plan, const std::vector<AllReduceArgs>& args,
                           const std::vector<std::string>& expected_substrings) {
   HostTransport transport(plan.num_ranks);
   std::vector<absl::Status> statuses(plan.num_ranks);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
-    threads.emplace_back(
-        [&, rank] { statuses[rank] = ExecutePlanOnHost(plan, rank, args[rank], transport); });
+    threads.emplace_back([&, rank] {
+      statuses[rank] =
+          ExecutePlanOnHost(plan, rank, args[rank], transport, {.timeout = absl::Seconds(20)});
+    });
   }
   for (std::thread& thread : threads) thread.join();
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
@@ -462,12 +464,10 @@ TEST(HostExecutorMismatchTest, CountsAcrossRanks) {
   for (Algorithm algorithm : kPlanAlgorithms) {
     const Plan plan = MakePlan(algorithm, 6, 4);
     std::vector<Bytes> buffers(plan.num_ranks, Bytes(4 * 9));
-    std::vector<HostAllReduceArgs> args;
+    std::vector<AllReduceArgs> args;
     for (int rank = 0; rank < plan.num_ranks; ++rank) {
-      args.push_back({.send = buffers[rank].data(),
-                      .recv = buffers[rank].data(),
-                      .count = rank == 2 ? 7 : 9,
-                      .timeout = absl::Seconds(20)});
+      args.push_back(
+          {.send = buffers[rank].data(), .recv = buffers[rank].data(), .count = rank == 2 ? 7 : 9});
     }
     ExpectEveryRankFails(plan, args, {"mismatched counts across ranks", "count 7", "count 9"});
   }
@@ -476,13 +476,12 @@ TEST(HostExecutorMismatchTest, CountsAcrossRanks) {
 TEST(HostExecutorMismatchTest, TypesAndOpsAcrossRanks) {
   const Plan plan = MakePlan(Algorithm::kRing, 4, 0);
   std::vector<Bytes> buffers(plan.num_ranks, Bytes(8 * 5));
-  std::vector<HostAllReduceArgs> args;
+  std::vector<AllReduceArgs> args;
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
     args.push_back({.send = buffers[rank].data(),
                     .recv = buffers[rank].data(),
                     .count = 5,
-                    .type = rank == 1 ? DataType::kInt64 : DataType::kFloat64,
-                    .timeout = absl::Seconds(20)});
+                    .type = rank == 1 ? DataType::kInt64 : DataType::kFloat64});
   }
   ExpectEveryRankFails(plan, args, {"mismatched data types", "int64", "float64"});
   args[1].type = DataType::kFloat64;
@@ -494,10 +493,9 @@ TEST(HostExecutorMismatchTest, MissingPeerTimesOut) {
   const Plan plan = MakePlan(Algorithm::kRing, 2, 0);
   HostTransport transport(2);
   std::vector<float> buffer(4);
-  const absl::Status status = ExecutePlanOnHost(
-      plan, 0,
-      {.send = buffer.data(), .recv = buffer.data(), .count = 4, .timeout = absl::Milliseconds(50)},
-      transport);
+  const absl::Status status =
+      ExecutePlanOnHost(plan, 0, {.send = buffer.data(), .recv = buffer.data(), .count = 4},
+                        transport, {.timeout = absl::Milliseconds(50)});
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(status.message(), HasSubstr("rank 0 waited 50ms for a message from rank 1"));
 }

@@ -12,15 +12,16 @@ namespace stragglar {
 
 // ExecuteProgramOnHost's errors, plus LowerPlan's (a rank outside the plan, a plan this rank
 // cannot execute), which abort the transport too, so that the other ranks return.
-inline absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const HostAllReduceArgs& args,
-                                      HostTransport& transport) {
+inline absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const AllReduceArgs& args,
+                                      HostTransport& transport,
+                                      const HostExecutorOptions& options = {}) {
   absl::StatusOr<RankProgram> program = LowerPlan(plan, rank, {.in_place = args.send == args.recv});
   if (!program.ok()) {
     // Nothing was lent yet: aborting is all that failing takes.
     transport.Abort(program.status());
     return program.status();
   }
-  return ExecuteProgramOnHost(*program, args, transport);
+  return ExecuteProgramOnHost(*program, args, options, transport);
 }
 
 }  // namespace stragglar

@@ -136,12 +136,9 @@ TEST(LinkClassQueuesTest, ATransferInsideTheNodeDoesNotWaitForOneBetweenNodes) {
   HostTransport transport(4);
   std::vector<absl::Status> statuses(4);
   const auto run = [&](int rank) {
-    statuses[rank] = ExecutePlanOnHost(plan, rank,
-                                       {.send = inputs[rank].data(),
-                                        .recv = results[rank].data(),
-                                        .count = count,
-                                        .ranks_per_node = 2},
-                                       transport);
+    statuses[rank] = ExecutePlanOnHost(
+        plan, rank, {.send = inputs[rank].data(), .recv = results[rank].data(), .count = count},
+        transport, {.ranks_per_node = 2});
   };
   std::thread rank0(run, 0), rank3(run, 3);
   std::future<void> rank1 = std::async(std::launch::async, run, 1);
@@ -168,13 +165,12 @@ TEST(LinkClassQueuesTest, AFailingRankStopsEveryRankAndEveryQueue) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 4; ++rank) {
     threads.emplace_back([&, rank] {
-      statuses[rank] = ExecutePlanOnHost(*plan, rank,
-                                         {.send = buffers[rank].data(),
-                                          .recv = buffers[rank].data(),
-                                          .count = rank == 3 ? 63 : 64,
-                                          .timeout = absl::Seconds(30),
-                                          .ranks_per_node = 2},
-                                         transport);
+      statuses[rank] =
+          ExecutePlanOnHost(*plan, rank,
+                            {.send = buffers[rank].data(),
+                             .recv = buffers[rank].data(),
+                             .count = rank == 3 ? 63 : 64},
+                            transport, {.timeout = absl::Seconds(30), .ranks_per_node = 2});
     });
   }
   for (std::thread& thread : threads) thread.join();
@@ -190,9 +186,9 @@ TEST(LinkClassQueuesTest, NegativeRanksPerNodeIsOneErrorBeforeAnythingIsWritten)
   const Plan plan = CrossNodeWaitThenLocalExchange();
   std::vector<float> send(3, 1), recv(3, 7);
   HostTransport transport(4);
-  const absl::Status status = ExecutePlanOnHost(
-      plan, 0, {.send = send.data(), .recv = recv.data(), .count = 3, .ranks_per_node = -2},
-      transport);
+  const absl::Status status =
+      ExecutePlanOnHost(plan, 0, {.send = send.data(), .recv = recv.data(), .count = 3}, transport,
+                        {.ranks_per_node = -2});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("ranks per node must be >= 0, got -2"));
   EXPECT_THAT(recv, ::testing::Each(7.0f));

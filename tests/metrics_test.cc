@@ -214,11 +214,11 @@ TEST(MetricsTest, HostCommunicatorFeedsTheObserver) {
     threads.emplace_back([&, rank] {
       std::vector<float> data(1000, 1.0f);
       for (int call = 0; call < 16; ++call) {
-        HostAllReduceArgs args{.send = data.data(),
-                               .recv = data.data(),
-                               .count = 1000,
-                               .type = DataType::kFloat32,
-                               .op = ReduceOp::kSum};
+        AllReduceArgs args{.send = data.data(),
+                           .recv = data.data(),
+                           .count = 1000,
+                           .type = DataType::kFloat32,
+                           .op = ReduceOp::kSum};
         EXPECT_TRUE((*comm)->AllReduce(rank, args).ok());
       }
     });

@@ -291,7 +291,7 @@ Outcome RunOnFakeNccl(const Plan& plan, DataType type, ReduceOp op, int64_t coun
         return;
       }
       HostScratch scratch;
-      const GpuAllReduceArgs args{
+      const AllReduceArgs args{
           .send = in_place ? outcome.received[rank].data() : outcome.sent[rank].data(),
           .recv = outcome.received[rank].data(),
           .count = count,
@@ -625,7 +625,7 @@ TEST(NcclExecutorErrorsTest, CudaFailuresAndBadArgumentsAreReported) {
   EXPECT_EQ(executor.Run({.send = nullptr, .recv = nullptr, .count = 8}, kFakeNccl, kHostOps,
                          nullptr, nullptr, scratch, &error),
             ncclInvalidArgument);
-  EXPECT_THAT(error, HasSubstr("null buffer"));
+  EXPECT_THAT(error, HasSubstr("send buffer is null"));
   EXPECT_THAT(NcclPlanExecutor::Create(plan, 2).status().message(), HasSubstr("rank"));
 }
 

@@ -30,9 +30,8 @@ class NcclPlanExecutor {
 
   // RunProgramOverNccl with the program for args' placement, and with the pre-arrival phase as
   // NCCL collectives when `native` is given and the plan allows it.
-  ncclResult_t Run(const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
-                   const DeviceOps& device, ncclComm_t comm, cudaStream_t stream,
-                   ScratchSpace& scratch, std::string* error,
+  ncclResult_t Run(const AllReduceArgs& args, const NcclPointToPoint& nccl, const DeviceOps& device,
+                   ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch, std::string* error,
                    const NativePreArrival* native = nullptr) const {
     const bool in_place = args.send == args.recv;
     const bool use_native = native != nullptr && SupportsNativePreArrival();

@@ -480,12 +480,13 @@ TEST(HostRuntimeTest, StragglerThatMovesCostsNoCorrectnessAndNoHang) {
         const int late = call < kCalls / 2 ? 1 : 3;
         if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(3));
         absl::StatusOr<CallDecision> decision =
-            (*comm)->AllReduce(rank, {.send = send.data(),
-                                      .recv = recv.data(),
-                                      .count = kCount,
-                                      .type = DataType::kInt32,
-                                      .op = ReduceOp::kSum,
-                                      .timeout = absl::Seconds(20)});
+            (*comm)->AllReduce(rank,
+                               {.send = send.data(),
+                                .recv = recv.data(),
+                                .count = kCount,
+                                .type = DataType::kInt32,
+                                .op = ReduceOp::kSum},
+                               /*timing=*/nullptr, absl::Seconds(20));
         ASSERT_TRUE(decision.ok()) << decision.status();
         ran[rank][call] = decision->algorithm;
         stragglers[rank][call] = decision->straggler;

@@ -33,7 +33,7 @@ struct RunOptions {
   std::optional<Topology> topology;
   LinkModel inter_node_link = kTypicalInterNodeLink;
   // With a topology: every rank runs its plans (both phases) on one queue per link class
-  // (`--queues per-class`, HostAllReduceArgs::ranks_per_node), and the policy and the model line
+  // (`--queues per-class`, HostExecutorOptions::ranks_per_node), and the policy and the model line
   // price them that way. false: round by round.
   bool per_class_queues = false;
   // The adaptive runtime's candidates, Ring (the baseline and the default) first. Ring and

@@ -131,11 +131,11 @@ void PhaseRun::RunCollective(int index, int it, int rank) {
   step_barrier_.arrive_and_wait();
   if (!failed_) {
     std::this_thread::sleep_for(std::chrono::duration<double>(data_.compute_s[it][rank]));
-    const HostAllReduceArgs args{.send = data_.inputs[rank].data(),
-                                 .recv = outputs_[rank].data(),
-                                 .count = options_.bytes / DataTypeSize(options_.type),
-                                 .type = options_.type,
-                                 .op = ReduceOp::kSum};
+    const AllReduceArgs args{.send = data_.inputs[rank].data(),
+                             .recv = outputs_[rank].data(),
+                             .count = options_.bytes / DataTypeSize(options_.type),
+                             .type = options_.type,
+                             .op = ReduceOp::kSum};
     // The timing the runtime itself recorded: what the detector saw.
     CallTiming timing;
     absl::StatusOr<CallDecision> decision = comms_[index]->AllReduce(rank, args, &timing);

@@ -62,7 +62,7 @@ class MpiBackend final : public CommBackend {
 class MpiAllReduceWork final : public CallWork {
  public:
   MpiAllReduceWork(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                   MPI_Comm user, const MpiAllReduceArgs& args, const MpiExecutorOptions& options,
+                   MPI_Comm user, const AllReduceArgs& args, const MpiExecutorOptions& options,
                    MPI_Comm own, CallProgress* progress = nullptr)
       : sendbuf_(sendbuf),
         recvbuf_(recvbuf),
@@ -89,7 +89,7 @@ class MpiAllReduceWork final : public CallWork {
   MPI_Datatype datatype_;
   MPI_Op op_;
   MPI_Comm user_;
-  const MpiAllReduceArgs& args_;
+  const AllReduceArgs& args_;
   const MpiExecutorOptions& options_;
   MPI_Comm own_;
   CallProgress* progress_;  // may be null: what the call's watchdog reads

@@ -89,11 +89,11 @@ struct CommState {
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                          MPI_Op op, DataType type, ReduceOp reduce_op) {
-  const MpiAllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
-                              .recv = recvbuf,
-                              .count = count,
-                              .type = type,
-                              .op = reduce_op};
+  const AllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+                           .recv = recvbuf,
+                           .count = count,
+                           .type = type,
+                           .op = reduce_op};
   MpiAllReduceWork work(sendbuf, recvbuf, count, datatype, op, user, args, options, backend->own(),
                         &progress);
   const int64_t entered = calls.fetch_add(1, std::memory_order_relaxed) + 1;

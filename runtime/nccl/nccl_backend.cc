@@ -418,11 +418,11 @@ ncclResult_t NcclAllReduceWork::RunProgram(const CallDecision& decision, const R
     }
     native = NativePreArrival{.nccl = Api().collectives, .ready_comm = *ready};
   }
-  const GpuAllReduceArgs args{.send = sendbuff_,
-                              .recv = recvbuff_,
-                              .count = static_cast<int64_t>(count_),
-                              .type = type_,
-                              .op = reduce_op_};
+  const AllReduceArgs args{.send = sendbuff_,
+                           .recv = recvbuff_,
+                           .count = static_cast<int64_t>(count_),
+                           .type = type_,
+                           .op = reduce_op_};
   return RunProgramOverNccl(program, args, Api().point_to_point, CudaDeviceOps(), backend_.comm(),
                             stream_, backend_.scratch(), error,
                             native.has_value() ? &*native : nullptr);

@@ -106,7 +106,7 @@ absl::Status DeviceExecutor::CheckEarlierCalls() {
   return failed_;
 }
 
-absl::Status DeviceExecutor::Run(const RankProgram& program, const DeviceAllReduceArgs& args,
+absl::Status DeviceExecutor::Run(const RankProgram& program, const AllReduceArgs& args,
                                  void* stream) {
   if (absl::Status status = CheckEarlierCalls(); !status.ok()) return status;
   // What every rank sees alike (NCCL requires the same count and plan everywhere, and the

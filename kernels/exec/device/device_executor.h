@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/exec/all_reduce_args.h"
 #include "kernels/exec/device/device_rank.h"
 #include "kernels/exec/device/peer_windows.h"
 #include "kernels/program/device_program.h"
@@ -42,14 +43,6 @@ class DeviceLauncher {
   virtual void ReleaseOrder(void* order) {}
 };
 
-struct DeviceAllReduceArgs {
-  const void* send = nullptr;  // device memory; may equal `recv`
-  void* recv = nullptr;
-  int64_t count = 0;  // elements per rank, the same on every rank
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-};
-
 class DeviceExecutor {
  public:
   // `windows` set up for this communicator; `memory` and `launcher` must outlive the executor.
@@ -67,7 +60,7 @@ class DeviceExecutor {
   // program of another rank, size or placement, or whose chunks do not fit the window). Final
   // errors (Unavailable from then on): null buffers, a failed upload or launch, a kernel that
   // gave up, Abort().
-  absl::Status Run(const RankProgram& program, const DeviceAllReduceArgs& args, void* stream);
+  absl::Status Run(const RankProgram& program, const AllReduceArgs& args, void* stream);
 
   // Makes this rank's kernels give up, now and later, and every later call fail (ncclCommAbort).
   void Abort();

@@ -21,7 +21,7 @@ struct MessageHeader {
 static_assert(sizeof(MessageHeader) == 16);
 
 absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int rank,
-                         const HostAllReduceArgs& args) {
+                         const AllReduceArgs& args) {
   if (header.count != args.count) {
     return absl::InvalidArgumentError(absl::StrCat("mismatched counts across ranks: rank ", sender,
                                                    " has count ", header.count, ", rank ", rank,
@@ -50,7 +50,7 @@ absl::Status CheckHeader(const MessageHeader& header, int round, int sender, int
 // Checks a borrowed message against what this rank expects before anything is applied: one
 // span per chunk of the step's receive, each of that chunk's size.
 absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const RankProgram& program,
-                          const ProgramStep& step, const HostAllReduceArgs& args,
+                          const ProgramStep& step, const AllReduceArgs& args,
                           const std::vector<int64_t>& offsets) {
   if (message.header.size() != sizeof(MessageHeader)) {
     return absl::InternalError(absl::StrCat("rank ", program.rank, " got a message with a ",
@@ -86,10 +86,11 @@ absl::Status CheckMessage(const HostTransport::BorrowedMessage& message, const R
 
 }  // namespace
 
-HostCall::HostCall(const RankProgram& program, const HostAllReduceArgs& args,
+HostCall::HostCall(const RankProgram& program, const AllReduceArgs& args, absl::Duration timeout,
                    HostTransport& transport)
     : program_(program),
       args_(args),
+      timeout_(timeout),
       transport_(transport),
       rank_(program.rank),
       element_size_(DataTypeSize(args.type)),
@@ -152,7 +153,7 @@ void HostCall::Send(int32_t index) {
 absl::Status HostCall::Receive(int32_t index) {
   const ProgramStep& step = program_.steps[index];
   absl::StatusOr<HostTransport::BorrowedMessage> message =
-      transport_.Borrow(step.receive_peer, rank_, args_.timeout);
+      transport_.Borrow(step.receive_peer, rank_, timeout_);
   if (!message.ok()) return message.status();
   if (absl::Status status = CheckMessage(*message, program_, step, args_, offsets_); !status.ok()) {
     transport_.Return(step.receive_peer, rank_);
@@ -200,7 +201,7 @@ absl::Status HostCall::Receive(int32_t index) {
     for (int32_t w = extent.first_wait; w < extent.first_wait + extent.num_waits; ++w) {
       const int32_t lender = program_.waits[w];
       if (absl::Status status = transport_.WaitReturned(rank_, program_.steps[lender].send_peer,
-                                                        tickets_[lender], args_.timeout);
+                                                        tickets_[lender], timeout_);
           !status.ok()) {
         return status;
       }
@@ -214,7 +215,7 @@ absl::Status HostCall::Receive(int32_t index) {
 absl::Status HostCall::Finish() {
   // Peers may read this rank's buffers until they return the last loans; only then may the result
   // change (kAvg) or the caller reuse the buffers.
-  if (absl::Status status = WaitForLoans(args_.timeout); !status.ok()) {
+  if (absl::Status status = WaitForLoans(timeout_); !status.ok()) {
     return Fail(std::move(status));
   }
   FinishOnHost(program_, offsets_, input_, result_, args_.count, args_.type, args_.op);

@@ -18,8 +18,10 @@ namespace stragglar {
 
 class HostCall {
  public:
-  // `program` must have passed the executor's validation for `args` and `transport`.
-  HostCall(const RankProgram& program, const HostAllReduceArgs& args, HostTransport& transport);
+  // `program` must have passed the executor's validation for `args` and `transport`; `timeout`
+  // bounds each wait for a peer.
+  HostCall(const RankProgram& program, const AllReduceArgs& args, absl::Duration timeout,
+           HostTransport& transport);
   HostCall(const HostCall&) = delete;
   HostCall& operator=(const HostCall&) = delete;
 
@@ -55,7 +57,8 @@ class HostCall {
   bool StillLent(const ProgramExtent& extent) const;
 
   const RankProgram& program_;
-  const HostAllReduceArgs& args_;
+  const AllReduceArgs& args_;
+  const absl::Duration timeout_;
   HostTransport& transport_;
   const int rank_;
   const int64_t element_size_;

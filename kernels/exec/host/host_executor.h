@@ -7,18 +7,15 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "kernels/exec/all_reduce_args.h"
 #include "kernels/exec/host/host_transport.h"
 #include "kernels/program/program.h"
 #include "kernels/reduce/reduce.h"
 
 namespace stragglar {
 
-struct HostAllReduceArgs {
-  const void* send = nullptr;  // never modified; may equal `recv` (in place)
-  void* recv = nullptr;
-  int64_t count = 0;  // elements per rank, >= 0, the same on every rank
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
+// How the host executor runs a call, besides its arguments.
+struct HostExecutorOptions {
   absl::Duration timeout = absl::Seconds(60);  // per receive
   // 0: one queue, the steps in round order. > 0: the ranks are in nodes of this many (ranks
   // [k*G, (k+1)*G) are node k) and the rank runs on one queue per link class
@@ -43,7 +40,7 @@ struct HostAllReduceArgs {
 // into its own result, and a chunk this rank must change while a peer may still be reading it
 // (the extent's waits) goes through scratch memory first. Returns only once no peer can still be
 // reading this rank's buffers, on success and on error alike.
-absl::Status ExecuteProgramOnHost(const RankProgram& program, const HostAllReduceArgs& args,
-                                  HostTransport& transport);
+absl::Status ExecuteProgramOnHost(const RankProgram& program, const AllReduceArgs& args,
+                                  const HostExecutorOptions& options, HostTransport& transport);
 
 }  // namespace stragglar

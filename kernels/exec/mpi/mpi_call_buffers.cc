@@ -5,7 +5,7 @@
 
 namespace stragglar {
 
-MpiCallBuffers::MpiCallBuffers(const RankProgram& program, const MpiAllReduceArgs& args)
+MpiCallBuffers::MpiCallBuffers(const RankProgram& program, const AllReduceArgs& args)
     : program_(program),
       args_(args),
       element_size_(DataTypeSize(args.type)),

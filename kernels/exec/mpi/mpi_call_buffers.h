@@ -14,7 +14,7 @@ namespace stragglar {
 
 class MpiCallBuffers {
  public:
-  MpiCallBuffers(const RankProgram& program, const MpiAllReduceArgs& args);
+  MpiCallBuffers(const RankProgram& program, const AllReduceArgs& args);
 
   const RankProgram& program() const { return program_; }
   int64_t ChunkBytes(int32_t chunk) const { return offsets_[chunk + 1] - offsets_[chunk]; }
@@ -40,7 +40,7 @@ class MpiCallBuffers {
 
  private:
   const RankProgram& program_;
-  const MpiAllReduceArgs& args_;
+  const AllReduceArgs& args_;
   const int64_t element_size_;
   const std::vector<int64_t> offsets_;
   const std::byte* input_;

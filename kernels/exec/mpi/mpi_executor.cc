@@ -44,8 +44,8 @@ struct StepLayout {
 // One call of a program over MPI.
 class MpiCall {
  public:
-  MpiCall(const RankProgram& program, const MpiAllReduceArgs& args,
-          const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error, CallProgress* progress)
+  MpiCall(const RankProgram& program, const AllReduceArgs& args, const MpiExecutorOptions& options,
+          MPI_Comm comm, int* mpi_error, CallProgress* progress)
       : program_(program),
         buffers_(program, args),
         options_(options),
@@ -338,7 +338,7 @@ absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error) {
   return MpiCallFailed(call, code);
 }
 
-absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
+absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
                                    const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error,
                                    CallProgress* progress) {
   *mpi_error = MPI_SUCCESS;
@@ -351,15 +351,7 @@ absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduc
     return absl::InvalidArgumentError(absl::StrCat(
         "plan for ", program.num_ranks, " ranks does not fit rank ", program.rank, " of ", size));
   }
-  if (args.count < 0 || (args.count > 0 && (args.send == nullptr || args.recv == nullptr))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", program.rank, ": bad count ", args.count, " or null buffer"));
-  }
-  if (args.count > 0 && program.placement.in_place != (args.send == args.recv)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", program.rank, ": the program was lowered for ",
-                     program.placement.in_place ? "in-place" : "out-of-place", " buffers"));
-  }
+  if (absl::Status status = CheckAllReduceArgs(program, args); !status.ok()) return status;
   for (const auto& [name, bytes] :
        {std::pair<const char*, int64_t>{"reduce segments", options.reduce_segment_bytes},
         {"network messages", options.network_message_bytes}}) {

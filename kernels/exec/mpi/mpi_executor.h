@@ -9,20 +9,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "kernels/exec/all_reduce_args.h"
 #include "kernels/exec/call_progress.h"
 #include "kernels/plan/plan.h"
 #include "kernels/program/program.h"
 #include "kernels/reduce/reduce.h"
 
 namespace stragglar {
-
-struct MpiAllReduceArgs {
-  const void* send = nullptr;  // never modified; may equal `recv` (in place)
-  void* recv = nullptr;
-  int64_t count = 0;  // elements per rank, the same on every rank
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-};
 
 // How the executor cuts messages: it must be the same on every rank of a communicator.
 struct MpiExecutorOptions {
@@ -63,7 +56,7 @@ absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error);
 // when an MPI call fails, Internal naming the call and MPI's message, with the MPI error code in
 // `*mpi_error` (MPI_SUCCESS otherwise), so the caller can return it unchanged. With `progress`,
 // each wait first says which rank and round it waits for (a call watchdog reads it).
-absl::Status ExecuteProgramWithMpi(const RankProgram& program, const MpiAllReduceArgs& args,
+absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
                                    const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error,
                                    CallProgress* progress = nullptr);
 

@@ -79,7 +79,7 @@ void RunsOf(const RankProgram& program, int32_t first, int32_t count,
 // One call of a program, enqueued on a stream.
 class NcclCall {
  public:
-  NcclCall(const RankProgram& program, const GpuAllReduceArgs& args, const NcclPointToPoint& nccl,
+  NcclCall(const RankProgram& program, const AllReduceArgs& args, const NcclPointToPoint& nccl,
            const DeviceOps& device, ncclComm_t comm, cudaStream_t stream, std::string* error)
       : program_(program),
         args_(args),
@@ -134,7 +134,7 @@ class NcclCall {
   ncclResult_t Finish();
 
   const RankProgram& program_;
-  const GpuAllReduceArgs& args_;
+  const AllReduceArgs& args_;
   const NcclPointToPoint& nccl_;
   const DeviceOps& device_;
   ncclComm_t comm_;
@@ -358,17 +358,12 @@ ncclResult_t NcclCall::Run(ScratchSpace& scratch, const NativePreArrival* native
 
 }  // namespace
 
-ncclResult_t RunProgramOverNccl(const RankProgram& program, const GpuAllReduceArgs& args,
+ncclResult_t RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
                                 const NcclPointToPoint& nccl, const DeviceOps& device,
                                 ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
                                 std::string* error, const NativePreArrival* native) {
-  if (args.count < 0 || (args.count > 0 && (args.send == nullptr || args.recv == nullptr))) {
-    *error = absl::StrCat("rank ", program.rank, ": bad count ", args.count, " or null buffer");
-    return ncclInvalidArgument;
-  }
-  if (args.count > 0 && program.placement.in_place != (args.send == args.recv)) {
-    *error = absl::StrCat("rank ", program.rank, ": the program was lowered for ",
-                          program.placement.in_place ? "in-place" : "out-of-place", " buffers");
+  if (absl::Status status = CheckAllReduceArgs(program, args); !status.ok()) {
+    *error = std::string(status.message());
     return ncclInvalidArgument;
   }
   if (program.placement.native_pre_arrival && native == nullptr) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/exec/all_reduce_args.h"
 #include "kernels/program/program.h"
 #include "kernels/reduce/reduce.h"
 
@@ -49,14 +50,6 @@ struct NcclCollectives {
 struct NativePreArrival {
   NcclCollectives nccl;
   ncclComm_t ready_comm = nullptr;  // nullptr on the straggler, which takes no part
-};
-
-struct GpuAllReduceArgs {
-  const void* send = nullptr;  // device memory, never modified; may equal `recv` (in place)
-  void* recv = nullptr;
-  int64_t count = 0;  // elements per rank, the same on every rank
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
 };
 
 // What an executor enqueues besides messages: CUDA's copies and our kernels on a GPU
@@ -105,7 +98,7 @@ class DeviceScratch final : public ScratchSpace {
 // send/recv/group/collective call unchanged, ncclUnhandledCudaError for a CUDA failure and
 // ncclInvalidArgument for bad arguments, with `*error` saying what failed. A program lowered with
 // native_pre_arrival needs `native` (every rank of the call passes it alike); the others ignore it.
-ncclResult_t RunProgramOverNccl(const RankProgram& program, const GpuAllReduceArgs& args,
+ncclResult_t RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
                                 const NcclPointToPoint& nccl, const DeviceOps& device,
                                 ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
                                 std::string* error, const NativePreArrival* native = nullptr);
