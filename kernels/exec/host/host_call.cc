@@ -90,13 +90,10 @@ HostCall::HostCall(const RankProgram& program, const AllReduceArgs& args, absl::
                    HostTransport& transport)
     : program_(program),
       args_(args),
+      buffers_(program, args),
       timeout_(timeout),
       transport_(transport),
       rank_(program.rank),
-      element_size_(DataTypeSize(args.type)),
-      offsets_(ChunkByteOffsets(args.count, element_size_, program.num_chunks)),
-      input_(static_cast<const std::byte*>(args.send)),
-      result_(static_cast<std::byte*>(args.recv)),
       last_loan_(program.num_ranks, -1),
       tickets_(program.steps.size(), -1) {}
 
@@ -143,7 +140,8 @@ void HostCall::Send(int32_t index) {
   for (int32_t i = step.first_send; i < step.first_send + step.num_sends; ++i) {
     const ProgramExtent& extent = program_.extents[i];
     for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c) {
-      spans.push_back({Own(extent.buffer, c), static_cast<size_t>(ChunkBytes(c))});
+      spans.push_back(
+          {buffers_.Own(extent.buffer, c), static_cast<size_t>(buffers_.ChunkBytes(c))});
     }
   }
   tickets_[index] = last_loan_[step.send_peer] = transport_.Lend(
@@ -155,7 +153,8 @@ absl::Status HostCall::Receive(int32_t index) {
   absl::StatusOr<HostTransport::BorrowedMessage> message =
       transport_.Borrow(step.receive_peer, rank_, timeout_);
   if (!message.ok()) return message.status();
-  if (absl::Status status = CheckMessage(*message, program_, step, args_, offsets_); !status.ok()) {
+  if (absl::Status status = CheckMessage(*message, program_, step, args_, buffers_.offsets());
+      !status.ok()) {
     transport_.Return(step.receive_peer, rank_);
     return status;
   }
@@ -174,9 +173,9 @@ absl::Status HostCall::Receive(int32_t index) {
     const ProgramExtent& extent = program_.extents[i];
     const bool lent = StillLent(extent);
     for (int32_t c = extent.first_chunk; c < extent.first_chunk + extent.num_chunks; ++c, ++at) {
-      const int64_t bytes = ChunkBytes(c);
+      const int64_t bytes = buffers_.ChunkBytes(c);
       if (bytes == 0) continue;  // empty chunk (count < num_chunks); the buffers may be null
-      std::byte* target = result_ + offsets_[c];
+      std::byte* target = buffers_.ResultChunk(c);
       if (lent) {
         deferred.push_back({&extent, c, scratch_bytes});
         scratch_bytes += bytes;
@@ -184,13 +183,13 @@ absl::Status HostCall::Receive(int32_t index) {
         target = scratch.data() + deferred.back().scratch_offset;
       }
       const std::byte* incoming = message->spans[at].data();
-      const std::byte* own = Own(extent.buffer, c);
+      const std::byte* own = buffers_.Own(extent.buffer, c);
       if (step.receive_op == TransferOp::kCopy) {
         std::memcpy(target, incoming, bytes);
       } else if (target == own) {
-        ReduceInto(args_.type, args_.op, target, incoming, bytes / element_size_);
+        ReduceInto(args_.type, args_.op, target, incoming, bytes / buffers_.element_size());
       } else {
-        Reduce(args_.type, args_.op, target, own, incoming, bytes / element_size_);
+        Reduce(args_.type, args_.op, target, own, incoming, bytes / buffers_.element_size());
       }
     }
   }
@@ -206,8 +205,8 @@ absl::Status HostCall::Receive(int32_t index) {
         return status;
       }
     }
-    std::memcpy(result_ + offsets_[each.chunk], scratch.data() + each.scratch_offset,
-                ChunkBytes(each.chunk));
+    std::memcpy(buffers_.ResultChunk(each.chunk), scratch.data() + each.scratch_offset,
+                buffers_.ChunkBytes(each.chunk));
   }
   return absl::OkStatus();
 }
@@ -218,7 +217,8 @@ absl::Status HostCall::Finish() {
   if (absl::Status status = WaitForLoans(timeout_); !status.ok()) {
     return Fail(std::move(status));
   }
-  FinishOnHost(program_, offsets_, input_, result_, args_.count, args_.type, args_.op);
+  FinishOnHost(program_, buffers_.offsets(), buffers_.input(), buffers_.result(), args_.count,
+               args_.type, args_.op);
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "kernels/exec/call_buffers.h"
 #include "kernels/exec/host/host_executor.h"
 #include "kernels/exec/host/host_transport.h"
 #include "kernels/program/program.h"
@@ -49,22 +50,15 @@ class HostCall {
   absl::Status Fail(absl::Status status);
 
  private:
-  int64_t ChunkBytes(int32_t chunk) const { return offsets_[chunk + 1] - offsets_[chunk]; }
-  const std::byte* Own(Buffer buffer, int32_t chunk) const {
-    return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
-  }
   absl::Status WaitForLoans(absl::Duration timeout);
   bool StillLent(const ProgramExtent& extent) const;
 
   const RankProgram& program_;
   const AllReduceArgs& args_;
+  const CallBuffers buffers_;
   const absl::Duration timeout_;
   HostTransport& transport_;
   const int rank_;
-  const int64_t element_size_;
-  const std::vector<int64_t> offsets_;
-  const std::byte* input_;
-  std::byte* result_;
   // The ticket of the last message lent to each peer; channels are FIFO, so once it is returned
   // every earlier one is too.
   std::vector<int64_t> last_loan_;

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/exec/mpi/mpi_call_buffers.h"
 #include "kernels/exec/mpi/mpi_link_class_queues.h"
+#include "kernels/exec/mpi/mpi_messages.h"
 #include "kernels/program/link_class_queues.h"
 
 namespace stragglar {
@@ -47,7 +47,7 @@ class MpiCall {
   MpiCall(const RankProgram& program, const AllReduceArgs& args, const MpiExecutorOptions& options,
           MPI_Comm comm, int* mpi_error, CallProgress* progress)
       : program_(program),
-        buffers_(program, args),
+        messages_(program, args),
         options_(options),
         comm_(comm),
         mpi_error_(mpi_error),
@@ -94,7 +94,7 @@ class MpiCall {
   absl::Status WaitReceive(const ProgramStep& step, const StepLayout& layout, MPI_Request* receive,
                            MPI_Status* status);
   const RankProgram& program_;
-  const MpiCallBuffers buffers_;
+  const MpiMessages messages_;
   const MpiExecutorOptions& options_;
   MPI_Comm comm_;
   int ready_tags_ = 0;
@@ -115,8 +115,8 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   StepLayout layout;
   const bool sends = step.send_peer >= 0;
   const bool receives = step.receive_peer >= 0;
-  layout.send_bytes = buffers_.ExtentsBytes(step.first_send, step.num_sends);
-  layout.receive_bytes = buffers_.ExtentsBytes(step.first_receive, step.num_receives);
+  layout.send_bytes = messages_.ExtentsBytes(step.first_send, step.num_sends);
+  layout.receive_bytes = messages_.ExtentsBytes(step.first_receive, step.num_receives);
   // Inside a node only reduce transfers are cut; a copy is one message whatever its size.
   if (sends) {
     const Cut cut = Segments(step.send_op, layout.send_bytes, step.send_peer);
@@ -142,7 +142,7 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
       (!layout.overlap || (step.same_chunks_both_ways && layout.send_segments == layout.segments &&
                            layout.send_segment_bytes == layout.segment_bytes));
   layout.window = layout.streaming ? std::min(kSegmentWindow, layout.segments) : layout.segments;
-  layout.received_in_place = buffers_.ReceivesInPlace(step);
+  layout.received_in_place = messages_.ReceivesInPlace(step);
   return layout;
 }
 
@@ -164,7 +164,7 @@ absl::Status MpiCall::PostSends(const ProgramStep& step, const StepLayout& layou
   send_requests.assign(layout.send_segments, MPI_REQUEST_NULL);
   sends_posted_ = sends_done_ = 0;
   if (step.send_peer < 0) return absl::OkStatus();
-  send_data_ = buffers_.SendData(step, outgoing);
+  send_data_ = messages_.SendData(step, outgoing);
   return PostMoreSends(step, layout);
 }
 
@@ -224,7 +224,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
   }
   if (step.receive_peer >= 0) {
     if (layout.received_in_place) {
-      target_ = buffers_.ResultChunk(program_.extents[step.first_receive].first_chunk);
+      target_ = messages_.ResultChunk(program_.extents[step.first_receive].first_chunk);
     } else {
       const int64_t buffer =
           layout.streaming ? layout.window * layout.segment_bytes : layout.receive_bytes;
@@ -283,7 +283,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
     }
     if (!layout.received_in_place) {
       const int64_t begin = segment * layout.segment_bytes;
-      buffers_.Apply(step, begin, begin + length, target_ + slot * layout.segment_bytes);
+      messages_.Apply(step, begin, begin + length, target_ + slot * layout.segment_bytes);
     }
     if (layout.streaming && segment + layout.window < layout.segments) {
       if (absl::Status status = PostReceive(step, layout, segment + layout.window); !status.ok()) {
@@ -320,7 +320,7 @@ absl::Status MpiCall::Run() {
   for (const ProgramStep& step : program_.steps) {
     if (absl::Status status = RunStep(step); !status.ok()) return status;
   }
-  buffers_.Finish();
+  messages_.Finish();
   return absl::OkStatus();
 }
 
@@ -368,7 +368,7 @@ absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceAr
   if (options.per_class_queues) {
     const LinkClassQueues queues = SplitByLinkClass(program, options.ranks_per_node);
     if (!queues.OneClass()) {
-      return RunMpiOnLinkClassQueues(queues, MpiCallBuffers(program, args), comm, mpi_error);
+      return RunMpiOnLinkClassQueues(queues, MpiMessages(program, args), comm, mpi_error);
     }
     // A rank whose peers are all in one class runs its rounds in order, but its messages must
     // still be cut as its peers on queues cut theirs: one per transfer.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/exec/mpi/mpi_executor.h"
 
 namespace stragglar {
 namespace {
@@ -18,11 +19,11 @@ thread_local std::vector<std::vector<std::byte>> spare_packs;
 // sends of it have completed; per queue, the next send to post and the receive in flight.
 class MpiQueueRun {
  public:
-  MpiQueueRun(const LinkClassQueues& queues, const MpiCallBuffers& buffers, MPI_Comm comm,
+  MpiQueueRun(const LinkClassQueues& queues, const MpiMessages& messages, MPI_Comm comm,
               int* mpi_error)
       : queues_(queues),
-        buffers_(buffers),
-        program_(buffers.program()),
+        messages_(messages),
+        program_(messages.program()),
         comm_(comm),
         mpi_error_(mpi_error),
         writes_done_(program_.num_chunks, 0),
@@ -48,7 +49,7 @@ class MpiQueueRun {
     return true;
   }
   int64_t ReceiveBytes(const ProgramStep& step) const {
-    return buffers_.ExtentsBytes(step.first_receive, step.num_receives);
+    return messages_.ExtentsBytes(step.first_receive, step.num_receives);
   }
   absl::Status PostReadySends(bool& progressed);
   absl::Status PostReceive(int link_class);
@@ -58,7 +59,7 @@ class MpiQueueRun {
   absl::Status Stuck() const;
 
   const LinkClassQueues& queues_;
-  const MpiCallBuffers& buffers_;
+  const MpiMessages& messages_;
   const RankProgram& program_;
   MPI_Comm comm_;
   int* mpi_error_;
@@ -87,10 +88,10 @@ absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
         pack = std::move(spare_packs.back());
         spare_packs.pop_back();
       }
-      const std::byte* data = buffers_.SendData(step, pack);
+      const std::byte* data = messages_.SendData(step, pack);
       MPI_Request request = MPI_REQUEST_NULL;
       if (int code = PMPI_Isend(
-              data, static_cast<int>(buffers_.ExtentsBytes(step.first_send, step.num_sends)),
+              data, static_cast<int>(messages_.ExtentsBytes(step.first_send, step.num_sends)),
               MPI_BYTE, step.send_peer, step.round, comm_, &request);
           code != MPI_SUCCESS) {
         return MpiCallFailed("MPI_Isend", code, mpi_error_);
@@ -110,11 +111,11 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
   const ProgramStep& step = program_.steps[transfer.step];
   const int64_t bytes = ReceiveBytes(step);
   // In place only when nothing may still read or write those chunks first.
-  const bool in_place = buffers_.ReceivesInPlace(step) && Met(transfer);
+  const bool in_place = messages_.ReceivesInPlace(step) && Met(transfer);
   std::vector<std::byte>& buffer = landing[link_class];
   if (!in_place && buffer.size() < static_cast<size_t>(bytes)) buffer.resize(bytes);
   std::byte* target = in_place
-                          ? buffers_.ResultChunk(program_.extents[step.first_receive].first_chunk)
+                          ? messages_.ResultChunk(program_.extents[step.first_receive].first_chunk)
                           : buffer.data();
   receiving_[link_class] = {.landed = false, .in_place = in_place};
   if (int code = PMPI_Irecv(target, static_cast<int>(bytes), MPI_BYTE, step.receive_peer,
@@ -131,7 +132,7 @@ absl::Status MpiQueueRun::ApplyLandedReceives(bool& progressed) {
     const QueuedTransfer& transfer = queues_.receives[c][next_receive_[c]];
     if (!Met(transfer)) continue;
     const ProgramStep& step = program_.steps[transfer.step];
-    if (!receiving_[c].in_place) buffers_.Apply(step, 0, ReceiveBytes(step), landing[c].data());
+    if (!receiving_[c].in_place) messages_.Apply(step, 0, ReceiveBytes(step), landing[c].data());
     ForEachChunk(program_, step.first_receive, step.num_receives,
                  [&](int32_t chunk) { ++writes_done_[chunk]; });
     receiving_[c] = {};
@@ -210,7 +211,7 @@ absl::Status MpiQueueRun::Stuck() const {
 }
 
 absl::Status MpiQueueRun::Run() {
-  if (buffers_.LargestTransferBytes() > std::numeric_limits<int>::max()) {
+  if (messages_.LargestTransferBytes() > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError("a transfer of 2 GiB or more does not fit one message");
   }
   for (int c = 0; c < kNumLinkClasses; ++c) {
@@ -232,15 +233,15 @@ absl::Status MpiQueueRun::Run() {
   for (std::vector<std::byte>& pack : packs_) {
     if (pack.capacity() > 0) spare_packs.push_back(std::move(pack));
   }
-  buffers_.Finish();
+  messages_.Finish();
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiCallBuffers& buffers,
+absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
                                      MPI_Comm comm, int* mpi_error) {
-  return MpiQueueRun(queues, buffers, comm, mpi_error).Run();
+  return MpiQueueRun(queues, messages, comm, mpi_error).Run();
 }
 
 }  // namespace stragglar

@@ -15,18 +15,18 @@
 #include <mpi.h>
 
 #include "absl/status/status.h"
-#include "kernels/exec/mpi/mpi_call_buffers.h"
+#include "kernels/exec/mpi/mpi_messages.h"
 #include "kernels/program/link_class_queues.h"
 
 namespace stragglar {
 
-// Runs `buffers`' program on `queues` (SplitByLinkClass of it) as its rank of `comm`, each
+// Runs `messages`' program on `queues` (SplitByLinkClass of it) as its rank of `comm`, each
 // transfer one MPI message tagged with its round. Errors as ExecuteProgramWithMpi's: a transfer
 // of 2 GiB or more, or a peer's message of another size, is InvalidArgument; a failed MPI call
 // is Internal, with its code in *mpi_error. Nothing in flight with transfers left is Internal
 // too; SplitByLinkClass cannot give that (every wait is for an earlier transfer of the program,
 // and each queue is in program order), so it is a check, not a path.
-absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiCallBuffers& buffers,
+absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
                                      MPI_Comm comm, int* mpi_error);
 
 }  // namespace stragglar

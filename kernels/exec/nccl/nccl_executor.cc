@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_scope.h"
+#include "kernels/exec/call_buffers.h"
 #include "kernels/exec/nccl/nccl_types.h"
 #include "kernels/reduce/cuda_reduce.h"
 
@@ -88,24 +89,17 @@ class NcclCall {
         comm_(comm),
         stream_(stream),
         error_(error),
-        element_size_(DataTypeSize(args.type)),
-        offsets_(ChunkByteOffsets(args.count, element_size_, program.num_chunks)),
-        input_(static_cast<const std::byte*>(args.send)),
-        result_(static_cast<std::byte*>(args.recv)) {}
+        buffers_(program, args) {}
 
   ncclResult_t Run(ScratchSpace& scratch, const NativePreArrival* native);
 
  private:
-  int64_t Bytes(int32_t first_chunk, int32_t num_chunks) const {
-    return offsets_[first_chunk + num_chunks] - offsets_[first_chunk];
-  }
+  // A run's chunks are consecutive (RunsOf): from its first extent's first to its last's end.
   int64_t RunBytes(const MessageRun& run) const {
     const ProgramExtent& first = program_.extents[run.first_extent];
     const ProgramExtent& last = program_.extents[run.end_extent - 1];
-    return offsets_[last.first_chunk + last.num_chunks] - offsets_[first.first_chunk];
-  }
-  const std::byte* Own(Buffer buffer, int32_t chunk) const {
-    return (buffer == Buffer::kInput ? input_ : result_) + offsets_[chunk];
+    return buffers_.ChunksBytes(first.first_chunk,
+                                last.first_chunk + last.num_chunks - first.first_chunk);
   }
   // A sent run lies in one buffer when all its extents do; otherwise it is packed first.
   bool OneBuffer(const MessageRun& run) const {
@@ -140,10 +134,7 @@ class NcclCall {
   ncclComm_t comm_;
   cudaStream_t stream_;
   std::string* error_;
-  const int64_t element_size_;
-  const std::vector<int64_t> offsets_;
-  const std::byte* input_;
-  std::byte* result_;
+  const CallBuffers buffers_;
   std::byte* incoming_ = nullptr;  // what a step receives outside the result
   std::byte* packed_ = nullptr;    // what a step sends from both buffers, packed
   // The current step's messages, and where each goes from and lands (reused across steps).
@@ -183,15 +174,15 @@ ncclResult_t NcclCall::RunNativePreArrival(const NativePreArrival& native) {
   const int pieces = program_.num_chunks / blocks;
   const ncclDataType_t type = NcclDataType(args_.type);
   const ncclRedOp_t op = PreArrivalOp(args_.op);
-  auto block_at = [&](int block) { return offsets_[block * pieces]; };
+  auto block_at = [&](int block) { return buffers_.offsets()[block * pieces]; };
   if (args_.count % blocks == 0) {
     // Equal blocks: NCCL's ReduceScatter lays them out as the plan does (in place too, since
     // this rank's index in ready_comm is its block).
     const size_t per_block = args_.count / blocks;
     if (per_block == 0) return ncclSuccess;
-    const ncclResult_t code =
-        native.nccl.reduce_scatter(input_, result_ + block_at(program_.pre_arrival_block),
-                                   per_block, type, op, native.ready_comm, stream_);
+    const ncclResult_t code = native.nccl.reduce_scatter(
+        buffers_.input(), buffers_.result() + block_at(program_.pre_arrival_block), per_block, type,
+        op, native.ready_comm, stream_);
     if (code != ncclSuccess) *error_ = "ncclReduceScatter (pre-arrival) failed";
     return code;
   }
@@ -206,8 +197,9 @@ ncclResult_t NcclCall::RunNativePreArrival(const NativePreArrival& native) {
     const int64_t begin = block_at(block);
     const int64_t bytes = block_at(block + 1) - begin;
     if (bytes == 0) continue;
-    posted = native.nccl.reduce(input_ + begin, result_ + begin, bytes / element_size_, type, op,
-                                block, native.ready_comm, stream_);
+    posted = native.nccl.reduce(buffers_.input() + begin, buffers_.result() + begin,
+                                bytes / buffers_.element_size(), type, op, block, native.ready_comm,
+                                stream_);
     if (posted != ncclSuccess) {
       *error_ = absl::StrCat("ncclReduce (pre-arrival, block ", block, ")");
     }
@@ -228,16 +220,16 @@ ncclResult_t NcclCall::Exchange(const ProgramStep& step, const std::vector<Messa
   for (const MessageRun& run : sends) {
     const ProgramExtent& first = program_.extents[run.first_extent];
     if (OneBuffer(run)) {
-      send_from_.push_back(Own(first.buffer, first.first_chunk));
+      send_from_.push_back(buffers_.Own(first.buffer, first.first_chunk));
       continue;
     }
     std::byte* target = packed_ + packed_at;
     for (int32_t i = run.first_extent; i < run.end_extent; ++i) {
       const ProgramExtent& extent = program_.extents[i];
-      const int64_t bytes = Bytes(extent.first_chunk, extent.num_chunks);
+      const int64_t bytes = buffers_.ChunksBytes(extent.first_chunk, extent.num_chunks);
       if (bytes == 0) continue;
       if (cudaError_t code =
-              device_.copy(target, Own(extent.buffer, extent.first_chunk), bytes, stream_);
+              device_.copy(target, buffers_.Own(extent.buffer, extent.first_chunk), bytes, stream_);
           code != cudaSuccess) {
         return Fail("cudaMemcpyAsync (pack)", code);
       }
@@ -249,7 +241,7 @@ ncclResult_t NcclCall::Exchange(const ProgramStep& step, const std::vector<Messa
   int64_t incoming_at = 0;
   for (const MessageRun& run : receives) {
     if (IntoResult(step, run)) {
-      receive_into_.push_back(result_ + offsets_[program_.extents[run.first_extent].first_chunk]);
+      receive_into_.push_back(buffers_.ResultChunk(program_.extents[run.first_extent].first_chunk));
     } else {
       receive_into_.push_back(incoming_ + incoming_at);
       incoming_at += RunBytes(run);
@@ -289,7 +281,7 @@ ncclResult_t NcclCall::Apply(const ProgramStep& step, const std::vector<MessageR
     const int32_t run_chunk = program_.extents[run.first_extent].first_chunk;
     if (step.receive_op == TransferOp::kCopy) {
       if (cudaError_t code =
-              device_.copy(result_ + offsets_[run_chunk], data, RunBytes(run), stream_);
+              device_.copy(buffers_.ResultChunk(run_chunk), data, RunBytes(run), stream_);
           code != cudaSuccess) {
         return Fail("cudaMemcpyAsync (receive)", code);
       }
@@ -302,13 +294,14 @@ ncclResult_t NcclCall::Apply(const ProgramStep& step, const std::vector<MessageR
       for (; i < run.end_extent && program_.extents[i].buffer == buffer; ++i) {
         chunks += program_.extents[i].num_chunks;
       }
-      const int64_t bytes = Bytes(first_chunk, chunks);
+      const int64_t bytes = buffers_.ChunksBytes(first_chunk, chunks);
       if (bytes == 0) continue;
       // `first` == nullptr reduces into the result in place.
       if (cudaError_t code = device_.reduce(
-              args_.type, args_.op, result_ + offsets_[first_chunk],
-              buffer == Buffer::kResult ? nullptr : Own(buffer, first_chunk),
-              data + (offsets_[first_chunk] - offsets_[run_chunk]), bytes / element_size_, stream_);
+              args_.type, args_.op, buffers_.ResultChunk(first_chunk),
+              buffer == Buffer::kResult ? nullptr : buffers_.Own(buffer, first_chunk),
+              data + (buffers_.offsets()[first_chunk] - buffers_.offsets()[run_chunk]),
+              bytes / buffers_.element_size(), stream_);
           code != cudaSuccess) {
         return Fail("reduction kernel launch", code);
       }
@@ -327,16 +320,17 @@ ncclResult_t NcclCall::RunStep(const ProgramStep& step) {
 // The chunks no step wrote hold this rank's own input (out of place), and kAvg divides once.
 ncclResult_t NcclCall::Finish() {
   for (const ProgramExtent& extent : program_.finish) {
-    const int64_t bytes = Bytes(extent.first_chunk, extent.num_chunks);
+    const int64_t bytes = buffers_.ChunksBytes(extent.first_chunk, extent.num_chunks);
     if (bytes == 0) continue;
-    if (cudaError_t code = device_.copy(result_ + offsets_[extent.first_chunk],
-                                        input_ + offsets_[extent.first_chunk], bytes, stream_);
+    if (cudaError_t code =
+            device_.copy(buffers_.ResultChunk(extent.first_chunk),
+                         buffers_.Own(Buffer::kInput, extent.first_chunk), bytes, stream_);
         code != cudaSuccess) {
       return Fail("cudaMemcpyAsync (own chunk)", code);
     }
   }
-  if (cudaError_t code =
-          device_.finalize(args_.type, args_.op, result_, args_.count, program_.num_ranks, stream_);
+  if (cudaError_t code = device_.finalize(args_.type, args_.op, buffers_.result(), args_.count,
+                                          program_.num_ranks, stream_);
       code != cudaSuccess) {
     return Fail("average kernel launch", code);
   }
