@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/exec/library_code.h"
 #include "kernels/exec/nccl/nccl_types.h"
 #include "kernels/reduce/exact_data.h"
 #include "kernels/synth/synthesizers.h"
@@ -251,8 +252,7 @@ class HostScratch final : public ScratchSpace {
 };
 
 struct Outcome {
-  std::vector<ncclResult_t> results;
-  std::vector<std::string> errors;
+  std::vector<absl::Status> statuses;
   std::vector<Bytes> received;
   std::vector<Bytes> sent;  // the send buffers after the call (out of place)
 };
@@ -272,8 +272,7 @@ Outcome RunOnFakeNccl(const Plan& plan, DataType type, ReduceOp op, int64_t coun
   FakeWorld fake;
   fake.ready_ranks = n - 1;
   world = &fake;
-  Outcome outcome{.results = std::vector<ncclResult_t>(n, ncclSuccess),
-                  .errors = std::vector<std::string>(n)};
+  Outcome outcome{.statuses = std::vector<absl::Status>(n)};
   if (in_place) {
     outcome.received = inputs;
   } else {
@@ -286,8 +285,7 @@ Outcome RunOnFakeNccl(const Plan& plan, DataType type, ReduceOp op, int64_t coun
       my_rank = rank;
       absl::StatusOr<NcclPlanExecutor> executor = NcclPlanExecutor::Create(plan, rank);
       if (!executor.ok()) {
-        outcome.results[rank] = ncclInvalidArgument;
-        outcome.errors[rank] = std::string(executor.status().message());
+        outcome.statuses[rank] = executor.status();
         return;
       }
       HostScratch scratch;
@@ -301,9 +299,8 @@ Outcome RunOnFakeNccl(const Plan& plan, DataType type, ReduceOp op, int64_t coun
       my_collectives = 0;
       const NativePreArrival native{.nccl = kFakeCollectives,
                                     .ready_comm = my_ready_index >= 0 ? kReadyComm : nullptr};
-      outcome.results[rank] =
-          executor->Run(args, kFakeNccl, device, nullptr, nullptr, scratch, &outcome.errors[rank],
-                        native_pre_arrival ? &native : nullptr);
+      outcome.statuses[rank] = executor->Run(args, kFakeNccl, device, nullptr, nullptr, scratch,
+                                             native_pre_arrival ? &native : nullptr);
       EXPECT_EQ(group_depth, 0) << "rank " << rank << " left a group open";
     });
   }
@@ -329,8 +326,8 @@ Plan MakePlan(Algorithm algorithm, int n, int straggler) {
                                             const std::vector<Bytes>& inputs, DataType type,
                                             bool in_place) {
   for (size_t rank = 0; rank < inputs.size(); ++rank) {
-    if (outcome.results[rank] != ncclSuccess) {
-      return ::testing::AssertionFailure() << "rank " << rank << ": " << outcome.errors[rank];
+    if (!outcome.statuses[rank].ok()) {
+      return ::testing::AssertionFailure() << "rank " << rank << ": " << outcome.statuses[rank];
     }
     const Bytes& received = outcome.received[rank];
     const exact_data::Mismatches mismatches = exact_data::Compare(
@@ -592,12 +589,11 @@ TEST(NcclExecutorErrorsTest, NcclErrorsReturnUnchanged) {
   my_rank = 0;
   Bytes data(64 * 4);
   HostScratch scratch;
-  std::string error;
   const NcclPlanExecutor executor = *NcclPlanExecutor::Create(plan, 0);
-  EXPECT_EQ(executor.Run({.send = data.data(), .recv = data.data(), .count = 64}, kFakeNccl,
-                         kHostOps, nullptr, nullptr, scratch, &error),
-            ncclRemoteError);
-  EXPECT_THAT(error, HasSubstr("ncclSend to rank 1"));
+  const absl::Status status = executor.Run({.send = data.data(), .recv = data.data(), .count = 64},
+                                           kFakeNccl, kHostOps, nullptr, nullptr, scratch);
+  EXPECT_EQ(LibraryCode(status), ncclRemoteError) << "NCCL's own code, for the preload to return";
+  EXPECT_THAT(status.message(), HasSubstr("ncclSend to rank 1"));
   EXPECT_EQ(group_depth, 0);
   world = nullptr;
 }
@@ -607,8 +603,9 @@ cudaError_t FailingReduce(DataType, ReduceOp, void*, const void*, const void*, i
   return cudaErrorLaunchFailure;
 }
 
-// A failed kernel launch is NCCL's "unhandled CUDA error" with CUDA's message; bad arguments are
-// ncclInvalidArgument; a plan for other ranks is refused at Create.
+// A failed kernel launch carries NCCL's "unhandled CUDA error" with CUDA's message; bad arguments
+// are InvalidArgument (ncclInvalidArgument at the preload's edge); a plan for other ranks is
+// refused at Create.
 TEST(NcclExecutorErrorsTest, CudaFailuresAndBadArgumentsAreReported) {
   const Plan plan = MakePlan(Algorithm::kRing, 2, 0);
   std::vector<Bytes> inputs(2, Bytes(64 * 4));
@@ -616,16 +613,16 @@ TEST(NcclExecutorErrorsTest, CudaFailuresAndBadArgumentsAreReported) {
   failing.reduce = FailingReduce;
   const Outcome outcome =
       RunOnFakeNccl(plan, DataType::kFloat32, ReduceOp::kSum, 64, false, inputs, failing);
-  EXPECT_EQ(outcome.results[0], ncclUnhandledCudaError);
-  EXPECT_THAT(outcome.errors[0], HasSubstr("reduction kernel launch"));
+  EXPECT_EQ(LibraryCode(outcome.statuses[0]), ncclUnhandledCudaError);
+  EXPECT_THAT(outcome.statuses[0].message(), HasSubstr("reduction kernel launch"));
 
   const NcclPlanExecutor executor = *NcclPlanExecutor::Create(plan, 1);
   HostScratch scratch;
-  std::string error;
-  EXPECT_EQ(executor.Run({.send = nullptr, .recv = nullptr, .count = 8}, kFakeNccl, kHostOps,
-                         nullptr, nullptr, scratch, &error),
-            ncclInvalidArgument);
-  EXPECT_THAT(error, HasSubstr("send buffer is null"));
+  const absl::Status status = executor.Run({.send = nullptr, .recv = nullptr, .count = 8},
+                                           kFakeNccl, kHostOps, nullptr, nullptr, scratch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LibraryCode(status), std::nullopt) << "our check, not NCCL's: the edge maps it";
+  EXPECT_THAT(status.message(), HasSubstr("send buffer is null"));
   EXPECT_THAT(NcclPlanExecutor::Create(plan, 2).status().message(), HasSubstr("rank"));
 }
 

@@ -30,13 +30,13 @@ class NcclPlanExecutor {
 
   // RunProgramOverNccl with the program for args' placement, and with the pre-arrival phase as
   // NCCL collectives when `native` is given and the plan allows it.
-  ncclResult_t Run(const AllReduceArgs& args, const NcclPointToPoint& nccl, const DeviceOps& device,
-                   ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch, std::string* error,
+  absl::Status Run(const AllReduceArgs& args, const NcclPointToPoint& nccl, const DeviceOps& device,
+                   ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
                    const NativePreArrival* native = nullptr) const {
     const bool in_place = args.send == args.recv;
     const bool use_native = native != nullptr && SupportsNativePreArrival();
     return RunProgramOverNccl(use_native ? native_[in_place] : rounds_[in_place], args, nccl,
-                              device, comm, stream, scratch, error, native);
+                              device, comm, stream, scratch, native);
   }
 
   // True for StragglAR plans whose pre-arrival rounds end with every ready rank owning one block

@@ -56,43 +56,36 @@ std::optional<int64_t> TcpEagerLimit() {
   return limit;
 }
 
-absl::Status MpiBackend::Failed(absl::string_view call, int code) {
-  last_error_ = code;
-  return MpiCallFailed(call, code);
-}
-
 absl::Status MpiBackend::StartGather(absl::Span<const double> mine) {
   gathered_.assign(mine.size() * size_, 0.0);
   const int values = static_cast<int>(mine.size());
   if (int code = PMPI_Allgather(mine.data(), values, MPI_DOUBLE, gathered_.data(), values,
                                 MPI_DOUBLE, own_);
       code != MPI_SUCCESS) {
-    return Failed("MPI_Allgather (epoch exchange)", code);
+    return MpiCallFailed("MPI_Allgather (epoch exchange)", code);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<double>> MpiBackend::FinishGather() { return std::move(gathered_); }
 
-absl::Status BroadcastTextFromRankZero(MPI_Comm comm, std::string& text, int* mpi_error) {
+absl::Status BroadcastTextFromRankZero(MPI_Comm comm, std::string& text) {
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   int64_t length = static_cast<int64_t>(text.size());
-  int ignored = MPI_SUCCESS;
-  if (mpi_error == nullptr) mpi_error = &ignored;
   if (int code = PMPI_Bcast(&length, 1, MPI_INT64_T, 0, comm); code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Bcast", code, mpi_error);
+    return MpiCallFailed("MPI_Bcast", code);
   }
   if (rank != 0) text.assign(length, '\0');
   if (int code = PMPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, comm);
       code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Bcast", code, mpi_error);
+    return MpiCallFailed("MPI_Bcast", code);
   }
   return absl::OkStatus();
 }
 
 absl::Status MpiBackend::BroadcastFromRankZero(std::string& text) {
-  return BroadcastTextFromRankZero(own_, text, &last_error_);
+  return BroadcastTextFromRankZero(own_, text);
 }
 
 absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) {
@@ -100,14 +93,14 @@ absl::StatusOr<double> MpiBackend::RingRoundSeconds(int64_t bytes, int repeats, 
     probe_out_.resize(bytes);
     probe_in_.resize(bytes);
   }
-  if (int code = PMPI_Barrier(own_); code != MPI_SUCCESS) return Failed("MPI_Barrier", code);
+  if (int code = PMPI_Barrier(own_); code != MPI_SUCCESS) return MpiCallFailed("MPI_Barrier", code);
   const double start = Now();
   for (int i = 0; i < repeats; ++i) {
     if (int code = PMPI_Sendrecv(probe_out_.data(), static_cast<int>(bytes), MPI_BYTE, peers.next,
                                  0, probe_in_.data(), static_cast<int>(bytes), MPI_BYTE,
                                  peers.previous, 0, own_, MPI_STATUS_IGNORE);
         code != MPI_SUCCESS) {
-      return Failed("MPI_Sendrecv (link probe)", code);
+      return MpiCallFailed("MPI_Sendrecv (link probe)", code);
     }
   }
   return (Now() - start) / repeats;
@@ -117,7 +110,7 @@ absl::Status MpiBackend::MaxOverRanks(absl::Span<double> values) {
   if (int code = PMPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
                                 MPI_DOUBLE, MPI_MAX, own_);
       code != MPI_SUCCESS) {
-    return Failed("MPI_Allreduce (link probe)", code);
+    return MpiCallFailed("MPI_Allreduce (link probe)", code);
   }
   return absl::OkStatus();
 }
@@ -130,11 +123,11 @@ CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const RankProgra
   }
   if (program == nullptr) {
     ran_native_ = true;
-    code_ = PMPI_Allreduce(sendbuf_, recvbuf_, count_, datatype_, op_, user_);
-    if (code_ == MPI_SUCCESS) return {};
-    return {.status = absl::InternalError(absl::StrCat("MPI_Allreduce returned ", code_))};
+    const int code = PMPI_Allreduce(sendbuf_, recvbuf_, count_, datatype_, op_, user_);
+    if (code == MPI_SUCCESS) return {};
+    return {.status = MpiCallFailed("MPI_Allreduce", code)};
   }
-  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, &code_, progress_)};
+  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, progress_)};
 }
 
 }  // namespace stragglar

@@ -25,19 +25,17 @@ std::string MpiLibraryVersion();
 // btl_tcp_eager_limit (64 KiB by default). nullopt where the library has no such variable.
 std::optional<int64_t> TcpEagerLimit();
 
-// Rank 0's `text` on every rank of `comm` (collective); an error naming MPI_Bcast, its code in
-// `mpi_error` when given.
-absl::Status BroadcastTextFromRankZero(MPI_Comm comm, std::string& text, int* mpi_error = nullptr);
+// Rank 0's `text` on every rank of `comm` (collective); an error naming MPI_Bcast, carrying its
+// code (MpiCallFailed).
+absl::Status BroadcastTextFromRankZero(MPI_Comm comm, std::string& text);
 
 class MpiBackend final : public CommBackend {
  public:
   // `own` carries only stragglar's traffic; it is the caller's to free.
   MpiBackend(MPI_Comm own, int rank, int size) : own_(own), rank_(rank), size_(size) {}
 
+  // Its failures carry MPI's code (MpiCallFailed), for the preload to return unchanged.
   MPI_Comm own() const { return own_; }
-  // The MPI error code of the last failed call of this backend (MPI_SUCCESS when none failed),
-  // to return to the application unchanged.
-  int last_error() const { return last_error_; }
 
   double Now() override { return MonotonicSeconds(); }
   absl::Status StartGather(absl::Span<const double> mine) override;
@@ -47,12 +45,9 @@ class MpiBackend final : public CommBackend {
   absl::Status MaxOverRanks(absl::Span<double> values) override;
 
  private:
-  absl::Status Failed(absl::string_view call, int code);
-
   MPI_Comm own_;
   int rank_;
   int size_;
-  int last_error_ = MPI_SUCCESS;
   std::vector<double> gathered_;
   std::vector<std::byte> probe_out_, probe_in_;
 };
@@ -77,9 +72,8 @@ class MpiAllReduceWork final : public CallWork {
 
   CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
 
-  // The MPI error code of the work (MPI_SUCCESS when it succeeded or failed outside MPI), and
-  // whether it ran the library's own Allreduce (which reports its errors itself).
-  int code() const { return code_; }
+  // Whether it ran the library's own Allreduce (which reports its errors itself). Its failures
+  // carry MPI's code (MpiCallFailed).
   bool ran_native() const { return ran_native_; }
 
  private:
@@ -93,7 +87,6 @@ class MpiAllReduceWork final : public CallWork {
   const MpiExecutorOptions& options_;
   MPI_Comm own_;
   CallProgress* progress_;  // may be null: what the call's watchdog reads
-  int code_ = MPI_SUCCESS;
   bool ran_native_ = false;
 };
 

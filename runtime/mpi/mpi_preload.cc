@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "exporters/units.h"
+#include "kernels/exec/library_code.h"
 #include "kernels/exec/mpi/mpi_executor.h"
 #include "runtime/agreed_settings.h"
 #include "runtime/call_watchdog.h"
@@ -104,8 +105,8 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                       /*in_place=*/args.send == args.recv, work);
   progress.Finish();
   if (ran.ok()) return MPI_SUCCESS;
-  int code = work.code() != MPI_SUCCESS ? work.code() : backend->last_error();
-  if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
+  // The edge: MPI's own code where MPI failed, else an internal error.
+  const int code = LibraryCode(ran.status()).value_or(MPI_ERR_INTERN);
   // What MPI itself does with an error: the communicator's handler decides (fatal by default).
   // The library's own Allreduce has called it already.
   if (!work.ran_native()) PMPI_Comm_call_errhandler(user, code);

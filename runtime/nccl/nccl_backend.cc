@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_peer_memory.h"
 #include "kernels/cuda/device_scope.h"
 #include "kernels/exec/device/device_kernel.h"
+#include "kernels/exec/library_code.h"
 #include "kernels/synth/synthesizers.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
@@ -28,20 +29,33 @@ uint64_t HostIdentity() {
   return std::hash<std::string>()(absl::StrCat(HostName(), "/", boot_id));
 }
 
-// What the device executor's failures are to NCCL's callers: a peer that never came (a timeout)
-// or an abort is the remote side's, a bad argument the caller's.
+// A failure of the device executor, with what it is to NCCL's callers: a bad argument the
+// caller's, a peer that never came (a timeout) or an abort the remote side's (NcclCodeOf's own
+// mapping), anything else a failure of CUDA.
+absl::Status WithDeviceExecutorCode(const absl::Status& status) {
+  absl::Status said(status.code(), absl::StrCat("device executor: ", status.message()));
+  if (status.code() == absl::StatusCode::kInvalidArgument ||
+      status.code() == absl::StatusCode::kUnavailable) {
+    return said;
+  }
+  return WithLibraryCode(std::move(said), ncclUnhandledCudaError);
+}
+
+}  // namespace
+
 ncclResult_t NcclCodeOf(const absl::Status& status) {
+  if (status.ok()) return ncclSuccess;
+  if (std::optional<int> code = LibraryCode(status)) return static_cast<ncclResult_t>(*code);
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
       return ncclInvalidArgument;
     case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
       return ncclRemoteError;
     default:
-      return ncclUnhandledCudaError;
+      return ncclInternalError;
   }
 }
-
-}  // namespace
 
 NcclBackend::~NcclBackend() {
   DeviceScope scope(device_);
@@ -55,13 +69,12 @@ NcclBackend::~NcclBackend() {
 }
 
 absl::Status NcclBackend::CudaFailed(absl::string_view call, cudaError_t code) {
-  last_error_ = ncclUnhandledCudaError;
-  return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(code)));
+  return WithLibraryCode(absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(code))),
+                         ncclUnhandledCudaError);
 }
 
 absl::Status NcclBackend::NcclFailed(absl::string_view call, ncclResult_t code) {
-  last_error_ = code;
-  return absl::InternalError(absl::StrCat(call, " failed: ", code));
+  return WithLibraryCode(absl::InternalError(absl::StrCat(call, " failed: ", code)), code);
 }
 
 void NcclBackend::ReleaseReadyComms(bool abort) {
@@ -111,7 +124,6 @@ absl::StatusOr<ncclComm_t> NcclBackend::ReadyComm(int straggler, int block) {
   const NcclApi& api = Api();
   if (api.comm_split == nullptr || api.collectives.reduce_scatter == nullptr ||
       api.collectives.reduce == nullptr) {
-    last_error_ = ncclInternalError;
     return absl::InternalError("ncclCommSplit, ncclReduceScatter or ncclReduce not found");
   }
   // The key orders the ready ranks by the block each owns, which NCCL's layout then matches.
@@ -206,7 +218,6 @@ absl::Status NcclBackend::BroadcastBytes(void* host, size_t bytes) {
       Api().broadcast(device, device, bytes, ncclUint8, 0, comm_, stream_) != ncclSuccess ||
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_) != cudaSuccess ||
       cudaStreamSynchronize(stream_) != cudaSuccess) {
-    last_error_ = ncclInternalError;
     return absl::InternalError("broadcast from rank 0 failed");
   }
   return absl::OkStatus();
@@ -222,7 +233,6 @@ absl::Status NcclBackend::GatherBytes(const void* mine, void* all, size_t bytes)
       cudaMemcpyAsync(all, gathered, bytes * size_, cudaMemcpyDeviceToHost, stream_) !=
           cudaSuccess ||
       cudaStreamSynchronize(stream_) != cudaSuccess) {
-    last_error_ = ncclInternalError;
     return absl::InternalError("gather failed");
   }
   return absl::OkStatus();
@@ -269,7 +279,6 @@ absl::Status NcclBackend::BroadcastFromRankZero(std::string& text) {
 
 absl::Status NcclBackend::NotRevoked() {
   if (!revoked()) return absl::OkStatus();
-  last_error_ = ncclRemoteError;
   return absl::AbortedError("the communicator was revoked (STRAGGLAR_TIMEOUT)");
 }
 
@@ -335,10 +344,7 @@ absl::StatusOr<double> NcclBackend::DeviceRingRoundSeconds(int64_t bytes, int re
   for (int i = 0; i < repeats; ++i) {
     const absl::Status status = device_executor_->Run(
         *ring_program_, {.send = buffer, .recv = buffer, .count = count}, stream_);
-    if (!status.ok()) {
-      last_error_ = NcclCodeOf(status);
-      return status;
-    }
+    if (!status.ok()) return WithDeviceExecutorCode(status);
   }
   // The plan's rounds: every rank of a Ring takes part in each.
   const int ring_rounds = ring_program_->steps.empty() ? 0 : ring_program_->steps.back().round + 1;
@@ -386,46 +392,27 @@ absl::Status NcclBackend::MaxOverRanks(absl::Span<double> values) {
       cudaMemcpyAsync(values.data(), device, bytes, cudaMemcpyDeviceToHost, stream_) !=
           cudaSuccess ||
       cudaStreamSynchronize(stream_) != cudaSuccess) {
-    last_error_ = ncclInternalError;
     return absl::InternalError("agreeing on the link model failed");
   }
   return absl::OkStatus();
 }
 
-ncclResult_t NcclAllReduceWork::RunOnDevice(DeviceExecutor& executor, const RankProgram& program,
-                                            std::string* error) {
-  const absl::Status status = executor.Run(program,
-                                           {.send = sendbuff_,
-                                            .recv = recvbuff_,
-                                            .count = static_cast<int64_t>(count_),
-                                            .type = type_,
-                                            .op = reduce_op_},
-                                           stream_);
-  if (status.ok()) return ncclSuccess;
-  *error = absl::StrCat("device executor: ", status.message());
-  return NcclCodeOf(status);
+absl::Status NcclAllReduceWork::RunOnDevice(DeviceExecutor& executor, const RankProgram& program) {
+  const absl::Status status = executor.Run(program, args_, stream_);
+  return status.ok() ? status : WithDeviceExecutorCode(status);
 }
 
-ncclResult_t NcclAllReduceWork::RunProgram(const CallDecision& decision, const RankProgram& program,
-                                           std::string* error) {
+absl::Status NcclAllReduceWork::RunProgram(const CallDecision& decision,
+                                           const RankProgram& program) {
   std::optional<NativePreArrival> native;
   if (program.placement.native_pre_arrival) {
     absl::StatusOr<ncclComm_t> ready =
         backend_.ReadyComm(decision.straggler.value_or(-1), program.pre_arrival_block);
-    if (!ready.ok()) {
-      *error = std::string(ready.status().message());
-      return backend_.last_error() != ncclSuccess ? backend_.last_error() : ncclInternalError;
-    }
+    if (!ready.ok()) return ready.status();
     native = NativePreArrival{.nccl = Api().collectives, .ready_comm = *ready};
   }
-  const AllReduceArgs args{.send = sendbuff_,
-                           .recv = recvbuff_,
-                           .count = static_cast<int64_t>(count_),
-                           .type = type_,
-                           .op = reduce_op_};
-  return RunProgramOverNccl(program, args, Api().point_to_point, CudaDeviceOps(), backend_.comm(),
-                            stream_, backend_.scratch(), error,
-                            native.has_value() ? &*native : nullptr);
+  return RunProgramOverNccl(program, args_, Api().point_to_point, CudaDeviceOps(), backend_.comm(),
+                            stream_, backend_.scratch(), native.has_value() ? &*native : nullptr);
 }
 
 CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {
@@ -441,14 +428,18 @@ CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgr
                            "); timing calls with host clocks"));
     }
   }
-  std::string error;
+  absl::Status status;
   if (program == nullptr) {
-    code_ =
-        Api().all_reduce(sendbuff_, recvbuff_, count_, datatype_, op_, backend_.comm(), stream_);
+    if (const ncclResult_t code = Api().all_reduce(args_.send, args_.recv, count_, datatype_, op_,
+                                                   backend_.comm(), stream_);
+        code != ncclSuccess) {
+      status =
+          WithLibraryCode(absl::InternalError(absl::StrCat("ncclAllReduce failed: ", code)), code);
+    }
   } else if (DeviceExecutor* executor = backend_.device_executor(); executor != nullptr) {
-    code_ = RunOnDevice(*executor, *program, &error);
+    status = RunOnDevice(*executor, *program);
   } else {
-    code_ = RunProgram(decision, *program, &error);
+    status = RunProgram(decision, *program);
   }
   if (ticket.has_value()) {
     if (absl::Status ended = timer->End(*ticket, stream_); !ended.ok()) {
@@ -457,12 +448,7 @@ CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgr
     }
   }
   // The call is only enqueued: its timing is the GPU's, or just its arrival.
-  CallOutcome outcome{.ticket = ticket, .host_duration = false};
-  if (code_ != ncclSuccess) {
-    outcome.status =
-        absl::InternalError(error.empty() ? absl::StrCat("NCCL returned ", code_) : error);
-  }
-  return outcome;
+  return {.status = std::move(status), .ticket = ticket, .host_duration = false};
 }
 
 }  // namespace stragglar

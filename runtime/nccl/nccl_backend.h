@@ -49,8 +49,6 @@ class NcclBackend final : public CommBackend {
   ncclComm_t comm() const { return comm_; }
   DeviceScratch& scratch() { return scratch_; }
   GpuCallTimer* timer() const { return timer_; }
-  // NCCL's code for the last failure of this backend (ncclSuccess when none), to return unchanged.
-  ncclResult_t last_error() const { return last_error_; }
 
   // STRAGGLAR_PRE_ARRIVAL=nccl: the communicator of the ready ranks when `straggler` is late, each
   // at the index of the block it owns (`block`; -1 on the straggler, which gets nullptr), split
@@ -112,7 +110,6 @@ class NcclBackend final : public CommBackend {
   GpuCallTimer* timer_;
   int epoch_calls_;
   cudaStream_t stream_ = nullptr;
-  ncclResult_t last_error_ = ncclSuccess;
   DeviceScratch scratch_;
   // By straggler; nullptr on the straggler. Under ready_mutex_: Revoke reads it from another
   // thread.
@@ -132,44 +129,45 @@ class NcclBackend final : public CommBackend {
   std::unique_ptr<RankProgram> ring_program_;
 };
 
-// One ncclAllReduce's work, bracketed by the GPU call timer.
+// One ncclAllReduce's work, bracketed by the GPU call timer. Its failures carry NCCL's code where
+// NCCL or CUDA gave one (kernels/exec/library_code.h); NcclCodeOf makes the caller's code.
 class NcclAllReduceWork final : public CallWork {
  public:
   NcclAllReduceWork(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                     ncclRedOp_t op, DataType type, ReduceOp reduce_op, cudaStream_t stream,
                     NcclBackend& backend)
-      : sendbuff_(sendbuff),
-        recvbuff_(recvbuff),
+      : args_{.send = sendbuff,
+              .recv = recvbuff,
+              .count = static_cast<int64_t>(count),
+              .type = type,
+              .op = reduce_op},
         count_(count),
         datatype_(datatype),
         op_(op),
-        type_(type),
-        reduce_op_(reduce_op),
         stream_(stream),
         backend_(backend) {}
 
   CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
   // On the device executor, programs run in its windows: lowered in place whatever the buffers.
   bool RunsInPlace() const override { return backend_.device_executor() != nullptr; }
-  // NCCL's code for the work (ncclSuccess when it succeeded).
-  ncclResult_t code() const { return code_; }
 
  private:
-  ncclResult_t RunProgram(const CallDecision& decision, const RankProgram& program,
-                          std::string* error);
-  ncclResult_t RunOnDevice(DeviceExecutor& executor, const RankProgram& program,
-                           std::string* error);
+  absl::Status RunProgram(const CallDecision& decision, const RankProgram& program);
+  absl::Status RunOnDevice(DeviceExecutor& executor, const RankProgram& program);
 
-  const void* sendbuff_;
-  void* recvbuff_;
+  const AllReduceArgs args_;
+  // NCCL's own names of the count, type and op, for its own AllReduce.
   size_t count_;
   ncclDataType_t datatype_;
   ncclRedOp_t op_;
-  DataType type_;
-  ReduceOp reduce_op_;
   cudaStream_t stream_;
   NcclBackend& backend_;
-  ncclResult_t code_ = ncclSuccess;
 };
+
+// The preload's edge: what a failed call returns to NCCL's caller. NCCL's or CUDA's code where
+// the status carries one (unchanged), else from the status: a bad argument is
+// ncclInvalidArgument, a peer that never came or a revoked communicator ncclRemoteError,
+// anything else ncclInternalError. ncclSuccess for OK.
+ncclResult_t NcclCodeOf(const absl::Status& status);
 
 }  // namespace stragglar

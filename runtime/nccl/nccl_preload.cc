@@ -85,12 +85,8 @@ struct CommState {
         static_cast<int64_t>(count) * DataTypeSize(type), /*in_place=*/sendbuff == recvbuff, work);
     // Revoked while it ran: its work may have been stopped, so it is not a success.
     if (backend->revoked()) return ncclRemoteError;
-    if (ran.ok()) {
-      if (watch != nullptr) watch->Enqueued(*ran, stream);
-      return ncclSuccess;
-    }
-    if (work.code() != ncclSuccess) return work.code();
-    return backend->last_error() != ncclSuccess ? backend->last_error() : ncclInternalError;
+    if (ran.ok() && watch != nullptr) watch->Enqueued(*ran, stream);
+    return NcclCodeOf(ran.status());
   }
 };
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/exec/library_code.h"
 #include "kernels/exec/mpi/mpi_link_class_queues.h"
 #include "kernels/exec/mpi/mpi_messages.h"
 #include "kernels/program/link_class_queues.h"
@@ -45,12 +46,11 @@ struct StepLayout {
 class MpiCall {
  public:
   MpiCall(const RankProgram& program, const AllReduceArgs& args, const MpiExecutorOptions& options,
-          MPI_Comm comm, int* mpi_error, CallProgress* progress)
+          MPI_Comm comm, CallProgress* progress)
       : program_(program),
         messages_(program, args),
         options_(options),
         comm_(comm),
-        mpi_error_(mpi_error),
         progress_(progress) {}
 
   absl::Status Run();
@@ -98,7 +98,6 @@ class MpiCall {
   const MpiExecutorOptions& options_;
   MPI_Comm comm_;
   int ready_tags_ = 0;
-  int* mpi_error_;
   CallProgress* progress_;                // may be null
   std::byte* target_ = nullptr;           // where the current step's receive lands
   const std::byte* send_data_ = nullptr;  // what the current step sends
@@ -155,7 +154,7 @@ absl::Status MpiCall::PostReceive(const ProgramStep& step, const StepLayout& lay
                                                     layout.segments, segment)),
                      MPI_BYTE, step.receive_peer, step.round, comm_, &receive_requests[slot]);
       code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Irecv", code, mpi_error_);
+    return MpiCallFailed("MPI_Irecv", code);
   }
   return absl::OkStatus();
 }
@@ -178,7 +177,7 @@ absl::Status MpiCall::PostMoreSends(const ProgramStep& step, const StepLayout& l
             PMPI_Isend(send_data_ + segment * layout.send_segment_bytes, static_cast<int>(length),
                        MPI_BYTE, step.send_peer, step.round, comm_, &send_requests[segment]);
         code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Isend", code, mpi_error_);
+      return MpiCallFailed("MPI_Isend", code);
     }
   }
   return absl::OkStatus();
@@ -188,7 +187,7 @@ absl::Status MpiCall::FinishSendsThrough(const ProgramStep& step, const StepLayo
                                          int64_t last) {
   for (; sends_done_ <= last && sends_done_ < sends_posted_; ++sends_done_) {
     if (int code = PMPI_Wait(&send_requests[sends_done_], MPI_STATUS_IGNORE); code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Wait", code, mpi_error_);
+      return MpiCallFailed("MPI_Wait", code);
     }
     if (absl::Status status = PostMoreSends(step, layout); !status.ok()) return status;
   }
@@ -203,7 +202,7 @@ absl::Status MpiCall::WaitReceive(const ProgramStep& step, const StepLayout& lay
     MPI_Request pending[2] = {*receive, send_requests[sends_done_]};
     int index = MPI_UNDEFINED;
     if (int code = PMPI_Waitany(2, pending, &index, status); code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Waitany", code, mpi_error_);
+      return MpiCallFailed("MPI_Waitany", code);
     }
     *receive = pending[0];
     send_requests[sends_done_] = pending[1];
@@ -212,7 +211,7 @@ absl::Status MpiCall::WaitReceive(const ProgramStep& step, const StepLayout& lay
     if (absl::Status posted = PostMoreSends(step, layout); !posted.ok()) return posted;
   }
   if (int code = PMPI_Wait(receive, status); code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Wait", code, mpi_error_);
+    return MpiCallFailed("MPI_Wait", code);
   }
   return absl::OkStatus();
 }
@@ -247,7 +246,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
     if (int code = PMPI_Isend(nullptr, 0, MPI_BYTE, step.receive_peer, ReadyTag(step.round), comm_,
                               &ready);
         code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Isend", code, mpi_error_);
+      return MpiCallFailed("MPI_Isend", code);
     }
   }
   if (layout.send_waits_for_ready) {
@@ -255,7 +254,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
     if (int code = PMPI_Recv(nullptr, 0, MPI_BYTE, step.send_peer, ReadyTag(step.round), comm_,
                              MPI_STATUS_IGNORE);
         code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Recv", code, mpi_error_);
+      return MpiCallFailed("MPI_Recv", code);
     }
   }
   if (absl::Status status = PostSends(step, layout); !status.ok()) return status;
@@ -296,7 +295,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
     return sent;
   }
   if (int code = PMPI_Wait(&ready, MPI_STATUS_IGNORE); code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Wait", code, mpi_error_);
+    return MpiCallFailed("MPI_Wait", code);
   }
   return absl::OkStatus();
 }
@@ -307,7 +306,7 @@ absl::Status MpiCall::Run() {
     int* tag_ub = nullptr;
     int found = 0;
     if (int code = PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found); code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Comm_get_attr", code, mpi_error_);
+      return MpiCallFailed("MPI_Comm_get_attr", code);
     }
     ready_tags_ = found ? *tag_ub / 2 + 1 : 16384;
     const int32_t last_round = program_.steps.empty() ? 0 : program_.steps.back().round;
@@ -330,21 +329,16 @@ absl::Status MpiCallFailed(absl::string_view call, int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   if (PMPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
-  return absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length)));
-}
-
-absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error) {
-  *mpi_error = code;
-  return MpiCallFailed(call, code);
+  return WithLibraryCode(
+      absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length))), code);
 }
 
 absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
-                                   const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error,
+                                   const MpiExecutorOptions& options, MPI_Comm comm,
                                    CallProgress* progress) {
-  *mpi_error = MPI_SUCCESS;
   int size = 0;
   if (int code = PMPI_Comm_size(comm, &size); code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Comm_size", code, mpi_error);
+    return MpiCallFailed("MPI_Comm_size", code);
   }
   if (program.num_ranks != size || program.rank < 0 || program.rank >= size ||
       program.num_chunks < 1) {
@@ -368,14 +362,14 @@ absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceAr
   if (options.per_class_queues) {
     const LinkClassQueues queues = SplitByLinkClass(program, options.ranks_per_node);
     if (!queues.OneClass()) {
-      return RunMpiOnLinkClassQueues(queues, MpiMessages(program, args), comm, mpi_error);
+      return RunMpiOnLinkClassQueues(queues, MpiMessages(program, args), comm);
     }
     // A rank whose peers are all in one class runs its rounds in order, but its messages must
     // still be cut as its peers on queues cut theirs: one per transfer.
     const MpiExecutorOptions whole{.ranks_per_node = options.ranks_per_node};
-    return MpiCall(program, args, whole, comm, mpi_error, progress).Run();
+    return MpiCall(program, args, whole, comm, progress).Run();
   }
-  return MpiCall(program, args, options, comm, mpi_error, progress).Run();
+  return MpiCall(program, args, options, comm, progress).Run();
 }
 
 }  // namespace stragglar

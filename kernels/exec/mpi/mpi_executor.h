@@ -38,10 +38,9 @@ struct MpiExecutorOptions {
   int64_t network_message_bytes = 0;
 };
 
-// Internal naming the failed MPI call and MPI's message for `code`, e.g. "MPI_Wait failed: ...".
+// Internal naming the failed MPI call and MPI's message for `code`, e.g. "MPI_Wait failed: ...",
+// carrying `code` (kernels/exec/library_code.h) for the preload to return unchanged.
 absl::Status MpiCallFailed(absl::string_view call, int code);
-// The same, keeping `code` in *mpi_error for the caller to return.
-absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error);
 
 // Runs `program` (lowered for args' placement) as its rank of `comm`, which must have
 // program.num_ranks ranks and carry no other traffic (messages are matched by round tags). Round
@@ -53,11 +52,11 @@ absl::Status MpiCallFailed(absl::string_view call, int code, int* mpi_error);
 // With options.per_class_queues the rounds' order is relaxed to one queue per link class
 // (mpi_link_class_queues.h), with the same result. InvalidArgument for a program that does not fit
 // `comm` or the buffers, or a peer that sent a different amount ("mismatched counts across ranks");
-// when an MPI call fails, Internal naming the call and MPI's message, with the MPI error code in
-// `*mpi_error` (MPI_SUCCESS otherwise), so the caller can return it unchanged. With `progress`,
+// when an MPI call fails, Internal naming the call and MPI's message, carrying the MPI error code
+// (MpiCallFailed), so the caller can return it unchanged. With `progress`,
 // each wait first says which rank and round it waits for (a call watchdog reads it).
 absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
-                                   const MpiExecutorOptions& options, MPI_Comm comm, int* mpi_error,
+                                   const MpiExecutorOptions& options, MPI_Comm comm,
                                    CallProgress* progress = nullptr);
 
 }  // namespace stragglar

@@ -19,13 +19,11 @@ thread_local std::vector<std::vector<std::byte>> spare_packs;
 // sends of it have completed; per queue, the next send to post and the receive in flight.
 class MpiQueueRun {
  public:
-  MpiQueueRun(const LinkClassQueues& queues, const MpiMessages& messages, MPI_Comm comm,
-              int* mpi_error)
+  MpiQueueRun(const LinkClassQueues& queues, const MpiMessages& messages, MPI_Comm comm)
       : queues_(queues),
         messages_(messages),
         program_(messages.program()),
         comm_(comm),
-        mpi_error_(mpi_error),
         writes_done_(program_.num_chunks, 0),
         sends_done_(program_.num_chunks, 0),
         requests_(kNumLinkClasses, MPI_REQUEST_NULL) {}
@@ -62,7 +60,6 @@ class MpiQueueRun {
   const MpiMessages& messages_;
   const RankProgram& program_;
   MPI_Comm comm_;
-  int* mpi_error_;
   std::vector<int32_t> writes_done_;
   std::vector<int32_t> sends_done_;
   size_t next_send_[kNumLinkClasses] = {};
@@ -94,7 +91,7 @@ absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
               data, static_cast<int>(messages_.ExtentsBytes(step.first_send, step.num_sends)),
               MPI_BYTE, step.send_peer, step.round, comm_, &request);
           code != MPI_SUCCESS) {
-        return MpiCallFailed("MPI_Isend", code, mpi_error_);
+        return MpiCallFailed("MPI_Isend", code);
       }
       requests_.push_back(request);
       send_steps_.push_back(sends[next].step);
@@ -121,7 +118,7 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
   if (int code = PMPI_Irecv(target, static_cast<int>(bytes), MPI_BYTE, step.receive_peer,
                             step.round, comm_, &requests_[link_class]);
       code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Irecv", code, mpi_error_);
+    return MpiCallFailed("MPI_Irecv", code);
   }
   return absl::OkStatus();
 }
@@ -150,7 +147,7 @@ absl::Status MpiQueueRun::WaitForAny() {
   if (int code = PMPI_Waitsome(static_cast<int>(requests_.size()), requests_.data(), &count,
                                completed_.data(), statuses_.data());
       code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Waitsome", code, mpi_error_);
+    return MpiCallFailed("MPI_Waitsome", code);
   }
   if (count == MPI_UNDEFINED) return Stuck();
   for (int k = 0; k < count; ++k) {
@@ -228,7 +225,7 @@ absl::Status MpiQueueRun::Run() {
   if (int code =
           PMPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
       code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Waitall", code, mpi_error_);
+    return MpiCallFailed("MPI_Waitall", code);
   }
   for (std::vector<std::byte>& pack : packs_) {
     if (pack.capacity() > 0) spare_packs.push_back(std::move(pack));
@@ -240,8 +237,8 @@ absl::Status MpiQueueRun::Run() {
 }  // namespace
 
 absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
-                                     MPI_Comm comm, int* mpi_error) {
-  return MpiQueueRun(queues, messages, comm, mpi_error).Run();
+                                     MPI_Comm comm) {
+  return MpiQueueRun(queues, messages, comm).Run();
 }
 
 }  // namespace stragglar

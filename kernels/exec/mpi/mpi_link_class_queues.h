@@ -23,10 +23,10 @@ namespace stragglar {
 // Runs `messages`' program on `queues` (SplitByLinkClass of it) as its rank of `comm`, each
 // transfer one MPI message tagged with its round. Errors as ExecuteProgramWithMpi's: a transfer
 // of 2 GiB or more, or a peer's message of another size, is InvalidArgument; a failed MPI call
-// is Internal, with its code in *mpi_error. Nothing in flight with transfers left is Internal
+// is Internal, carrying its code (LibraryCode). Nothing in flight with transfers left is Internal
 // too; SplitByLinkClass cannot give that (every wait is for an earlier transfer of the program,
 // and each queue is in program order), so it is a check, not a path.
 absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
-                                     MPI_Comm comm, int* mpi_error);
+                                     MPI_Comm comm);
 
 }  // namespace stragglar

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_scope.h"
 #include "kernels/exec/call_buffers.h"
+#include "kernels/exec/library_code.h"
 #include "kernels/exec/nccl/nccl_types.h"
 #include "kernels/reduce/cuda_reduce.h"
 
@@ -352,21 +353,22 @@ ncclResult_t NcclCall::Run(ScratchSpace& scratch, const NativePreArrival* native
 
 }  // namespace
 
-ncclResult_t RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
+absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
                                 const NcclPointToPoint& nccl, const DeviceOps& device,
                                 ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
-                                std::string* error, const NativePreArrival* native) {
-  if (absl::Status status = CheckAllReduceArgs(program, args); !status.ok()) {
-    *error = std::string(status.message());
-    return ncclInvalidArgument;
-  }
+                                const NativePreArrival* native) {
+  if (absl::Status status = CheckAllReduceArgs(program, args); !status.ok()) return status;
   if (program.placement.native_pre_arrival && native == nullptr) {
-    *error =
+    return absl::InvalidArgumentError(
         "the program leaves the pre-arrival phase to NCCL, but no ready ranks' communicator "
-        "was given";
-    return ncclInvalidArgument;
+        "was given");
   }
-  return NcclCall(program, args, nccl, device, comm, stream, error).Run(scratch, native);
+  std::string error;
+  const ncclResult_t result =
+      NcclCall(program, args, nccl, device, comm, stream, &error).Run(scratch, native);
+  if (result == ncclSuccess) return absl::OkStatus();
+  return WithLibraryCode(
+      absl::InternalError(error.empty() ? absl::StrCat("NCCL returned ", result) : error), result);
 }
 
 }  // namespace stragglar

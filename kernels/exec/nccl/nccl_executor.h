@@ -94,13 +94,14 @@ class DeviceScratch final : public ScratchSpace {
 
 // Enqueues `program` (lowered for args' placement) as its rank on `stream` (of the device `comm`
 // uses). A step's send and receive travel as one message per run of consecutive chunks, which
-// sender and receiver cut alike (NCCL matches messages in order). Returns NCCL's error from a
-// send/recv/group/collective call unchanged, ncclUnhandledCudaError for a CUDA failure and
-// ncclInvalidArgument for bad arguments, with `*error` saying what failed. A program lowered with
-// native_pre_arrival needs `native` (every rank of the call passes it alike); the others ignore it.
-ncclResult_t RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
+// sender and receiver cut alike (NCCL matches messages in order). Bad arguments are
+// InvalidArgument (CheckAllReduceArgs); a failed send/recv/group/collective call is Internal
+// saying which, carrying NCCL's code unchanged, and a CUDA failure carries ncclUnhandledCudaError
+// (kernels/exec/library_code.h). A program lowered with native_pre_arrival needs `native` (every
+// rank of the call passes it alike); the others ignore it.
+absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
                                 const NcclPointToPoint& nccl, const DeviceOps& device,
                                 ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
-                                std::string* error, const NativePreArrival* native = nullptr);
+                                const NativePreArrival* native = nullptr);
 
 }  // namespace stragglar
