@@ -35,8 +35,10 @@ class NcclPlanExecutor {
                    const NativePreArrival* native = nullptr) const {
     const bool in_place = args.send == args.recv;
     const bool use_native = native != nullptr && SupportsNativePreArrival();
-    return RunProgramOverNccl(use_native ? native_[in_place] : rounds_[in_place], args, nccl,
-                              device, comm, stream, scratch, native);
+    return RunProgramOverNccl(
+        use_native ? native_[in_place] : rounds_[in_place], args,
+        {.nccl = nccl, .device = device, .comm = comm, .stream = stream, .scratch = scratch},
+        native);
   }
 
   // True for StragglAR plans whose pre-arrival rounds end with every ready rank owning one block

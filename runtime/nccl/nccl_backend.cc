@@ -411,8 +411,13 @@ absl::Status NcclAllReduceWork::RunProgram(const CallDecision& decision,
     if (!ready.ok()) return ready.status();
     native = NativePreArrival{.nccl = Api().collectives, .ready_comm = *ready};
   }
-  return RunProgramOverNccl(program, args_, Api().point_to_point, CudaDeviceOps(), backend_.comm(),
-                            stream_, backend_.scratch(), native.has_value() ? &*native : nullptr);
+  return RunProgramOverNccl(program, args_,
+                            {.nccl = Api().point_to_point,
+                             .device = CudaDeviceOps(),
+                             .comm = backend_.comm(),
+                             .stream = stream_,
+                             .scratch = backend_.scratch()},
+                            native.has_value() ? &*native : nullptr);
 }
 
 CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {

@@ -354,9 +354,7 @@ ncclResult_t NcclCall::Run(ScratchSpace& scratch, const NativePreArrival* native
 }  // namespace
 
 absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
-                                const NcclPointToPoint& nccl, const DeviceOps& device,
-                                ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
-                                const NativePreArrival* native) {
+                                const NcclCallContext& on, const NativePreArrival* native) {
   if (absl::Status status = CheckAllReduceArgs(program, args); !status.ok()) return status;
   if (program.placement.native_pre_arrival && native == nullptr) {
     return absl::InvalidArgumentError(
@@ -365,7 +363,8 @@ absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs&
   }
   std::string error;
   const ncclResult_t result =
-      NcclCall(program, args, nccl, device, comm, stream, &error).Run(scratch, native);
+      NcclCall(program, args, on.nccl, on.device, on.comm, on.stream, &error)
+          .Run(on.scratch, native);
   if (result == ncclSuccess) return absl::OkStatus();
   return WithLibraryCode(
       absl::InternalError(error.empty() ? absl::StrCat("NCCL returned ", result) : error), result);

@@ -92,16 +92,26 @@ class DeviceScratch final : public ScratchSpace {
   int device_ = -1;
 };
 
-// Enqueues `program` (lowered for args' placement) as its rank on `stream` (of the device `comm`
-// uses). A step's send and receive travel as one message per run of consecutive chunks, which
-// sender and receiver cut alike (NCCL matches messages in order). Bad arguments are
-// InvalidArgument (CheckAllReduceArgs); a failed send/recv/group/collective call is Internal
-// saying which, carrying NCCL's code unchanged, and a CUDA failure carries ncclUnhandledCudaError
-// (kernels/exec/library_code.h). A program lowered with native_pre_arrival needs `native` (every
-// rank of the call passes it alike); the others ignore it.
+// Where and with what the NCCL executor runs a call, besides its arguments: NCCL's entry points
+// and the device's operations (a GPU's, or the tests' host functions), the communicator, the
+// stream (of the device the communicator uses) and the memory for messages.
+struct NcclCallContext {
+  const NcclPointToPoint& nccl;
+  const DeviceOps& device;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  ScratchSpace& scratch;
+};
+
+// Enqueues `program` (lowered for args' placement) as its rank on `on.stream`. A step's send and
+// receive travel as one message per run of consecutive chunks, which sender and receiver cut alike
+// (NCCL matches messages in order). Bad arguments are InvalidArgument (CheckAllReduceArgs); a
+// failed send/recv/group/collective call is Internal saying which, carrying NCCL's code unchanged,
+// and a CUDA failure carries ncclUnhandledCudaError (kernels/exec/library_code.h). A program
+// lowered with native_pre_arrival needs `native` (every rank of the call passes it alike); the
+// others ignore it.
 absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
-                                const NcclPointToPoint& nccl, const DeviceOps& device,
-                                ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
+                                const NcclCallContext& on,
                                 const NativePreArrival* native = nullptr);
 
 }  // namespace stragglar
