@@ -30,24 +30,24 @@ absl::StatusOr<Chooser::Priced> Chooser::Price(const Call& call, Algorithm algor
                                                std::optional<int> plan_straggler,
                                                std::optional<StragglarShape> shape,
                                                Pricing pricing) {
-  absl::StatusOr<const Plan*> plan =
+  absl::StatusOr<PricedPlan> plan =
       shape.has_value() ? plans_->WithShape(algorithm, plan_straggler, *shape)
                         : plans_->For(algorithm, plan_straggler, call.bytes, *call.link);
   if (!plan.ok()) return plan.status();
   double after_last_arrival_s = 0;
   if (pricing == Pricing::kExact) {
     absl::StatusOr<SimulationResult> result =
-        plans_->Simulate(**plan, call.bytes, *call.link, call.predicted_arrival_s);
+        plans_->Simulate(*plan, call.bytes, *call.link, call.predicted_arrival_s);
     if (!result.ok()) return result.status();
     after_last_arrival_s = result->after_last_arrival_s;
   } else {
     absl::StatusOr<double> at_least =
-        plans_->AfterLastArrivalAtLeast(**plan, call.bytes, *call.link, call.predicted_arrival_s);
+        plans_->AfterLastArrivalAtLeast(*plan, call.bytes, *call.link, call.predicted_arrival_s);
     if (!at_least.ok()) return at_least.status();
     after_last_arrival_s = *at_least;
   }
   absl::StatusOr<CalibrationRegime> regime =
-      plans_->RegimeOf(**plan, call.bytes, *call.link, call.predicted_arrival_s);
+      plans_->RegimeOf(*plan, call.bytes, *call.link, call.predicted_arrival_s);
   if (!regime.ok()) return regime.status();
   const int64_t size = static_cast<int64_t>(call.bytes);
   const Calibration* calibration = call.calibration;

@@ -35,13 +35,14 @@ absl::StatusOr<CalibrationRegime> RegimeFromPhase(
   return *hidden ? CalibrationRegime::kPhaseHidden : CalibrationRegime::kPhaseExposed;
 }
 
-absl::StatusOr<const Plan*> PlanCache::WithPieces(Algorithm algorithm, std::optional<int> straggler,
-                                                  int pieces) {
-  return WithShape(algorithm, straggler, {.pieces = pieces});
+absl::StatusOr<const Plan*> PlanCache::WithPiecesPlan(Algorithm algorithm,
+                                                      std::optional<int> straggler, int pieces) {
+  return WithShapePlan(algorithm, straggler, {.pieces = pieces});
 }
 
-absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optional<int> straggler,
-                                                 const StragglarShape& shape) {
+absl::StatusOr<const Plan*> PlanCache::WithShapePlan(Algorithm algorithm,
+                                                     std::optional<int> straggler,
+                                                     const StragglarShape& shape) {
   const std::tuple<Algorithm, int, int, int, bool> key = {
       algorithm, straggler.value_or(-1), shape.pieces, shape.log_depth_blocks, shape.hierarchical};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
@@ -51,7 +52,7 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
     // The library's own AllReduce has no plan of ours: it is priced as Ring's, or on nodes as
     // NCCL's closed form, through a header of its own that no executor ever asks for.
     if (!machine_.native_is_nccl || !topology.multi_node()) {
-      return WithShape(Algorithm::kRing, std::nullopt, {});
+      return WithShapePlan(Algorithm::kRing, std::nullopt, {});
     }
     absl::StatusOr<Plan> header = SynthesizeRingPlan(/*with_transfers=*/false);
     if (!header.ok()) return header.status();
@@ -78,7 +79,7 @@ absl::StatusOr<const Plan*> PlanCache::WithShape(Algorithm algorithm, std::optio
     // keeping nodes). On nodes the flat and log-depth plans are the synthesizer's, which rename
     // that plan but cost otherwise: priced exactly by its index with the ranks renamed as it is
     // simulated (indexed_by_renaming_, SimulatePartOn).
-    absl::StatusOr<const Plan*> canonical = WithShape(algorithm, last, shape);
+    absl::StatusOr<const Plan*> canonical = WithShapePlan(algorithm, last, shape);
     if (!canonical.ok()) return canonical.status();
     const Plan* plan = &plans_.emplace(key, HeaderOf(**canonical, *straggler)).first->second;
     const Renamed renamed{.canonical = *canonical,
@@ -159,7 +160,7 @@ absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
              : SynthesizeHierarchicalRingWithoutTransfers(topology.nodes, topology.ranks_per_node);
 }
 
-absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
+absl::StatusOr<const Plan*> PlanCache::MaterializedPlan(const Plan& plan) {
   if (!plan.transfers_elided) return &plan;
   for (auto& [key, kept] : plans_) {
     if (&kept != &plan) continue;
@@ -193,17 +194,17 @@ absl::StatusOr<const Plan*> PlanCache::Materialized(const Plan& plan) {
   return absl::InvalidArgumentError("the plan to materialize is not from this plan cache");
 }
 
-absl::StatusOr<const Plan*> PlanCache::For(Algorithm algorithm, std::optional<int> straggler,
-                                           double bytes, const LinkModel& link) {
-  if (algorithm != Algorithm::kStragglar) return WithShape(algorithm, straggler, {});
+absl::StatusOr<const Plan*> PlanCache::ForPlan(Algorithm algorithm, std::optional<int> straggler,
+                                               double bytes, const LinkModel& link) {
+  if (algorithm != Algorithm::kStragglar) return WithShapePlan(algorithm, straggler, {});
   if (FlatStragglarTooLarge()) {
     absl::StatusOr<StragglarShape> log_depth = BestLogDepth(bytes, link);
     if (!log_depth.ok()) return log_depth.status();
-    return WithShape(algorithm, straggler, *log_depth);
+    return WithShapePlan(algorithm, straggler, *log_depth);
   }
   absl::StatusOr<int> pieces = StragglarPieces(bytes, link);
   if (!pieces.ok()) return pieces.status();
-  return WithShape(algorithm, straggler, {.pieces = *pieces});
+  return WithShapePlan(algorithm, straggler, {.pieces = *pieces});
 }
 
 absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double bytes,
@@ -214,8 +215,8 @@ absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double by
   if (PricedWithQueues()) {
     // Later than the pre-arrival rounds take round by round, which queues never make longer.
     absl::StatusOr<SimulationResult> together =
-        SimulatePart(plan, 0, plan.num_rounds(), bytes, link,
-                     std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
+        SimulatePartOf(plan, 0, plan.num_rounds(), bytes, link,
+                       std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
     if (!together.ok()) return together.status();
     std::vector<double> arrival_s(static_cast<size_t>(num_ranks_), 0.0);
     if (plan.straggler.has_value()) arrival_s[*plan.straggler] = 2 * together->completion_s + 1e-3;
@@ -225,8 +226,8 @@ absl::StatusOr<double> PlanCache::PostArrivalSeconds(const Plan& plan, double by
     return late->after_last_arrival_s;
   }
   absl::StatusOr<SimulationResult> simulated =
-      SimulatePart(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link,
-                   std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
+      SimulatePartOf(plan, plan.pre_arrival_rounds, plan.num_rounds(), bytes, link,
+                     std::vector<double>(static_cast<size_t>(num_ranks_), 0.0));
   if (!simulated.ok()) return simulated.status();
   return simulated->completion_s;
 }
@@ -236,7 +237,7 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::FastestAfterArrival(
   StragglarShape best = shapes.front();
   double best_s = std::numeric_limits<double>::infinity();
   for (const StragglarShape& shape : shapes) {
-    absl::StatusOr<const Plan*> plan = WithShape(Algorithm::kStragglar, num_ranks_ - 1, shape);
+    absl::StatusOr<const Plan*> plan = WithShapePlan(Algorithm::kStragglar, num_ranks_ - 1, shape);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<double> seconds = PostArrivalSeconds(**plan, bytes, link);
     if (!seconds.ok()) return seconds.status();
@@ -303,7 +304,7 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
     // (the counts that divide a shard's chunks).
     for (size_t i = 0, rails = hierarchical.size(); PricedWithQueues() && i < rails; ++i) {
       absl::StatusOr<const Plan*> whole =
-          WithShape(Algorithm::kStragglar, num_ranks_ - 1, hierarchical[i]);
+          WithShapePlan(Algorithm::kStragglar, num_ranks_ - 1, hierarchical[i]);
       if (!whole.ok()) return whole.status();
       const int shard_chunks = (*whole)->num_chunks / topology.ranks_per_node;
       for (int pieces : HierarchicalQueuePieces(shard_chunks)) {
@@ -341,17 +342,17 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::ShapeOfFamily(PlanVariant f
       absl::StrCat("flat StragglAR is not built above ", kMaxFlatStragglarRanks, " ranks"));
 }
 
-absl::StatusOr<double> PlanCache::PreArrivalSeconds(const Plan& plan, double bytes,
-                                                    const LinkModel& link) {
+absl::StatusOr<double> PlanCache::PreArrivalSecondsOf(const Plan& plan, double bytes,
+                                                      const LinkModel& link) {
   if (plan.pre_arrival_rounds == 0) return 0.0;
   if (const Renamed* renamed = RenamedOf(plan)) {
-    return PreArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
+    return PreArrivalSecondsOf(*renamed->canonical, bytes, link);  // every rank alike
   }
   const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = pre_arrival_s_.find(key); it != pre_arrival_s_.end()) return it->second;
   absl::StatusOr<SimulationResult> simulated =
-      SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link,
-                   std::vector<double>(static_cast<size_t>(plan.num_ranks), 0.0));
+      SimulatePartOf(plan, 0, plan.pre_arrival_rounds, bytes, link,
+                     std::vector<double>(static_cast<size_t>(plan.num_ranks), 0.0));
   if (!simulated.ok()) return simulated.status();
   pre_arrival_s_.emplace(key, simulated->completion_s);
   return simulated->completion_s;
@@ -367,7 +368,7 @@ absl::StatusOr<const PlanCache::PostArrivalProfile*> PlanCache::ProfileOf(const 
   // first to leave.
   const std::vector<double> zeros(static_cast<size_t>(plan.num_ranks), 0.0);
   absl::StatusOr<SimulationResult> pre =
-      SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link, zeros);
+      SimulatePartOf(plan, 0, plan.pre_arrival_rounds, bytes, link, zeros);
   if (!pre.ok()) return pre.status();
   std::vector<double> pattern = std::move(pre->finish_s);
   pattern[straggler] = std::numeric_limits<double>::infinity();
@@ -402,12 +403,12 @@ absl::StatusOr<std::array<std::vector<double>, 2>> PlanCache::PathsFromReadyAndS
                                network, {from_ready, from_straggler});
 }
 
-absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double bytes,
-                                                     const LinkModel& link,
-                                                     absl::Span<const double> arrival_s) {
+absl::StatusOr<SimulationResult> PlanCache::SimulatePlanOf(const Plan& plan, double bytes,
+                                                           const LinkModel& link,
+                                                           absl::Span<const double> arrival_s) {
   if (const Renamed* renamed = RenamedOf(plan)) {
     return renamed->FromCanonical(
-        Simulate(*renamed->canonical, bytes, link, renamed->relabel.ToCanonical(arrival_s)));
+        SimulatePlanOf(*renamed->canonical, bytes, link, renamed->relabel.ToCanonical(arrival_s)));
   }
   ++simulate_calls_;
   // Only a header of native's on nodes with Machine::native_is_nccl has native as its algorithm.
@@ -415,10 +416,10 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
   if (PricedWithQueues()) return SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);
   if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
       plan.pre_arrival_rounds == 0 || arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
-    return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+    return SimulatePartOf(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
   }
   absl::StatusOr<SimulationResult> pre =
-      SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link, arrival_s);
+      SimulatePartOf(plan, 0, plan.pre_arrival_rounds, bytes, link, arrival_s);
   if (!pre.ok()) return pre.status();
   absl::StatusOr<const PostArrivalProfile*> profile = ProfileOf(plan, bytes, link);
   if (!profile.ok()) return profile.status();
@@ -447,7 +448,7 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
     // Apart, the ready ranks' side is at most from_ready_s (the map is monotonic): it is exact
     // only where the straggler's side is later anyway.
     if (!in_pattern && from_straggler_s < from_ready_s) {
-      return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
+      return SimulatePartOf(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
     }
     result.finish_s[r] = std::max(from_ready_s, from_straggler_s);
   }
@@ -459,9 +460,9 @@ absl::StatusOr<SimulationResult> PlanCache::Simulate(const Plan& plan, double by
   return result;
 }
 
-absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, double bytes,
-                                                          const LinkModel& link,
-                                                          absl::Span<const double> arrival_s) {
+absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeastOf(const Plan& plan, double bytes,
+                                                            const LinkModel& link,
+                                                            absl::Span<const double> arrival_s) {
   if (arrival_s.size() != static_cast<size_t>(plan.num_ranks) || arrival_s.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
                                                    " arrival times, got ", arrival_s.size()));
@@ -471,8 +472,8 @@ absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(const Plan& plan, doub
     return 0.0;
   }
   if (const Renamed* renamed = RenamedOf(plan)) {
-    return AfterLastArrivalAtLeast(*renamed->canonical, bytes, link,
-                                   renamed->relabel.ToCanonical(arrival_s));
+    return AfterLastArrivalAtLeastOf(*renamed->canonical, bytes, link,
+                                     renamed->relabel.ToCanonical(arrival_s));
   }
   double straggler_path_s = 0;
   auto renamed = indexed_by_renaming_.find(&plan);
@@ -560,13 +561,13 @@ absl::StatusOr<SimulationResult> PlanCache::NcclRing(double bytes, const LinkMod
   return result;
 }
 
-absl::StatusOr<SimulationResult> PlanCache::SimulatePart(const Plan& plan, int begin_round,
-                                                         int end_round, double bytes,
-                                                         const LinkModel& link,
-                                                         absl::Span<const double> arrival_s) {
+absl::StatusOr<SimulationResult> PlanCache::SimulatePartOf(const Plan& plan, int begin_round,
+                                                           int end_round, double bytes,
+                                                           const LinkModel& link,
+                                                           absl::Span<const double> arrival_s) {
   if (const Renamed* renamed = RenamedOf(plan)) {
-    return renamed->FromCanonical(SimulatePart(*renamed->canonical, begin_round, end_round, bytes,
-                                               link, renamed->relabel.ToCanonical(arrival_s)));
+    return renamed->FromCanonical(SimulatePartOf(*renamed->canonical, begin_round, end_round, bytes,
+                                                 link, renamed->relabel.ToCanonical(arrival_s)));
   }
   return SimulatePartOn(plan, begin_round, end_round, bytes, NetworkOf(link), arrival_s);
 }
@@ -642,9 +643,9 @@ NetworkModel PlanCache::NetworkOf(const LinkModel& link) const {
                                         : NetworkModel::Flat(num_ranks_, link);
 }
 
-absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double bytes,
-                                                      const LinkModel& link,
-                                                      absl::Span<const double> arrival_s) {
+absl::StatusOr<CalibrationRegime> PlanCache::RegimeOfPlan(const Plan& plan, double bytes,
+                                                          const LinkModel& link,
+                                                          absl::Span<const double> arrival_s) {
   return RegimeFromPhase(plan, arrival_s, [&](double gap_s) -> absl::StatusOr<bool> {
     if (auto renamed = indexed_by_renaming_.find(&plan); renamed != indexed_by_renaming_.end()) {
       absl::StatusOr<const RenamingBounds*> bounds =
@@ -654,7 +655,7 @@ absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(const Plan& plan, double b
       if (gap_s < (*bounds)->pre_arrival_at_least_s * (1 - kBoundMargin)) return false;
       if (gap_s >= (*bounds)->pre_arrival_at_most_s * (1 + kBoundMargin)) return true;
     }
-    absl::StatusOr<double> phase_s = PreArrivalSeconds(plan, bytes, link);
+    absl::StatusOr<double> phase_s = PreArrivalSecondsOf(plan, bytes, link);
     if (!phase_s.ok()) return phase_s.status();
     return gap_s >= *phase_s;
   });

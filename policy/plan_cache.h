@@ -1,7 +1,8 @@
 // The plans a communicator runs and prices, built once and kept for its lifetime: the chooser
 // prices them, the calibration and the time-saved estimate re-price them on measured arrivals,
 // and executors lower them. Keyed by (algorithm, straggler, pieces); a plan's address never
-// changes (not even when Materialized fills in its transfers), so `const Plan*` identifies it. Also
+// changes (not even when Materialized fills in its transfers), so the PricedPlan the cache hands
+// out (policy/priced_plan.h: what can be priced, never lowered) identifies it. Also
 // memoizes what depends on a plan and a message size but not on the arrivals (StragglAR's pieces
 // per chunk, its pre-arrival phase's time), so each is simulated once, not once per call that needs
 // it.
@@ -21,6 +22,7 @@
 #include "kernels/plan/rank_relabel.h"
 #include "policy/calibration.h"
 #include "policy/network_model.h"
+#include "policy/priced_plan.h"
 #include "policy/simulator.h"
 #include "policy/stragglar_shape.h"
 #include "policy/topology.h"
@@ -70,10 +72,10 @@ class PlanCache {
   // StragglAR runs; the chooser may pick another of StragglarShapes); the others ignore the size.
   // Ring on a machine of nodes is the hierarchical ring, what a library runs there. Above
   // kMaxFlatStragglarRanks ranks StragglAR's is log-depth StragglAR with the better block count.
-  absl::StatusOr<const Plan*> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
-                                  const LinkModel& link);
-  // What For and WithShape return is for pricing, and may have its transfers elided
-  // (Plan::transfers_elided): Ring's plan on one machine, which its one ring run prices (1.35 GB
+  absl::StatusOr<PricedPlan> For(Algorithm algorithm, std::optional<int> straggler, double bytes,
+                                 const LinkModel& link);
+  // What For and WithShape return is for pricing only (a PricedPlan), because the cache may have
+  // left its transfers out: Ring's plan on one machine, which its one ring run prices (1.35 GB
   // of transfers at 4096 ranks that a preload running NCCL's own Ring never reads), and on nodes
   // the hierarchical ring, which its index prices (285 MB at 512x8); native's, a header with
   // Machine::native_is_nccl on nodes (NCCL's closed form prices it), else Ring's plan; StragglAR's
@@ -81,14 +83,16 @@ class PlanCache {
   // (kernels/plan/rank_relabel.h) and are priced through it (RenamesStragglars) or through its
   // index renamed (on nodes); and on nodes that plan itself, which its index prices
   // (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, in place:
-  // the same address, so the same prices and memos. `plan` must come from this cache.
-  absl::StatusOr<const Plan*> Materialized(const Plan& plan);
+  // the same address, so the same prices and memos. InvalidArgument for another cache's plan.
+  absl::StatusOr<const Plan*> Materialized(PricedPlan plan);
+  // Whether the cache keeps `plan`'s transfers (its memory), or left them out until Materialized.
+  bool KeepsTransfers(PricedPlan plan) const;
 
   // The plan with exactly `pieces` pieces per chunk (StragglAR; 1 for the others).
-  absl::StatusOr<const Plan*> WithPieces(Algorithm algorithm, std::optional<int> straggler,
-                                         int pieces);
-  absl::StatusOr<const Plan*> WithShape(Algorithm algorithm, std::optional<int> straggler,
-                                        const StragglarShape& shape);
+  absl::StatusOr<PricedPlan> WithPieces(Algorithm algorithm, std::optional<int> straggler,
+                                        int pieces);
+  absl::StatusOr<PricedPlan> WithShape(Algorithm algorithm, std::optional<int> straggler,
+                                       const StragglarShape& shape);
 
   // The shapes of StragglAR's plan worth pricing for `bytes` on `link`, the flat schedule with
   // StragglarPieces first; then log-depth StragglAR with the better (after the straggler's
@@ -114,7 +118,7 @@ class PlanCache {
 
   // The model's time for `plan`'s pre-arrival rounds on a call of `bytes`, ranks arriving
   // together; 0 for plans without that phase. `plan` must come from this cache.
-  absl::StatusOr<double> PreArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
+  absl::StatusOr<double> PreArrivalSeconds(PricedPlan plan, double bytes, const LinkModel& link);
 
   // SimulatePlan of `plan` (from this cache), or of its rounds [begin_round, end_round), with its
   // ring runs (policy/ring_runs.h), found at its first simulation, priced in closed form, and its
@@ -136,9 +140,9 @@ class PlanCache {
   // Machine::per_class_queues on several nodes, every plan is SimulatePlanWithQueues (no closed
   // form: they are the round model's).
   static constexpr double kPatternTolerance = 1e-12;
-  absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
+  absl::StatusOr<SimulationResult> Simulate(PricedPlan plan, double bytes, const LinkModel& link,
                                             absl::Span<const double> arrival_s);
-  absl::StatusOr<SimulationResult> SimulatePart(const Plan& plan, int begin_round, int end_round,
+  absl::StatusOr<SimulationResult> SimulatePart(PricedPlan plan, int begin_round, int end_round,
                                                 double bytes, const LinkModel& link,
                                                 absl::Span<const double> arrival_s);
 
@@ -149,7 +153,7 @@ class PlanCache {
   // around a rank other than the last whose profile is not known yet takes the looser bound of
   // RenamingBoundsOf instead, which needs neither its index nor its profile. The chooser skips
   // pricing a shape exactly when this bound already rules it out.
-  absl::StatusOr<double> AfterLastArrivalAtLeast(const Plan& plan, double bytes,
+  absl::StatusOr<double> AfterLastArrivalAtLeast(PricedPlan plan, double bytes,
                                                  const LinkModel& link,
                                                  absl::Span<const double> arrival_s);
 
@@ -166,10 +170,36 @@ class PlanCache {
 
   // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds; for the plans that
   // RenamingBoundsOf bounds, only when the straggler's lead falls between the bounds.
-  absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes, const LinkModel& link,
+  absl::StatusOr<CalibrationRegime> RegimeOf(PricedPlan plan, double bytes, const LinkModel& link,
                                              absl::Span<const double> arrival_s);
 
  private:
+  // The public functions above on the cache's own plans (their headers), one each.
+  static absl::StatusOr<PricedPlan> Priced(absl::StatusOr<const Plan*> plan) {
+    if (!plan.ok()) return plan.status();
+    return PricedPlan(**plan);
+  }
+  absl::StatusOr<const Plan*> ForPlan(Algorithm algorithm, std::optional<int> straggler,
+                                      double bytes, const LinkModel& link);
+  absl::StatusOr<const Plan*> WithPiecesPlan(Algorithm algorithm, std::optional<int> straggler,
+                                             int pieces);
+  absl::StatusOr<const Plan*> WithShapePlan(Algorithm algorithm, std::optional<int> straggler,
+                                            const StragglarShape& shape);
+  absl::StatusOr<const Plan*> MaterializedPlan(const Plan& plan);
+  absl::StatusOr<double> PreArrivalSecondsOf(const Plan& plan, double bytes, const LinkModel& link);
+  absl::StatusOr<SimulationResult> SimulatePlanOf(const Plan& plan, double bytes,
+                                                  const LinkModel& link,
+                                                  absl::Span<const double> arrival_s);
+  absl::StatusOr<SimulationResult> SimulatePartOf(const Plan& plan, int begin_round, int end_round,
+                                                  double bytes, const LinkModel& link,
+                                                  absl::Span<const double> arrival_s);
+  absl::StatusOr<double> AfterLastArrivalAtLeastOf(const Plan& plan, double bytes,
+                                                   const LinkModel& link,
+                                                   absl::Span<const double> arrival_s);
+  absl::StatusOr<CalibrationRegime> RegimeOfPlan(const Plan& plan, double bytes,
+                                                 const LinkModel& link,
+                                                 absl::Span<const double> arrival_s);
+
   using LinkKey = std::tuple<int64_t, double, double, double>;  // (bytes, alpha, bw, lanes)
   static LinkKey KeyOf(double bytes, const LinkModel& link) {
     return {static_cast<int64_t>(bytes), link.alpha_s, link.bandwidth_bytes_per_s,
@@ -319,5 +349,50 @@ class PlanCache {
 absl::StatusOr<CalibrationRegime> RegimeFromPhase(
     const Plan& plan, absl::Span<const double> arrival_s,
     absl::FunctionRef<absl::StatusOr<bool>(double gap_s)> gap_hides_phase);
+
+// The public face over the cache's own plans: what is priced is a PricedPlan, what is executed a
+// Plan with its transfers.
+inline absl::StatusOr<PricedPlan> PlanCache::For(Algorithm algorithm, std::optional<int> straggler,
+                                                 double bytes, const LinkModel& link) {
+  return Priced(ForPlan(algorithm, straggler, bytes, link));
+}
+inline absl::StatusOr<PricedPlan> PlanCache::WithPieces(Algorithm algorithm,
+                                                        std::optional<int> straggler, int pieces) {
+  return Priced(WithPiecesPlan(algorithm, straggler, pieces));
+}
+inline absl::StatusOr<PricedPlan> PlanCache::WithShape(Algorithm algorithm,
+                                                       std::optional<int> straggler,
+                                                       const StragglarShape& shape) {
+  return Priced(WithShapePlan(algorithm, straggler, shape));
+}
+inline absl::StatusOr<const Plan*> PlanCache::Materialized(PricedPlan plan) {
+  return MaterializedPlan(plan.header());
+}
+inline bool PlanCache::KeepsTransfers(PricedPlan plan) const {
+  return !plan.header().transfers_elided;
+}
+inline absl::StatusOr<double> PlanCache::PreArrivalSeconds(PricedPlan plan, double bytes,
+                                                           const LinkModel& link) {
+  return PreArrivalSecondsOf(plan.header(), bytes, link);
+}
+inline absl::StatusOr<SimulationResult> PlanCache::Simulate(PricedPlan plan, double bytes,
+                                                            const LinkModel& link,
+                                                            absl::Span<const double> arrival_s) {
+  return SimulatePlanOf(plan.header(), bytes, link, arrival_s);
+}
+inline absl::StatusOr<SimulationResult> PlanCache::SimulatePart(
+    PricedPlan plan, int begin_round, int end_round, double bytes, const LinkModel& link,
+    absl::Span<const double> arrival_s) {
+  return SimulatePartOf(plan.header(), begin_round, end_round, bytes, link, arrival_s);
+}
+inline absl::StatusOr<double> PlanCache::AfterLastArrivalAtLeast(
+    PricedPlan plan, double bytes, const LinkModel& link, absl::Span<const double> arrival_s) {
+  return AfterLastArrivalAtLeastOf(plan.header(), bytes, link, arrival_s);
+}
+inline absl::StatusOr<CalibrationRegime> PlanCache::RegimeOf(PricedPlan plan, double bytes,
+                                                             const LinkModel& link,
+                                                             absl::Span<const double> arrival_s) {
+  return RegimeOfPlan(plan.header(), bytes, link, arrival_s);
+}
 
 }  // namespace stragglar

@@ -21,7 +21,7 @@ double ShortestDuration(absl::Span<const CallTiming> timing) {
 
 // The model's counterpart of ShortestDuration: the shortest time from a rank's arrival to its
 // finish when `plan` (one of `plans`) runs on a call of `bytes` with these lags.
-absl::StatusOr<double> ModelledShortestDuration(PlanCache& plans, const Plan& plan, int64_t bytes,
+absl::StatusOr<double> ModelledShortestDuration(PlanCache& plans, PricedPlan plan, int64_t bytes,
                                                 const LinkModel& link,
                                                 absl::Span<const double> lag_s) {
   absl::StatusOr<SimulationResult> simulated =
@@ -142,13 +142,13 @@ void Policy::Calibrate(const RecordedCall& call, absl::Span<const CallTiming> ti
   if (!(measured_s > 0)) return;  // no durations (e.g. a trace without them)
   // Best effort: a call the model cannot price (it ran, so its plan exists) is just not counted,
   // rather than leaving the epoch half absorbed.
-  absl::StatusOr<const Plan*> plan = PlanToPrice(call.decision, call.bytes);
+  absl::StatusOr<PricedPlan> plan = PlanToPrice(call.decision, call.bytes);
   if (!plan.ok()) return;
   absl::StatusOr<double> predicted_s =
-      ModelledShortestDuration(*plans_, **plan, call.bytes, link_, lag_s);
+      ModelledShortestDuration(*plans_, *plan, call.bytes, link_, lag_s);
   if (!predicted_s.ok()) return;
   const absl::StatusOr<CalibrationRegime> regime =
-      plans_->RegimeOf(**plan, static_cast<double>(call.bytes), link_, lag_s);
+      plans_->RegimeOf(*plan, static_cast<double>(call.bytes), link_, lag_s);
   if (!regime.ok()) return;
   calibration_.Add(call.decision.algorithm, call.bytes, *predicted_s, measured_s, *regime);
 }
@@ -163,11 +163,11 @@ double Policy::EstimateSaved(const RecordedCall& call, absl::Span<const CallTimi
   auto cached = baseline_by_bytes.find(call.bytes);
   if (cached == baseline_by_bytes.end()) {
     double predicted_s = 0;  // 0: cannot be priced, so no estimate
-    absl::StatusOr<const Plan*> plan =
+    absl::StatusOr<PricedPlan> plan =
         plans_->For(baseline, std::nullopt, static_cast<double>(call.bytes), link_);
     if (plan.ok()) {
       absl::StatusOr<double> modelled =
-          ModelledShortestDuration(*plans_, **plan, call.bytes, link_, lag_s);
+          ModelledShortestDuration(*plans_, *plan, call.bytes, link_, lag_s);
       if (modelled.ok()) predicted_s = *modelled * calibration_.Factor(baseline, call.bytes);
     }
     cached = baseline_by_bytes.emplace(call.bytes, predicted_s).first;

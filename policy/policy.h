@@ -52,12 +52,12 @@ class Policy {
   // The plan to execute for `decision` on a call of `bytes` (owned by plans(); StragglAR's is
   // pipelined as the model prefers for that size), with its transfers.
   absl::StatusOr<const Plan*> PlanFor(const CallDecision& decision, int64_t bytes) {
-    absl::StatusOr<const Plan*> plan = PlanToPrice(decision, bytes);
+    absl::StatusOr<PricedPlan> plan = PlanToPrice(decision, bytes);
     if (!plan.ok()) return plan.status();
-    return plans_->Materialized(**plan);
+    return plans_->Materialized(*plan);
   }
-  // The same plan for pricing through plans(): its transfers may be elided (PlanCache::For).
-  absl::StatusOr<const Plan*> PlanToPrice(const CallDecision& decision, int64_t bytes) {
+  // The same plan for pricing through plans() (PlanCache::For).
+  absl::StatusOr<PricedPlan> PlanToPrice(const CallDecision& decision, int64_t bytes) {
     if (decision.algorithm == Algorithm::kStragglar && decision.shape.has_value()) {
       return plans_->WithShape(decision.algorithm, decision.straggler, *decision.shape);
     }

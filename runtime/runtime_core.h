@@ -56,9 +56,9 @@ class RuntimeCore {
   // trace of thousands of ranks prices every call this way.
   absl::StatusOr<SimulationResult> Price(const CallDecision& decision, int64_t bytes,
                                          absl::Span<const double> arrival_s) {
-    absl::StatusOr<const Plan*> plan = policy_.PlanToPrice(decision, bytes);
+    absl::StatusOr<PricedPlan> plan = policy_.PlanToPrice(decision, bytes);
     if (!plan.ok()) return plan.status();
-    return policy_.plans().Simulate(**plan, static_cast<double>(bytes), link(), arrival_s);
+    return policy_.plans().Simulate(*plan, static_cast<double>(bytes), link(), arrival_s);
   }
 
   // This rank's timing of the call Decide() last returned.

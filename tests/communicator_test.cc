@@ -313,7 +313,7 @@ class ProgramRecordingWork final : public CallWork {
 // its shape, or without one the flat schedule in any number of pieces. Null when none is.
 const Plan* PlanOfProgram(PlanCache& cache, const CallDecision& decision,
                           const RankProgram& program) {
-  std::vector<absl::StatusOr<const Plan*>> candidates;
+  std::vector<absl::StatusOr<PricedPlan>> candidates;
   if (decision.shape.has_value()) {
     candidates.push_back(
         cache.WithShape(Algorithm::kStragglar, decision.straggler, *decision.shape));
@@ -322,9 +322,9 @@ const Plan* PlanOfProgram(PlanCache& cache, const CallDecision& decision,
       candidates.push_back(cache.WithPieces(Algorithm::kStragglar, decision.straggler, pieces));
     }
   }
-  for (absl::StatusOr<const Plan*>& plan : candidates) {
+  for (absl::StatusOr<PricedPlan>& plan : candidates) {
     if (!plan.ok()) continue;
-    absl::StatusOr<const Plan*> whole = cache.Materialized(**plan);
+    absl::StatusOr<const Plan*> whole = cache.Materialized(*plan);
     if (!whole.ok()) continue;
     absl::StatusOr<RankProgram> lowered = LowerPlan(**whole, program.rank, program.placement);
     if (lowered.ok() && *lowered == program) return *whole;

@@ -61,23 +61,23 @@ TEST(NativeTest, OnNodesIsPricedAsTheHierarchicalRingOrAsNcclsClosedForm) {
   const SimulationResult want =
       *SimulatePlan(*SynthesizeHierarchicalRing(2, 4), 1 << 20, network, late);
   PlanCache rounds(8, 0, {.topology = two_by_four});
-  const Plan* ring = *rounds.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
-  EXPECT_TRUE(ring->transfers_elided);
+  const PricedPlan ring = *rounds.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
+  EXPECT_FALSE(rounds.KeepsTransfers(ring));
   EXPECT_EQ(*rounds.For(Algorithm::kNative, std::nullopt, 1 << 20, LinkModel{}), ring);
-  EXPECT_EQ(rounds.Simulate(*ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
-  EXPECT_EQ(*rounds.Materialized(*ring), ring);
-  EXPECT_EQ(*ring, *SynthesizeHierarchicalRing(2, 4));
-  EXPECT_EQ(rounds.Simulate(*ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
+  EXPECT_EQ(rounds.Simulate(ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
+  EXPECT_EQ(**rounds.Materialized(ring), *SynthesizeHierarchicalRing(2, 4));
+  EXPECT_TRUE(rounds.KeepsTransfers(ring)) << "materialized in place";
+  EXPECT_EQ(rounds.Simulate(ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
 
   PlanCache nccl(8, 0, {.topology = two_by_four, .native_is_nccl = true});
-  const Plan* native = *nccl.For(Algorithm::kNative, std::nullopt, 1 << 20, LinkModel{});
-  EXPECT_TRUE(native->transfers_elided);
-  EXPECT_EQ(native->algorithm, Algorithm::kNative);
-  const Plan* our_ring = *nccl.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
-  EXPECT_NE(native, our_ring);
-  EXPECT_EQ(nccl.Simulate(*our_ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
+  const PricedPlan native = *nccl.For(Algorithm::kNative, std::nullopt, 1 << 20, LinkModel{});
+  EXPECT_FALSE(nccl.KeepsTransfers(native));
+  EXPECT_EQ(native.algorithm(), Algorithm::kNative);
+  const PricedPlan our_ring = *nccl.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
+  EXPECT_FALSE(native == our_ring);
+  EXPECT_EQ(nccl.Simulate(our_ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
   // Bulk-synchronous: every rank finishes together, unlike the hierarchical ring.
-  const SimulationResult nccl_priced = *nccl.Simulate(*native, 1 << 20, LinkModel{}, late);
+  const SimulationResult nccl_priced = *nccl.Simulate(native, 1 << 20, LinkModel{}, late);
   EXPECT_NE(nccl_priced.finish_s, want.finish_s);
   for (double finish_s : nccl_priced.finish_s) EXPECT_EQ(finish_s, nccl_priced.completion_s);
 }

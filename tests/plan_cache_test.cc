@@ -47,7 +47,7 @@ TEST(PlanCacheTest, StragglarsPostArrivalClosedFormIsTheSimulation) {
       PlanCache cache(n);
       for (int pieces : {1, 2}) {
         for (int straggler : {0, n / 2, n - 1}) {
-          const Plan& plan = **cache.WithPieces(Algorithm::kStragglar, straggler, pieces);
+          const PricedPlan plan = *cache.WithPieces(Algorithm::kStragglar, straggler, pieces);
           for (int trial = 0; trial < 6; ++trial) {
             const double bytes = trial % 2 ? 1 << 22 : 4099;
             std::vector<double> arrival(n);
@@ -92,8 +92,8 @@ TEST(PlanCacheTest, LogDepthClosedFormIsTheSimulationWhereItApplies) {
     const bool butterfly = std::has_single_bit(static_cast<unsigned>(n - 1));
     for (int blocks : {1, 4}) {
       for (int straggler : {0, n / 2, n - 1}) {
-        const Plan& plan =
-            **cache.WithShape(Algorithm::kStragglar, straggler, {.log_depth_blocks = blocks});
+        const PricedPlan plan =
+            *cache.WithShape(Algorithm::kStragglar, straggler, {.log_depth_blocks = blocks});
         for (int trial = 0; trial < 6; ++trial) {
           std::vector<double> arrival(n);
           for (double& a : arrival) a = trial < 3 ? lag(random) : 0;
@@ -125,14 +125,15 @@ TEST(PlanCacheTest, LogDepthClosedFormIsTheSimulationWhereItApplies) {
 TEST(PlanCacheTest, ReadyRanksLeavingThePreArrivalRoundsApartAreSimulated) {
   // Hierarchical StragglAR's pre-arrival rounds (inside nodes, then along rails) leave its ready
   // ranks at different times when they arrive apart: nothing is assumed, every round simulated.
-  absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(3, 2, 5);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  PlanCache cache(6);
-  const std::vector<double> arrival = {0.4, 0, 0.1, 0, 0, 0.3};
+  // Both link classes alike, so that the simulation on one link is the plan's own.
   const LinkModel link;
-  const SimulationResult got = *cache.Simulate(*plan, 1 << 20, link, arrival);
+  PlanCache cache(6, 0, {.topology = {.nodes = 3, .ranks_per_node = 2}, .inter_node_link = link});
+  const PricedPlan plan = *cache.WithShape(Algorithm::kStragglar, 5, {.hierarchical = true});
+  const std::vector<double> arrival = {0.4, 0, 0.1, 0, 0, 0.3};
+  const SimulationResult got = *cache.Simulate(plan, 1 << 20, link, arrival);
   EXPECT_EQ(cache.closed_form_calls(), 0);
-  EXPECT_EQ(got.finish_s, SimulatePlan(*plan, 1 << 20, link, arrival)->finish_s);
+  EXPECT_EQ(got.finish_s,
+            SimulatePlan(**cache.Materialized(plan), 1 << 20, link, arrival)->finish_s);
 }
 
 TEST(PlanCacheTest, ALateStragglerIsPricedInClosedFormHoweverApartTheOthersLeave) {
@@ -153,8 +154,8 @@ TEST(PlanCacheTest, ALateStragglerIsPricedInClosedFormHoweverApartTheOthersLeave
     PlanCache cache(n, 0, {.topology = topology, .inter_node_link = nic});
     for (int straggler : {0, n / 2, n - 1}) {
       for (const bool hierarchical : {false, true}) {
-        const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler,
-                                             {.pieces = 1, .hierarchical = hierarchical});
+        const PricedPlan plan = *cache.WithShape(Algorithm::kStragglar, straggler,
+                                                 {.pieces = 1, .hierarchical = hierarchical});
         for (int trial = 0; trial < 4; ++trial) {
           std::vector<double> arrival(n);
           for (double& a : arrival) a = lag(random);
@@ -206,7 +207,7 @@ TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
         StragglarShape{.hierarchical = true}}) {
     for (int trial = 0; trial < 8; ++trial) {
       const int straggler = (5 * trial) % 12;
-      const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, shape);
+      const PricedPlan plan = *cache.WithShape(Algorithm::kStragglar, straggler, shape);
       std::vector<double> arrival(12);
       for (double& a : arrival) a = lag(random);
       const bool late = trial % 2 == 0;
@@ -225,7 +226,7 @@ TEST(PlanCacheTest, TheTimeAfterArrivalIsAtLeastTheStragglersOwnChains) {
     }
   }
   const std::vector<double> together(12, 0.0);
-  const Plan& ring = **cache.For(Algorithm::kRing, std::nullopt, 1 << 20, link);
+  const PricedPlan ring = *cache.For(Algorithm::kRing, std::nullopt, 1 << 20, link);
   EXPECT_EQ(*cache.AfterLastArrivalAtLeast(ring, 1 << 20, link, together), 0.0);
   EXPECT_THAT(cache.AfterLastArrivalAtLeast(ring, 1 << 20, link, {0.0, 1.0}).status().message(),
               ::testing::HasSubstr("needs 12 arrival times, got 2"));
@@ -254,25 +255,26 @@ TEST(PlanCacheTest, OnPerClassQueuesEveryPlanIsPricedThatWayAndThePiecesPlanIsOf
   // Every plan, on any arrivals, is the queue simulation bit for bit; no bound is claimed.
   std::mt19937 random(5);
   std::uniform_real_distribution<double> lag(0, 1e-3);
-  const std::vector<const Plan*> plans = {
+  const std::vector<PricedPlan> plans = {
       *queued.WithShape(Algorithm::kStragglar, 63, queued_shapes[2]),
       *queued.WithShape(Algorithm::kStragglar, 63, {.hierarchical = true}),
       *queued.For(Algorithm::kRing, std::nullopt, bytes, nvlink)};
-  for (const Plan* plan : plans) {
+  for (const PricedPlan plan : plans) {
     std::vector<double> arrival(64);
     for (double& a : arrival) a = lag(random);
     arrival[63] = 0.5;
-    const SimulationResult got = *queued.Simulate(*plan, bytes, nvlink, arrival);
-    const SimulationResult want = *SimulatePlanWithQueues(*plan, bytes, network, arrival);
-    EXPECT_EQ(got.finish_s, want.finish_s) << AlgorithmName(plan->algorithm);
-    EXPECT_EQ(*queued.AfterLastArrivalAtLeast(*plan, bytes, nvlink, arrival), 0.0);
+    const SimulationResult got = *queued.Simulate(plan, bytes, nvlink, arrival);
+    const SimulationResult want =
+        *SimulatePlanWithQueues(**queued.Materialized(plan), bytes, network, arrival);
+    EXPECT_EQ(got.finish_s, want.finish_s) << AlgorithmName(plan.algorithm());
+    EXPECT_EQ(*queued.AfterLastArrivalAtLeast(plan, bytes, nvlink, arrival), 0.0);
   }
   EXPECT_EQ(queued.closed_form_calls(), 0);
   // The pieces plan is the faster on queues, after a late straggler's arrival.
   std::vector<double> late(64, 0.0);
   late[63] = 1.0;
-  EXPECT_LT(queued.Simulate(*plans[0], bytes, nvlink, late)->after_last_arrival_s,
-            queued.Simulate(*plans[1], bytes, nvlink, late)->after_last_arrival_s);
+  EXPECT_LT(queued.Simulate(plans[0], bytes, nvlink, late)->after_last_arrival_s,
+            queued.Simulate(plans[1], bytes, nvlink, late)->after_last_arrival_s);
 }
 
 TEST(PlanCacheTest, FlatRailsArePricedOnlyUpToTheirLimitWhereAboveItTheyLose) {
@@ -353,35 +355,42 @@ TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedFo
     EXPECT_EQ(RingRunsOfRing(n), FindRingRuns(full));
 
     PlanCache cache(n);
-    const Plan* plan = *cache.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
-    EXPECT_EQ(*plan, header);
+    const PricedPlan plan = *cache.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
+    EXPECT_FALSE(cache.KeepsTransfers(plan));
+    EXPECT_EQ(cache.kept_transfers(), 0);
+    EXPECT_EQ(plan.num_rounds(), header.num_rounds());
+    EXPECT_EQ(plan.num_chunks(), header.num_chunks);
     std::vector<double> arrival(n);
     for (double& at : arrival) at = lag(random);
     const SimulationResult want = *SimulatePlan(full, 12345678, LinkModel{}, arrival);
-    EXPECT_EQ(cache.Simulate(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
+    EXPECT_EQ(cache.Simulate(plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
 
-    // SimulatePlan prices it by its run, as the cache does; nothing that reads its transfers
-    // takes it: each says so instead of running nothing.
-    EXPECT_EQ(SimulatePlan(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
+    // SimulatePlan prices the synthesizer's header by its run, as the cache does; nothing that
+    // reads transfers takes it: each says so instead of running nothing. (The cache's own
+    // header cannot even be handed to them: a PricedPlan is not a Plan.)
+    EXPECT_EQ(SimulatePlan(header, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
     for (const absl::Status& refused :
-         {LowerPlan(*plan, 0).status(), VerifyPlan(*plan),
-          SimulateRounds(*plan, {}, 0, plan->num_rounds(), 1, LinkModel{}, arrival).status(),
-          SimulatePlanWithQueues(*plan, 1, NetworkModel::Flat(n, LinkModel{}), arrival).status()}) {
+         {LowerPlan(header, 0).status(), VerifyPlan(header),
+          SimulateRounds(header, {}, 0, header.num_rounds(), 1, LinkModel{}, arrival).status(),
+          SimulatePlanWithQueues(header, 1, NetworkModel::Flat(n, LinkModel{}), arrival)
+              .status()}) {
       EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_THAT(refused.message(), testing::HasSubstr("transfers left out"));
     }
 
     // Materialized fills it in where it is: the same plan, address and prices.
-    EXPECT_EQ(*cache.Materialized(*plan), plan);
-    EXPECT_EQ(*plan, full);
-    EXPECT_EQ(*cache.Materialized(*plan), plan);
-    EXPECT_EQ(cache.Simulate(*plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
-    EXPECT_TRUE(LowerPlan(*plan, n - 1).ok());
+    const Plan* whole = *cache.Materialized(plan);
+    EXPECT_EQ(*whole, full);
+    EXPECT_TRUE(cache.KeepsTransfers(plan));
+    EXPECT_EQ(*cache.Materialized(plan), whole);
+    EXPECT_EQ(cache.Simulate(plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
+    EXPECT_TRUE(LowerPlan(*whole, n - 1).ok());
   }
-  // A plan the cache does not hold is not filled in behind its owner's back.
-  PlanCache cache(4);
-  const Plan stranger = *SynthesizeRingWithoutTransfers(4);
+  // Another cache's plan is not filled in behind its owner's back.
+  PlanCache cache(4), other(4);
+  const PricedPlan stranger = *other.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
   EXPECT_EQ(cache.Materialized(stranger).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(other.KeepsTransfers(stranger));
   // On a machine of nodes Ring is the hierarchical ring, whose header the cache can keep too
   // (how it is priced there: native_test.cc).
   for (const auto& [nodes, ranks_per_node] :
@@ -407,39 +416,38 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
     SCOPED_TRACE(testing::Message()
                  << "pieces " << shape.pieces << " blocks " << shape.log_depth_blocks);
     PlanCache cache(n);
-    const Plan* last = *cache.WithShape(Algorithm::kStragglar, n - 1, shape);
-    EXPECT_FALSE(last->transfers_elided);
+    const PricedPlan last = *cache.WithShape(Algorithm::kStragglar, n - 1, shape);
+    EXPECT_TRUE(cache.KeepsTransfers(last));
     for (int straggler = 0; straggler < n - 1; ++straggler) {
-      const Plan* plan = *cache.WithShape(Algorithm::kStragglar, straggler, shape);
+      const PricedPlan plan = *cache.WithShape(Algorithm::kStragglar, straggler, shape);
       EXPECT_EQ(*cache.WithShape(Algorithm::kStragglar, straggler, shape), plan);
-      ASSERT_TRUE(plan->transfers_elided) << "straggler " << straggler;
-      EXPECT_EQ(TransferCount(*plan), 0);
-      EXPECT_EQ(plan->straggler, straggler);
-      EXPECT_EQ(plan->num_rounds(), last->num_rounds());
-      EXPECT_EQ(plan->pre_arrival_rounds, last->pre_arrival_rounds);
-      EXPECT_EQ(LowerPlan(*plan, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+      ASSERT_FALSE(cache.KeepsTransfers(plan)) << "straggler " << straggler;
+      EXPECT_EQ(plan.straggler(), straggler);
+      EXPECT_EQ(plan.num_rounds(), last.num_rounds());
+      EXPECT_EQ(plan.pre_arrival_rounds(), last.pre_arrival_rounds());
 
       std::vector<double> arrival(n);
       for (double& at : arrival) at = lag(random);
       arrival[straggler] = 0.25;
-      const SimulationResult priced = *cache.Simulate(*plan, 1 << 22, link, arrival);
-      const double phase_s = *cache.PreArrivalSeconds(*plan, 1 << 22, link);
-      const double bound_s = *cache.AfterLastArrivalAtLeast(*plan, 1 << 22, link, arrival);
+      const SimulationResult priced = *cache.Simulate(plan, 1 << 22, link, arrival);
+      const double phase_s = *cache.PreArrivalSeconds(plan, 1 << 22, link);
+      const double bound_s = *cache.AfterLastArrivalAtLeast(plan, 1 << 22, link, arrival);
       // What the synthesizer builds around this straggler, where the header was.
-      EXPECT_EQ(*cache.Materialized(*plan), plan);
-      EXPECT_EQ(*plan, shape.log_depth_blocks > 0
-                           ? *SynthesizeLogDepthStragglar(n, straggler, shape.log_depth_blocks)
-                           : *SynthesizeStragglar(n, straggler, shape.pieces));
-      EXPECT_TRUE(VerifyPlan(*plan).ok());
+      const Plan* whole = *cache.Materialized(plan);
+      EXPECT_TRUE(cache.KeepsTransfers(plan));
+      EXPECT_EQ(*whole, shape.log_depth_blocks > 0
+                            ? *SynthesizeLogDepthStragglar(n, straggler, shape.log_depth_blocks)
+                            : *SynthesizeStragglar(n, straggler, shape.pieces));
+      EXPECT_TRUE(VerifyPlan(*whole).ok());
       // The same prices before and after, and those of the plan itself.
-      const SimulationResult after = *cache.Simulate(*plan, 1 << 22, link, arrival);
+      const SimulationResult after = *cache.Simulate(plan, 1 << 22, link, arrival);
       EXPECT_EQ(after.finish_s, priced.finish_s);
       EXPECT_EQ(after.after_last_arrival_s, priced.after_last_arrival_s);
-      ExpectClose(priced, *SimulatePlan(*plan, 1 << 22, link, arrival));
-      EXPECT_EQ(*cache.PreArrivalSeconds(*plan, 1 << 22, link), phase_s);
-      EXPECT_EQ(phase_s, *cache.PreArrivalSeconds(*last, 1 << 22, link));
+      ExpectClose(priced, *SimulatePlan(*whole, 1 << 22, link, arrival));
+      EXPECT_EQ(*cache.PreArrivalSeconds(plan, 1 << 22, link), phase_s);
+      EXPECT_EQ(phase_s, *cache.PreArrivalSeconds(last, 1 << 22, link));
       EXPECT_LE(bound_s, priced.after_last_arrival_s);
-      EXPECT_EQ(*cache.AfterLastArrivalAtLeast(*plan, 1 << 22, link, arrival), bound_s);
+      EXPECT_EQ(*cache.AfterLastArrivalAtLeast(plan, 1 << 22, link, arrival), bound_s);
     }
   }
   // A straggler outside the ranks is still refused, by the synthesizer's message.
@@ -459,44 +467,43 @@ TEST(PlanCacheTest, StragglarAroundAnotherRankIsTheLastRanksPlanRenamedUntilAnEx
   for (const StragglarShape& shape :
        {StragglarShape{.pieces = 1}, StragglarShape{.log_depth_blocks = 2}}) {
     for (int straggler : {1, 11}) {
-      const Plan& plan = **nodes.WithShape(Algorithm::kStragglar, straggler, shape);
-      EXPECT_TRUE(plan.transfers_elided);
-      EXPECT_EQ(TransferCount(plan), 0);
+      const PricedPlan plan = *nodes.WithShape(Algorithm::kStragglar, straggler, shape);
+      EXPECT_FALSE(nodes.KeepsTransfers(plan));
       std::vector<double> arrival(12);
       for (double& at : arrival) at = lag(random);
       arrival[straggler] = 0.25;
       const SimulationResult priced = *nodes.Simulate(plan, 1 << 22, link, arrival);
       const double phase_s = *nodes.PreArrivalSeconds(plan, 1 << 22, link);
-      ASSERT_TRUE(nodes.Materialized(plan).ok());
-      EXPECT_EQ(plan, shape.log_depth_blocks > 0 ? *SynthesizeLogDepthStragglar(12, straggler, 2)
-                                                 : *SynthesizeStragglar(12, straggler));
+      const Plan& whole = **nodes.Materialized(plan);
+      EXPECT_EQ(whole, shape.log_depth_blocks > 0 ? *SynthesizeLogDepthStragglar(12, straggler, 2)
+                                                  : *SynthesizeStragglar(12, straggler));
       EXPECT_EQ(nodes.Simulate(plan, 1 << 22, link, arrival)->finish_s, priced.finish_s);
       EXPECT_EQ(*nodes.PreArrivalSeconds(plan, 1 << 22, link), phase_s);
-      ExpectClose(priced, *SimulatePlan(plan, 1 << 22, network, arrival));
+      ExpectClose(priced, *SimulatePlan(whole, 1 << 22, network, arrival));
     }
   }
   // On per-class queues every plan is simulated from its transfers: none is dropped.
   PlanCache queues(12, 0, {.topology = three_by_four, .per_class_queues = true});
-  EXPECT_FALSE((*queues.WithShape(Algorithm::kStragglar, 1, {}))->transfers_elided);
+  EXPECT_TRUE(queues.KeepsTransfers(*queues.WithShape(Algorithm::kStragglar, 1, {})));
   for (const StragglarShape& shape :
        {StragglarShape{.hierarchical = true},
         StragglarShape{.log_depth_blocks = 2, .hierarchical = true}}) {
-    const Plan& last = **nodes.WithShape(Algorithm::kStragglar, 11, shape);
+    const Plan& last = **nodes.Materialized(*nodes.WithShape(Algorithm::kStragglar, 11, shape));
     for (int straggler = 0; straggler < 11; ++straggler) {
       SCOPED_TRACE(testing::Message()
                    << "3x4 straggler " << straggler << " blocks " << shape.log_depth_blocks
                    << " hierarchical " << shape.hierarchical);
-      const Plan* plan = *nodes.WithShape(Algorithm::kStragglar, straggler, shape);
-      ASSERT_TRUE(plan->transfers_elided);
+      const PricedPlan plan = *nodes.WithShape(Algorithm::kStragglar, straggler, shape);
+      ASSERT_FALSE(nodes.KeepsTransfers(plan));
       std::vector<double> arrival(12);
       for (double& at : arrival) at = lag(random);
       arrival[straggler] = 0.25;
-      const SimulationResult priced = *nodes.Simulate(*plan, 1 << 22, link, arrival);
-      ASSERT_TRUE(nodes.Materialized(*plan).ok());
-      EXPECT_EQ(*plan, RankRelabel::KeepingNodes(3, 4, straggler).Apply(last));
-      EXPECT_EQ(plan->straggler, straggler);
-      EXPECT_TRUE(VerifyPlan(*plan).ok());
-      ExpectClose(priced, *SimulatePlan(*plan, 1 << 22, network, arrival));
+      const SimulationResult priced = *nodes.Simulate(plan, 1 << 22, link, arrival);
+      const Plan& whole = **nodes.Materialized(plan);
+      EXPECT_EQ(whole, RankRelabel::KeepingNodes(3, 4, straggler).Apply(last));
+      EXPECT_EQ(whole.straggler, straggler);
+      EXPECT_TRUE(VerifyPlan(whole).ok());
+      ExpectClose(priced, *SimulatePlan(whole, 1 << 22, network, arrival));
     }
   }
 }
@@ -527,9 +534,9 @@ TEST(PlanCacheTest, OnNodesARenamedPlanPricesAsItsCanonicalIndexRenamedBitForBit
     for (int straggler = 0; straggler < 11; ++straggler) {
       SCOPED_TRACE(testing::Message() << "blocks " << shape.log_depth_blocks << " pieces "
                                       << shape.pieces << " straggler " << straggler);
-      const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, shape);
-      ASSERT_TRUE(plan.transfers_elided);
-      const RankRelabel relabel = RankRelabel::For(plan.variant, 12, straggler);
+      const PricedPlan plan = *cache.WithShape(Algorithm::kStragglar, straggler, shape);
+      ASSERT_FALSE(cache.KeepsTransfers(plan));
+      const RankRelabel relabel = RankRelabel::For(plan.variant(), 12, straggler);
       std::vector<RingRun> renamed_runs = runs;
       for (RingRun& run : renamed_runs) {
         for (std::vector<int>& cycle : run.cycles) {
@@ -546,7 +553,7 @@ TEST(PlanCacheTest, OnNodesARenamedPlanPricesAsItsCanonicalIndexRenamedBitForBit
       std::vector<double> arrival(12);
       for (double& at : arrival) at = lag(random);
       arrival[straggler] += 2e-3;
-      for (int end : {plan.pre_arrival_rounds, plan.num_rounds()}) {
+      for (int end : {plan.pre_arrival_rounds(), plan.num_rounds()}) {
         const int64_t simulations = cache.renamed_simulations();
         const SimulationResult priced = *cache.SimulatePart(plan, 0, end, 1 << 22, link, arrival);
         EXPECT_EQ(cache.renamed_simulations(), simulations + 1);
@@ -556,10 +563,10 @@ TEST(PlanCacheTest, OnNodesARenamedPlanPricesAsItsCanonicalIndexRenamedBitForBit
         EXPECT_EQ(priced.completion_s, expected.completion_s);
         EXPECT_EQ(priced.after_last_arrival_s, expected.after_last_arrival_s);
       }
-      EXPECT_TRUE(plan.transfers_elided);
+      EXPECT_FALSE(cache.KeepsTransfers(plan));
     }
     // On nodes every plan is priced by its index, Ring's too: none keeps its transfers.
-    EXPECT_TRUE((*cache.For(Algorithm::kRing, std::nullopt, 1, link))->transfers_elided);
+    EXPECT_FALSE(cache.KeepsTransfers(*cache.For(Algorithm::kRing, std::nullopt, 1, link)));
     EXPECT_EQ(cache.kept_transfers(), 0);
   }
 }
@@ -589,7 +596,7 @@ TEST(PlanCacheTest, OnNodesEveryRenamedPlanIsBoundedWithoutSimulatingIt) {
         SCOPED_TRACE(testing::Message() << "alpha " << intra.alpha_s << "/" << inter.alpha_s
                                         << " blocks " << shape.log_depth_blocks << " pieces "
                                         << shape.pieces << " straggler " << straggler);
-        const Plan& plan = **cache.WithShape(Algorithm::kStragglar, straggler, shape);
+        const PricedPlan plan = *cache.WithShape(Algorithm::kStragglar, straggler, shape);
         std::vector<double> arrival(12);
         for (double& at : arrival) at = lag(random);
         arrival[straggler] = straggler % 2 == 0 ? 1.0 : 1e-4 + lag(random);
@@ -664,9 +671,9 @@ TEST(PlanCacheTest, ALatestRankThatWandersBuildsNoPlanPerRank) {
   EXPECT_EQ(plans.kept_transfers(), kept);
   // The plan an executor asks for is built then, and only it.
   const StragglarShape shape = plans.StragglarShapes(1 << 24, LinkModel{})->front();
-  const Plan* plan = *plans.WithShape(Algorithm::kStragglar, 5, shape);
-  ASSERT_TRUE(plans.Materialized(*plan).ok());
-  EXPECT_EQ(plans.kept_transfers(), kept + TransferCount(*plan));
+  const PricedPlan plan = *plans.WithShape(Algorithm::kStragglar, 5, shape);
+  const Plan* whole = *plans.Materialized(plan);
+  EXPECT_EQ(plans.kept_transfers(), kept + TransferCount(*whole));
 
   // On nodes the flat and log-depth plans are built around each straggler but kept as their
   // compact rounds, and hierarchical StragglAR is renamed: no transfers are kept per rank either.

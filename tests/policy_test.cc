@@ -159,12 +159,12 @@ TEST(ChooserTest, PipelinesStragglarWhereBandwidthDominates) {
   EXPECT_EQ(*plans.StragglarPieces(1 << 30, paper), 8);
   // 64 KiB: every extra round costs alpha for little bandwidth.
   EXPECT_EQ(*plans.StragglarPieces(64 << 10, paper), 1);
-  absl::StatusOr<const Plan*> plan = plans.For(Algorithm::kStragglar, 5, 1 << 30, paper);
+  absl::StatusOr<PricedPlan> plan = plans.For(Algorithm::kStragglar, 5, 1 << 30, paper);
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ((*plan)->num_chunks, 7 * 8);
-  EXPECT_EQ((*plan)->straggler, 5);
-  EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->num_chunks, 7);
-  EXPECT_EQ((*plans.For(Algorithm::kRing, std::nullopt, 1 << 30, paper))->num_chunks, 8);
+  EXPECT_EQ(plan->num_chunks(), 7 * 8);
+  EXPECT_EQ(plan->straggler(), 5);
+  EXPECT_EQ(plans.For(Algorithm::kStragglar, 5, 64 << 10, paper)->num_chunks(), 7);
+  EXPECT_EQ(plans.For(Algorithm::kRing, std::nullopt, 1 << 30, paper)->num_chunks(), 8);
 
   // The choice is priced with the pipelined plan: 1.15 s/B after arrival (alpha included) where
   // the paper's L(8) = 9 rounds of s/7 take 1.29 s/B.
@@ -203,11 +203,11 @@ TEST(ChooserTest, PicksLogDepthStragglarWhereItIsClearlyFaster) {
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
   EXPECT_EQ(choice->shape, shapes[1]);
-  const Plan& plan = **plans.WithShape(Algorithm::kStragglar, 5, *choice->shape);
-  EXPECT_EQ(plan.variant, PlanVariant::kLogDepth);
+  const PricedPlan plan = *plans.WithShape(Algorithm::kStragglar, 5, *choice->shape);
+  EXPECT_EQ(plan.variant(), PlanVariant::kLogDepth);
   EXPECT_EQ(plan.post_arrival_rounds(), LogDepthRoundLowerBound(8, shapes[1].log_depth_blocks));
   // A fixed or forced StragglAR (PlanCache::For) is the flat plan.
-  EXPECT_EQ((*plans.For(Algorithm::kStragglar, 5, 64 << 10, paper))->variant, PlanVariant::kFlat);
+  EXPECT_EQ(plans.For(Algorithm::kStragglar, 5, 64 << 10, paper)->variant(), PlanVariant::kFlat);
 }
 
 TEST(ChooserTest, AboveTheFlatPlansLimitStragglarIsLogDepth) {
@@ -220,9 +220,9 @@ TEST(ChooserTest, AboveTheFlatPlansLimitStragglarIsLogDepth) {
     const std::vector<StragglarShape> shapes = *plans.StragglarShapes(16 << 20, paper);
     ASSERT_EQ(shapes.size(), 1u);
     EXPECT_GT(shapes[0].log_depth_blocks, 0);
-    const Plan& forced = **plans.For(Algorithm::kStragglar, 7, 16 << 20, paper);
-    EXPECT_EQ(forced.variant, PlanVariant::kLogDepth);
-    EXPECT_EQ(forced, **plans.WithShape(Algorithm::kStragglar, 7, shapes[0]));
+    const PricedPlan forced = *plans.For(Algorithm::kStragglar, 7, 16 << 20, paper);
+    EXPECT_EQ(forced.variant(), PlanVariant::kLogDepth);
+    EXPECT_TRUE(forced == *plans.WithShape(Algorithm::kStragglar, 7, shapes[0]));
     std::vector<double> late(n, 0.0);
     late[7] = 50e-3;
     const Choice choice = *Chooser(plans, {Algorithm::kHalvingDoubling, Algorithm::kStragglar})
@@ -253,7 +253,7 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
   ASSERT_EQ(choice.priced.size(), 2u);
   EXPECT_EQ(choice.priced[1].shape, shapes[2]);
   EXPECT_LT(choice.priced[1].predicted_s, choice.priced[0].predicted_s);
-  EXPECT_EQ(**nodes.Materialized(**nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink)),
+  EXPECT_EQ(**nodes.Materialized(*nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink)),
             *SynthesizeHierarchicalRing(2, 4));
   // On 4x4 at 1 MiB it is 1.3x faster after arrival, and chosen.
   const Topology four_by_four{.nodes = 4, .ranks_per_node = 4};
@@ -279,19 +279,21 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
       SimulatePlan(*SynthesizeHierarchicalStragglar(16, 8, 127), 64 << 20, sixteen, late128)
           ->after_last_arrival_s;
   const double log_rails_s =
-      SimulatePlan(**many.WithShape(Algorithm::kStragglar, 127, rails), 64 << 20, sixteen, late128)
+      SimulatePlan(**many.Materialized(*many.WithShape(Algorithm::kStragglar, 127, rails)),
+                   64 << 20, sixteen, late128)
           ->after_last_arrival_s;
   EXPECT_LT(log_rails_s, flat_rails_s);
   // Around rank 6 the plan is the one around rank 7 with the nodes kept
   // (kernels/plan/rank_relabel.h).
-  const Plan& plan = **nodes.Materialized(**nodes.WithShape(Algorithm::kStragglar, 6, shapes[2]));
+  const PricedPlan priced = *nodes.WithShape(Algorithm::kStragglar, 6, shapes[2]);
+  const Plan& plan = **nodes.Materialized(priced);
   EXPECT_EQ(plan,
             RankRelabel::KeepingNodes(2, 4, 6).Apply(*SynthesizeHierarchicalStragglar(2, 4, 7)));
   // Every simulation is per link class: the cache's result is the network simulation's (up to
   // rounding: the ready ranks arrive together, so the post-arrival closed form applies).
   std::vector<double> arrival(8, 0.0);
   arrival[6] = 30e-3;
-  const SimulationResult got = *nodes.Simulate(plan, 64 << 20, nvlink, arrival);
+  const SimulationResult got = *nodes.Simulate(priced, 64 << 20, nvlink, arrival);
   const SimulationResult want = *SimulatePlan(plan, 64 << 20, network, arrival);
   for (int r = 0; r < 8; ++r) EXPECT_NEAR(got.finish_s[r], want.finish_s[r], 1e-15) << r;
   EXPECT_GT(
@@ -299,7 +301,7 @@ TEST(ChooserTest, OnAMachineOfNodesPricesPerLinkClassAndConsidersHierarchicalStr
       1.5 *
           SimulatePlan(plan, 64 << 20, nvlink, arrival)->after_last_arrival_s);  // NICs are slower
   // The hierarchical ring is priced in closed form per run of one class: the same result.
-  const Plan& ring = **nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
+  const PricedPlan ring = *nodes.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
   EXPECT_EQ(nodes.Simulate(ring, 64 << 20, nvlink, arrival)->finish_s,
             SimulatePlan(*SynthesizeHierarchicalRing(2, 4), 64 << 20, network, arrival)->finish_s);
   // The same ranks on one node are never offered the hierarchical plan.
@@ -339,7 +341,7 @@ TEST(ChooserTest, SkipsPricingTheFlatShapeExactlyOnlyWhereItCannotChangeTheChoic
                             *std::min_element(arrival.begin(), arrival.end());
       std::vector<double> after_s;
       for (const StragglarShape& shape : shapes) {
-        const Plan& plan = **plans.WithShape(Algorithm::kStragglar, straggler, shape);
+        const PricedPlan plan = *plans.WithShape(Algorithm::kStragglar, straggler, shape);
         after_s.push_back(plans.Simulate(plan, bytes, nvlink, arrival)->after_last_arrival_s);
       }
       const size_t fastest_other =
@@ -356,7 +358,7 @@ TEST(ChooserTest, SkipsPricingTheFlatShapeExactlyOnlyWhereItCannotChangeTheChoic
       // flat schedule, which may stay there. On nodes the fastest other rules it out at its least.
       std::vector<std::pair<double, size_t>> by_least;
       for (size_t s = 1; s < shapes.size(); ++s) {
-        const Plan& plan = **plans.WithShape(Algorithm::kStragglar, straggler, shapes[s]);
+        const PricedPlan plan = *plans.WithShape(Algorithm::kStragglar, straggler, shapes[s]);
         by_least.emplace_back(spread + *plans.AfterLastArrivalAtLeast(plan, bytes, nvlink, arrival),
                               s);
       }
@@ -396,14 +398,14 @@ TEST(ChooserTest, NcclAsTheDefaultIsPricedAsNcclRunsOnNodes) {
     const Choice choice = *Chooser(plans, {Algorithm::kNative, Algorithm::kStragglar})
                                .Choose(64 << 20, late, 6, nvlink);
     EXPECT_EQ(choice.algorithm, native_is_nccl ? Algorithm::kNative : Algorithm::kStragglar);
-    const Plan& ring = **plans.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
-    const Plan& native = **plans.For(Algorithm::kNative, std::nullopt, 64 << 20, nvlink);
+    const PricedPlan ring = *plans.For(Algorithm::kRing, std::nullopt, 64 << 20, nvlink);
+    const PricedPlan native = *plans.For(Algorithm::kNative, std::nullopt, 64 << 20, nvlink);
     const std::vector<double> ring_finish =
         SimulatePlan(**plans.Materialized(ring), 64 << 20, network, late)->finish_s;
     EXPECT_EQ(plans.Simulate(ring, 64 << 20, nvlink, late)->finish_s, ring_finish);
     const SimulationResult priced = *plans.Simulate(native, 64 << 20, nvlink, late);
     if (!native_is_nccl) {
-      EXPECT_EQ(&native, &ring);
+      EXPECT_TRUE(native == ring);
       continue;
     }
     // Bulk-synchronous: everyone finishes NCCL's time after the last arrival.
@@ -416,8 +418,8 @@ TEST(ChooserTest, NcclAsTheDefaultIsPricedAsNcclRunsOnNodes) {
   }
   // On one node the flag changes nothing: native is priced as the flat Ring plan.
   PlanCache flat(8, 0, {.topology = Topology::Flat(8), .native_is_nccl = true});
-  const Plan& native = **flat.For(Algorithm::kNative, std::nullopt, 1 << 20, nvlink);
-  EXPECT_EQ(&native, *flat.For(Algorithm::kRing, std::nullopt, 1 << 20, nvlink));
+  const PricedPlan native = *flat.For(Algorithm::kNative, std::nullopt, 1 << 20, nvlink);
+  EXPECT_TRUE(native == *flat.For(Algorithm::kRing, std::nullopt, 1 << 20, nvlink));
   const std::vector<double> together(8, 0.0);
   EXPECT_EQ(flat.Simulate(native, 1 << 20, nvlink, together)->finish_s,
             SimulatePlan(*SynthesizeRing(8), 1 << 20, nvlink, together)->finish_s);
@@ -450,7 +452,7 @@ TEST(ChooserTest, ForcedPiecesAreCappedToThePlanSizeLimit) {
   const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
   PlanCache four(4, /*forced_pieces=*/8);
   EXPECT_EQ(*four.StragglarPieces(1 << 10, paper), 8);
-  EXPECT_EQ((*four.For(Algorithm::kStragglar, 0, 1 << 10, paper))->num_chunks, 24);
+  EXPECT_EQ(four.For(Algorithm::kStragglar, 0, 1 << 10, paper)->num_chunks(), 24);
   PlanCache many(33, /*forced_pieces=*/16);
   EXPECT_EQ(*many.StragglarPieces(1 << 30, paper), 4);  // 32 x 4 = 128 pieces
   PlanCache huge(200, /*forced_pieces=*/2);
