@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -73,13 +74,26 @@ absl::Span<const absl::string_view> PerRankVariableNames() {
   return kNames;
 }
 
+std::string AgreedSettingsText(const PreloadConfig& config) {
+  std::string text;
+  for (const auto& [name, value] : AgreedValues(config)) {
+    absl::StrAppend(&text, name, "=", absl::CEscape(value), "\n");
+  }
+  return text;
+}
+
+std::string AgreedSettingsFingerprint(const PreloadConfig& config) {
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bits: the same everywhere
+  for (unsigned char byte : AgreedSettingsText(config)) {
+    hash = (hash ^ byte) * 0x100000001b3ULL;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
 absl::StatusOr<PreloadConfig> AgreeWithRankZero(
     const PreloadConfig& mine, int rank, absl::FunctionRef<absl::Status(std::string&)> broadcast) {
   const std::vector<std::pair<absl::string_view, std::string>> my_values = AgreedValues(mine);
-  std::string text;
-  for (const auto& [name, value] : my_values) {
-    absl::StrAppend(&text, name, "=", absl::CEscape(value), "\n");
-  }
+  std::string text = AgreedSettingsText(mine);
   if (absl::Status status = broadcast(text); !status.ok()) return status;
 
   std::map<std::string, std::string> rank_zero;

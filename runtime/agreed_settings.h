@@ -25,6 +25,13 @@ namespace stragglar {
 // for unset.
 std::vector<std::pair<absl::string_view, std::string>> AgreedValues(const PreloadConfig& config);
 
+// AgreedValues as rank 0 sends them: one `NAME=value` line each, the value C-escaped.
+std::string AgreedSettingsText(const PreloadConfig& config);
+// A short digest of AgreedSettingsText (64-bit FNV-1a, 16 hex digits), the same on every machine
+// for the same settings: `stragglar doctor` prints it, so that the hosts of a job can be compared
+// before it runs (a host whose digest differs from rank 0's will take rank 0's values).
+std::string AgreedSettingsFingerprint(const PreloadConfig& config);
+
 // The names of AgreedValues, and the rest of PreloadVariableNames(): each rank's own, since only
 // the rank that uses them matters (STRAGGLAR_DEBUG, STRAGGLAR_PROFILER, the metrics endpoint,
 // the trace, summary and advice files, which rank 0 writes, and STRAGGLAR_LINK_ADDR, which rank 0

@@ -205,6 +205,28 @@ TEST_F(AgreedSettingsTest, EverySettingAtOnce) {
   EXPECT_TRUE(Agree(PreloadConfig(), everything) == from_rank_zero);
 }
 
+// The fingerprint `stragglar doctor` prints: the digest of what rank 0 sends, so it changes with
+// every agreed setting and with none of a rank's own, and is fixed for given settings (FNV-1a of
+// the text: the same on every machine, so hosts can be compared).
+TEST_F(AgreedSettingsTest, TheFingerprintFollowsTheAgreedSettingsOnly) {
+  const PreloadConfig defaults;
+  EXPECT_EQ(AgreedSettingsText(defaults), TextOf(defaults));
+  const std::string base = AgreedSettingsFingerprint(defaults);
+  EXPECT_EQ(base.size(), 16u);
+  EXPECT_EQ(base, AgreedSettingsFingerprint(PreloadConfig()));
+  std::set<std::string> seen = {base};
+  for (absl::string_view variable : PreloadVariableNames()) {
+    SCOPED_TRACE(variable);
+    if (variable == "STRAGGLAR_METRICS_PORT" || variable == "STRAGGLAR_METRICS_ADDR") continue;
+    const std::string changed = AgreedSettingsFingerprint(With(variable));
+    if (IsAgreed(variable)) {
+      EXPECT_TRUE(seen.insert(changed).second) << "the same digest as another setting";
+    } else {
+      EXPECT_EQ(changed, base) << "a rank's own setting must not change it";
+    }
+  }
+}
+
 TEST_F(AgreedSettingsTest, AFailedExchangeIsAnError) {
   const absl::StatusOr<PreloadConfig> agreed = AgreeWithRankZero(
       PreloadConfig(), 1, [](std::string&) { return absl::UnavailableError("MPI_Bcast failed"); });

@@ -24,6 +24,7 @@
 #include "kernels/plan/verifier.h"
 #include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
+#include "runtime/agreed_settings.h"
 #include "tests/cli_runner.h"
 
 namespace stragglar {
@@ -506,6 +507,21 @@ TEST(CliTest, DoctorFailsABadMetricsPortWithoutCallingItUnset) {
   EXPECT_THAT(bad.out, Not(HasSubstr("metrics: STRAGGLAR_METRICS_PORT unset")));
   const CliResult unset = RunCli("doctor --preload any");
   EXPECT_THAT(unset.out, HasSubstr("[ok]   metrics: STRAGGLAR_METRICS_PORT unset"));
+}
+
+// `stragglar doctor` cannot see the other hosts; it prints the digest of the settings rank 0
+// would send, to compare across them: the same here as AgreedSettingsFingerprint, and another one
+// where an agreed setting differs.
+TEST(CliTest, DoctorPrintsTheAgreedSettingsFingerprint) {
+  const CliResult plain = RunCli("doctor --preload any");
+  EXPECT_THAT(plain.out, HasSubstr(absl::StrCat("[ok]   agreed settings: fingerprint ",
+                                                AgreedSettingsFingerprint(PreloadConfig()),
+                                                " (compare it across the job's hosts")));
+  setenv("STRAGGLAR_EPOCH_CALLS", "16", 1);
+  const CliResult other = RunCli("doctor --preload any");
+  unsetenv("STRAGGLAR_EPOCH_CALLS");
+  EXPECT_THAT(other.out, Not(HasSubstr(AgreedSettingsFingerprint(PreloadConfig()))));
+  EXPECT_THAT(other.out, HasSubstr("agreed settings: fingerprint "));
 }
 
 // `stragglar doctor` checks where the preloads would write: a directory or a FIFO as a file, a

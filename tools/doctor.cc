@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/agreed_settings.h"
 #include "runtime/env_config.h"
 #include "runtime/version.h"
 #include "tools/system_probes.h"
@@ -167,6 +168,11 @@ PreloadConfig CheckSettings(Report& report, int local_ranks) {
   }
   report.Line(valid ? Verdict::kOk : Verdict::kWarn,
               absl::StrCat("settings: ", DescribeConfig(config)));
+  // The doctor sees one host: what it can give for the others is a digest to compare.
+  report.Line(Verdict::kOk,
+              absl::StrCat("agreed settings: fingerprint ", AgreedSettingsFingerprint(config),
+                           " (compare it across the job's hosts: where it differs from rank 0's, "
+                           "rank 0's values replace that host's, with a warning per variable)"));
   if (!endpoint.has_value()) {
     // Set but invalid: its [fail] line above says so, and that it serves no metrics.
     const char* port = std::getenv("STRAGGLAR_METRICS_PORT");
