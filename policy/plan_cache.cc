@@ -43,8 +43,8 @@ absl::StatusOr<const Plan*> PlanCache::WithPiecesPlan(Algorithm algorithm,
 absl::StatusOr<const Plan*> PlanCache::WithShapePlan(Algorithm algorithm,
                                                      std::optional<int> straggler,
                                                      const StragglarShape& shape) {
-  const std::tuple<Algorithm, int, int, int, bool> key = {
-      algorithm, straggler.value_or(-1), shape.pieces, shape.log_depth_blocks, shape.hierarchical};
+  const PlanKey key = {algorithm, straggler.value_or(-1), shape.pieces, shape.log_depth_blocks,
+                       shape.hierarchical};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
@@ -162,36 +162,40 @@ absl::StatusOr<Plan> PlanCache::SynthesizeRingPlan(bool with_transfers) const {
 
 absl::StatusOr<const Plan*> PlanCache::MaterializedPlan(const Plan& plan) {
   if (!plan.transfers_elided) return &plan;
-  for (auto& [key, kept] : plans_) {
-    if (&kept != &plan) continue;
-    if (const Renamed* renamed = RenamedOf(plan)) {
-      kept = renamed->relabel.Apply(*renamed->canonical);
-      return &kept;
-    }
-    const auto& [algorithm, straggler, pieces, blocks, hierarchical] = key;
-    const StragglarShape shape{
-        .pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical};
-    if (auto by_index = indexed_by_renaming_.find(&plan); by_index != indexed_by_renaming_.end()) {
-      // The synthesizer's plan is the canonical one renamed. Its transfers were dropped once
-      // indexed, so it is synthesized again without the synthesizer's kept copy (84 MB at 1024
-      // ranks), which the synthesizer's plan around this straggler would keep.
-      const RankRelabel& relabel = by_index->second.relabel;
-      if (!by_index->second.canonical->transfers_elided) {
-        kept = relabel.Apply(*by_index->second.canonical);
-        return &kept;
-      }
-      absl::StatusOr<Plan> canonical = Synthesize(algorithm, num_ranks_ - 1, shape);
-      if (!canonical.ok()) return canonical.status();
-      kept = relabel.Apply(*std::move(canonical));  // renamed in place
-      return &kept;
-    }
-    absl::StatusOr<Plan> full =
-        Synthesize(algorithm, straggler >= 0 ? std::optional<int>(straggler) : std::nullopt, shape);
-    if (!full.ok()) return full.status();
-    kept = *std::move(full);
-    return &kept;
+  if (auto done = materialized_.find(&plan); done != materialized_.end()) return &done->second;
+  const auto owned = std::find_if(plans_.begin(), plans_.end(),
+                                  [&](const auto& kept) { return &kept.second == &plan; });
+  if (owned == plans_.end()) {
+    return absl::InvalidArgumentError("the plan to materialize is not from this plan cache");
   }
-  return absl::InvalidArgumentError("the plan to materialize is not from this plan cache");
+  absl::StatusOr<Plan> whole = WholePlan(owned->first, plan);
+  if (!whole.ok()) return whole.status();
+  return &materialized_.emplace(&plan, *std::move(whole)).first->second;
+}
+
+absl::StatusOr<Plan> PlanCache::WholePlan(const PlanKey& key, const Plan& header) {
+  if (const Renamed* renamed = RenamedOf(header)) {
+    return renamed->relabel.Apply(*renamed->canonical);
+  }
+  const auto& [algorithm, straggler, pieces, blocks, hierarchical] = key;
+  const StragglarShape shape{
+      .pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical};
+  if (auto by_index = indexed_by_renaming_.find(&header); by_index != indexed_by_renaming_.end()) {
+    // The synthesizer's plan is the canonical one renamed. The canonical plan's transfers were
+    // dropped once indexed; unless an executor has asked for it too, it is synthesized again,
+    // not kept (84 MB at 1024 ranks), as the synthesizer's plan around this straggler would.
+    const RankRelabel& relabel = by_index->second.relabel;
+    const Plan& canonical = *by_index->second.canonical;
+    if (!canonical.transfers_elided) return relabel.Apply(canonical);
+    if (auto done = materialized_.find(&canonical); done != materialized_.end()) {
+      return relabel.Apply(done->second);
+    }
+    absl::StatusOr<Plan> synthesized = Synthesize(algorithm, num_ranks_ - 1, shape);
+    if (!synthesized.ok()) return synthesized.status();
+    return relabel.Apply(*std::move(synthesized));
+  }
+  return Synthesize(algorithm, straggler >= 0 ? std::optional<int>(straggler) : std::nullopt,
+                    shape);
 }
 
 absl::StatusOr<const Plan*> PlanCache::ForPlan(Algorithm algorithm, std::optional<int> straggler,
@@ -607,6 +611,7 @@ absl::StatusOr<PlanCache::Indexed> PlanCache::IndexedFor(const Plan& plan) {
 int64_t PlanCache::kept_transfers() const {
   int64_t transfers = 0;
   for (const auto& [key, plan] : plans_) transfers += TransferCount(plan);
+  for (const auto& [header, plan] : materialized_) transfers += TransferCount(plan);
   return transfers;
 }
 

@@ -82,8 +82,10 @@ class PlanCache {
   // plans around a straggler other than the last rank, which rename the plan around it
   // (kernels/plan/rank_relabel.h) and are priced through it (RenamesStragglars) or through its
   // index renamed (on nodes); and on nodes that plan itself, which its index prices
-  // (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, in place:
-  // the same address, so the same prices and memos. InvalidArgument for another cache's plan.
+  // (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, built at
+  // its first request and kept beside the header, which never changes: every plan, once made,
+  // stays as it is, and the prices and memos, keyed by the header, stay too. InvalidArgument for
+  // another cache's plan.
   absl::StatusOr<const Plan*> Materialized(PricedPlan plan);
   // Whether the cache keeps `plan`'s transfers (its memory), or left them out until Materialized.
   bool KeepsTransfers(PricedPlan plan) const;
@@ -248,7 +250,12 @@ class PlanCache {
 
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical) -> plan; node-based, so
   // addresses stay valid.
-  std::map<std::tuple<Algorithm, int, int, int, bool>, Plan> plans_;
+  using PlanKey = std::tuple<Algorithm, int, int, int, bool>;
+  std::map<PlanKey, Plan> plans_;
+  // By header: the plan with its transfers an executor asked for (Materialized).
+  std::map<const Plan*, Plan> materialized_;
+  // The plan with its transfers for `header` (kept under `key`), as Materialized builds it.
+  absl::StatusOr<Plan> WholePlan(const PlanKey& key, const Plan& header);
   // StragglAR's plans around a straggler other than the last rank where RenamesStragglars: kept
   // as headers, priced as the plan around the last rank on renamed arrivals
   // (kernels/plan/rank_relabel.h).
@@ -369,7 +376,7 @@ inline absl::StatusOr<const Plan*> PlanCache::Materialized(PricedPlan plan) {
   return MaterializedPlan(plan.header());
 }
 inline bool PlanCache::KeepsTransfers(PricedPlan plan) const {
-  return !plan.header().transfers_elided;
+  return !plan.header().transfers_elided || materialized_.contains(&plan.header());
 }
 inline absl::StatusOr<double> PlanCache::PreArrivalSeconds(PricedPlan plan, double bytes,
                                                            const LinkModel& link) {

@@ -378,7 +378,8 @@ TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedFo
       EXPECT_THAT(refused.message(), testing::HasSubstr("transfers left out"));
     }
 
-    // Materialized fills it in where it is: the same plan, address and prices.
+    // Materialized builds it once, beside the header: the same plan at each request, the same
+    // prices.
     const Plan* whole = *cache.Materialized(plan);
     EXPECT_EQ(*whole, full);
     EXPECT_TRUE(cache.KeepsTransfers(plan));
