@@ -1,8 +1,9 @@
 // The plans a communicator runs and prices, built once and kept for its lifetime: the chooser
 // prices them, the calibration and the time-saved estimate re-price them on measured arrivals,
-// and executors lower them. Keyed by (algorithm, straggler, pieces); a plan's address never
-// changes (not even when Materialized fills in its transfers), so the PricedPlan the cache hands
-// out (policy/priced_plan.h: what can be priced, never lowered) identifies it. Also
+// and executors lower them. Keyed by (algorithm, straggler, pieces); a plan never changes once
+// made and its address never changes (Materialized builds the plan with its transfers beside
+// it), so the PricedPlan the cache hands out (policy/priced_plan.h: what can be priced, never
+// lowered) identifies it. Also
 // memoizes what depends on a plan and a message size but not on the arrivals (StragglAR's pieces
 // per chunk, its pre-arrival phase's time), so each is simulated once, not once per call that needs
 // it.
@@ -85,7 +86,7 @@ class PlanCache {
   // (ElideAfterIndexing). Materialized gives an executor the plan with its transfers, built at
   // its first request and kept beside the header, which never changes: every plan, once made,
   // stays as it is, and the prices and memos, keyed by the header, stay too. InvalidArgument for
-  // another cache's plan.
+  // another cache's plan without its transfers (one with them is returned as it is).
   absl::StatusOr<const Plan*> Materialized(PricedPlan plan);
   // Whether the cache keeps `plan`'s transfers (its memory), or left them out until Materialized.
   bool KeepsTransfers(PricedPlan plan) const;

@@ -29,7 +29,10 @@ std::vector<std::pair<absl::string_view, std::string>> AgreedValues(const Preloa
 std::string AgreedSettingsText(const PreloadConfig& config);
 // A short digest of AgreedSettingsText (64-bit FNV-1a, 16 hex digits), the same on every machine
 // for the same settings: `stragglar doctor` prints it, so that the hosts of a job can be compared
-// before it runs (a host whose digest differs from rank 0's will take rank 0's values).
+// before it runs (a host whose digest differs from rank 0's will take rank 0's values). Values
+// a library resolves at its start are hashed as written: STRAGGLAR_MPI_NETWORK_MESSAGE=auto is
+// "auto" here, while the MPI library agrees on the size it read from its MPI, so hosts with
+// different MPI libraries can match here and still see that variable replaced.
 std::string AgreedSettingsFingerprint(const PreloadConfig& config);
 
 // The names of AgreedValues, and the rest of PreloadVariableNames(): each rank's own, since only

@@ -66,7 +66,7 @@ TEST(NativeTest, OnNodesIsPricedAsTheHierarchicalRingOrAsNcclsClosedForm) {
   EXPECT_EQ(*rounds.For(Algorithm::kNative, std::nullopt, 1 << 20, LinkModel{}), ring);
   EXPECT_EQ(rounds.Simulate(ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
   EXPECT_EQ(**rounds.Materialized(ring), *SynthesizeHierarchicalRing(2, 4));
-  EXPECT_TRUE(rounds.KeepsTransfers(ring)) << "materialized in place";
+  EXPECT_TRUE(rounds.KeepsTransfers(ring)) << "its executor's plan is built";
   EXPECT_EQ(rounds.Simulate(ring, 1 << 20, LinkModel{}, late)->finish_s, want.finish_s);
 
   PlanCache nccl(8, 0, {.topology = two_by_four, .native_is_nccl = true});

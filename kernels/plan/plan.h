@@ -91,7 +91,8 @@ struct Plan {
   // machine is one ring run, policy/ring_runs.h; its transfers are 1.35 GB at 4096 ranks). The
   // policy's plan cache keeps Ring that way, StragglAR's plans that rename another
   // (kernels/plan/rank_relabel.h), and on nodes StragglAR's other plans once their compact rounds
-  // are built, and fills the transfers in for an executor (PlanCache::Materialized). Whatever reads
+  // are built, and builds the whole plan beside it for an executor (PlanCache::Materialized),
+  // handing out such headers only as PricedPlans, which nothing below can take. Whatever reads
   // transfers refuses such a plan: LowerPlan, VerifyPlan, the simulators for a round no ring run
   // covers.
   bool transfers_elided = false;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/units.h"
@@ -29,16 +30,22 @@ uint64_t HostIdentity() {
   return std::hash<std::string>()(absl::StrCat(HostName(), "/", boot_id));
 }
 
-// A failure of the device executor, with what it is to NCCL's callers: a bad argument the
-// caller's, a peer that never came (a timeout) or an abort the remote side's (NcclCodeOf's own
-// mapping), anything else a failure of CUDA.
+// A failure of the device executor, with the code NCCL's callers get for it (as before the one
+// error convention): a bad argument is the caller's, a peer that never came (a timeout) or an
+// abort the remote side's, anything else a failure of CUDA.
 absl::Status WithDeviceExecutorCode(const absl::Status& status) {
   absl::Status said(status.code(), absl::StrCat("device executor: ", status.message()));
-  if (status.code() == absl::StatusCode::kInvalidArgument ||
-      status.code() == absl::StatusCode::kUnavailable) {
-    return said;
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { said.SetPayload(url, payload); });
+  if (LibraryCode(said).has_value()) return said;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return WithLibraryCode(std::move(said), ncclInvalidArgument);
+    case absl::StatusCode::kUnavailable:
+      return WithLibraryCode(std::move(said), ncclRemoteError);
+    default:
+      return WithLibraryCode(std::move(said), ncclUnhandledCudaError);
   }
-  return WithLibraryCode(std::move(said), ncclUnhandledCudaError);
 }
 
 }  // namespace
@@ -46,15 +53,9 @@ absl::Status WithDeviceExecutorCode(const absl::Status& status) {
 ncclResult_t NcclCodeOf(const absl::Status& status) {
   if (status.ok()) return ncclSuccess;
   if (std::optional<int> code = LibraryCode(status)) return static_cast<ncclResult_t>(*code);
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      return ncclInvalidArgument;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kAborted:
-      return ncclRemoteError;
-    default:
-      return ncclInternalError;
-  }
+  // A communicator the watchdog revoked (NotRevoked): NCCL's own calls on it fail so too.
+  if (status.code() == absl::StatusCode::kAborted) return ncclRemoteError;
+  return ncclInternalError;
 }
 
 NcclBackend::~NcclBackend() {
@@ -411,13 +412,18 @@ absl::Status NcclAllReduceWork::RunProgram(const CallDecision& decision,
     if (!ready.ok()) return ready.status();
     native = NativePreArrival{.nccl = Api().collectives, .ready_comm = *ready};
   }
-  return RunProgramOverNccl(program, args_,
-                            {.nccl = Api().point_to_point,
-                             .device = CudaDeviceOps(),
-                             .comm = backend_.comm(),
-                             .stream = stream_,
-                             .scratch = backend_.scratch()},
-                            native.has_value() ? &*native : nullptr);
+  absl::Status status = RunProgramOverNccl(program, args_,
+                                           {.nccl = Api().point_to_point,
+                                            .device = CudaDeviceOps(),
+                                            .comm = backend_.comm(),
+                                            .stream = stream_,
+                                            .scratch = backend_.scratch()},
+                                           native.has_value() ? &*native : nullptr);
+  // The executor's own check of the call's arguments: the caller's mistake, as NCCL says it.
+  if (status.code() == absl::StatusCode::kInvalidArgument && !LibraryCode(status).has_value()) {
+    return WithLibraryCode(std::move(status), ncclInvalidArgument);
+  }
+  return status;
 }
 
 CallOutcome NcclAllReduceWork::Run(const CallDecision& decision, const RankProgram* program) {

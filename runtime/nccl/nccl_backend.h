@@ -164,10 +164,10 @@ class NcclAllReduceWork final : public CallWork {
   NcclBackend& backend_;
 };
 
-// The preload's edge: what a failed call returns to NCCL's caller. NCCL's or CUDA's code where
-// the status carries one (unchanged), else from the status: a bad argument is
-// ncclInvalidArgument, a peer that never came or a revoked communicator ncclRemoteError,
-// anything else ncclInternalError. ncclSuccess for OK.
+// The preload's edge: what a failed call returns to NCCL's caller. The code the status carries
+// where NCCL or CUDA gave one, or the work tagged its own failure (the device executor's, a bad
+// argument), unchanged; a communicator the watchdog revoked ncclRemoteError; anything else
+// (the protocol's own failures) ncclInternalError. ncclSuccess for OK.
 ncclResult_t NcclCodeOf(const absl::Status& status);
 
 }  // namespace stragglar
