@@ -17,6 +17,7 @@
 #include "kernels/synth/synthesizers.h"
 #include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
+#include "runtime/nccl/nccl_codes.h"
 
 namespace stragglar {
 namespace {
@@ -30,33 +31,7 @@ uint64_t HostIdentity() {
   return std::hash<std::string>()(absl::StrCat(HostName(), "/", boot_id));
 }
 
-// A failure of the device executor, with the code NCCL's callers get for it (as before the one
-// error convention): a bad argument is the caller's, a peer that never came (a timeout) or an
-// abort the remote side's, anything else a failure of CUDA.
-absl::Status WithDeviceExecutorCode(const absl::Status& status) {
-  absl::Status said(status.code(), absl::StrCat("device executor: ", status.message()));
-  status.ForEachPayload(
-      [&](absl::string_view url, const absl::Cord& payload) { said.SetPayload(url, payload); });
-  if (LibraryCode(said).has_value()) return said;
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      return WithLibraryCode(std::move(said), ncclInvalidArgument);
-    case absl::StatusCode::kUnavailable:
-      return WithLibraryCode(std::move(said), ncclRemoteError);
-    default:
-      return WithLibraryCode(std::move(said), ncclUnhandledCudaError);
-  }
-}
-
 }  // namespace
-
-ncclResult_t NcclCodeOf(const absl::Status& status) {
-  if (status.ok()) return ncclSuccess;
-  if (std::optional<int> code = LibraryCode(status)) return static_cast<ncclResult_t>(*code);
-  // A communicator the watchdog revoked (NotRevoked): NCCL's own calls on it fail so too.
-  if (status.code() == absl::StatusCode::kAborted) return ncclRemoteError;
-  return ncclInternalError;
-}
 
 NcclBackend::~NcclBackend() {
   DeviceScope scope(device_);

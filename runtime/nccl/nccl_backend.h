@@ -130,7 +130,8 @@ class NcclBackend final : public CommBackend {
 };
 
 // One ncclAllReduce's work, bracketed by the GPU call timer. Its failures carry NCCL's code where
-// NCCL or CUDA gave one (kernels/exec/library_code.h); NcclCodeOf makes the caller's code.
+// NCCL or CUDA gave one (kernels/exec/library_code.h); NcclCodeOf (nccl_codes.h) makes the
+// caller's code.
 class NcclAllReduceWork final : public CallWork {
  public:
   NcclAllReduceWork(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -163,11 +164,5 @@ class NcclAllReduceWork final : public CallWork {
   cudaStream_t stream_;
   NcclBackend& backend_;
 };
-
-// The preload's edge: what a failed call returns to NCCL's caller. The code the status carries
-// where NCCL or CUDA gave one, or the work tagged its own failure (the device executor's, a bad
-// argument), unchanged; a communicator the watchdog revoked ncclRemoteError; anything else
-// (the protocol's own failures) ncclInternalError. ncclSuccess for OK.
-ncclResult_t NcclCodeOf(const absl::Status& status);
 
 }  // namespace stragglar

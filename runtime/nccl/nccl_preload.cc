@@ -48,6 +48,7 @@
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_backend.h"
 #include "runtime/nccl/nccl_call_watch.h"
+#include "runtime/nccl/nccl_codes.h"
 #include "runtime/nccl/nccl_links.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/preload_common.h"
