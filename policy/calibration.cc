@@ -33,16 +33,73 @@ void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, do
       !std::isfinite(measured_s)) {
     return;
   }
-  std::deque<double>& ratios = ratios_[{algorithm, Bucket(bytes), regime}];
-  ratios.push_back(measured_s / predicted_s);
-  if (static_cast<int>(ratios.size()) > kSamplesKept) ratios.pop_front();
+  const int key_bucket = Bucket(bytes);
+  const Key key{algorithm, key_bucket, regime};
+  Ratios& ratios = ratios_[key];
+  ratios.values.push_back(measured_s / predicted_s);
+  if (static_cast<int>(ratios.values.size()) > kSamplesKept) {
+    ratios.values.pop_front();
+    ratios.scaled = std::max(0, ratios.scaled - 1);
+  }
+  if (ratios.measured() >= kOwnSamples) {
+    // Measured often enough again: the shift's guesses here go. In its other regimes they stand
+    // as its ratios, no longer marked: a call is measured in the regime its arrivals put it in,
+    // which exploring cannot choose, so a mark there could keep it explored for ever.
+    ratios.values.erase(ratios.values.begin(), ratios.values.begin() + ratios.scaled);
+    ratios.scaled = 0;
+    for (auto& [other_key, other] : ratios_) {
+      if (std::get<Algorithm>(other_key) == algorithm && std::get<int>(other_key) == key_bucket) {
+        other.scaled = 0;
+      }
+    }
+  }
+  ++added_this_epoch_[key];
+}
+
+void Calibration::CloseEpoch() {
+  struct Shift {
+    Key key;
+    int added = 0;
+    double factor = 1;
+  };
+  std::map<int, Shift> shifts;  // by bucket
+  for (const auto& [key, added] : added_this_epoch_) {
+    const Ratios& ratios = ratios_.at(key);
+    const int size = static_cast<int>(ratios.values.size());
+    // The epoch's ratios are the last `added`; what was kept before them must be measured ones.
+    if (ratios.scaled > 0 || added < kOwnSamples || size - added < kOwnSamples) continue;
+    const double before =
+        Median(std::vector<double>(ratios.values.begin(), ratios.values.end() - added));
+    const double now =
+        Median(std::vector<double>(ratios.values.end() - added, ratios.values.end()));
+    const double factor = now / before;
+    if (factor < kShiftFactor && factor > 1 / kShiftFactor) continue;
+    const int bucket = std::get<int>(key);
+    auto found = shifts.find(bucket);
+    if (found == shifts.end() || added > found->second.added) {
+      shifts[bucket] = {.key = key, .added = added, .factor = factor};
+    }
+  }
+  added_this_epoch_.clear();
+  for (const auto& [bucket, shift] : shifts) {
+    for (auto& [key, ratios] : ratios_) {
+      if (std::get<int>(key) != bucket) continue;
+      if (key == shift.key) {
+        ratios.values.erase(ratios.values.begin(), ratios.values.end() - shift.added);
+        continue;
+      }
+      for (double& ratio : ratios.values) ratio *= shift.factor;
+      ratios.scaled = static_cast<int>(ratios.values.size());
+    }
+  }
 }
 
 double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {
   const int bucket = Bucket(bytes);
   auto it = ratios_.find({algorithm, bucket, regime});
-  if (it != ratios_.end() && static_cast<int>(it->second.size()) >= kOwnSamples) {
-    return Median(std::vector<double>(it->second.begin(), it->second.end()));
+  // Its own ratios: measured often enough, or a shift's guesses (better than any pool).
+  if (it != ratios_.end() && (it->second.measured() >= kOwnSamples || it->second.scaled > 0)) {
+    return Median(std::vector<double>(it->second.values.begin(), it->second.values.end()));
   }
   // Too few of its own. The library's own AllReduce is another program, priced as Ring only for
   // want of its own model: its error is its own (OpenMPI's TCP Allreduce took 1.5x our Ring plan
@@ -57,7 +114,7 @@ double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime
   for (const auto& [key, ratios] : ratios_) {
     if (std::get<int>(key) != bucket) continue;
     std::vector<double>& pool = std::get<Algorithm>(key) == Algorithm::kNative ? native : plans;
-    pool.insert(pool.end(), ratios.begin(), ratios.end());
+    pool.insert(pool.end(), ratios.values.begin(), ratios.values.end());
   }
   if (algorithm == Algorithm::kNative && !native.empty()) return Median(std::move(native));
   return plans.empty() ? 1 : std::min(1.0, Median(std::move(plans)));
@@ -65,14 +122,19 @@ double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime
 
 int Calibration::Samples(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {
   auto it = ratios_.find({algorithm, Bucket(bytes), regime});
-  return it == ratios_.end() ? 0 : static_cast<int>(it->second.size());
+  return it == ratios_.end() ? 0 : it->second.measured();
+}
+
+bool Calibration::Guessed(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {
+  auto it = ratios_.find({algorithm, Bucket(bytes), regime});
+  return it != ratios_.end() && it->second.scaled > 0;
 }
 
 nlohmann::json Calibration::ToJson() const {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [key, ratios] : ratios_) {
     const auto& [algorithm, bucket, regime] = key;
-    const std::vector<double> values(ratios.begin(), ratios.end());
+    const std::vector<double> values(ratios.values.begin(), ratios.values.end());
     const double factor = Median(values);
     std::vector<double> deviations;
     for (double value : values) deviations.push_back(std::abs(value - factor));
@@ -82,13 +144,14 @@ nlohmann::json Calibration::ToJson() const {
                                           {"error", factor > 0 ? Median(deviations) / factor : 0.0},
                                           {"samples", values.size()},
                                           {"ratios", values}};
+    if (ratios.scaled > 0) json[name][std::to_string(bucket)]["scaled"] = ratios.scaled;
   }
   return json;
 }
 
 absl::Status Calibration::FromJson(const nlohmann::json& json) {
   if (!json.is_object()) return absl::InvalidArgumentError("calibration: expected an object");
-  std::map<Key, std::deque<double>> parsed;
+  std::map<Key, Ratios> parsed;
   for (const auto& [name, buckets] : json.items()) {
     absl::string_view algorithm_name = name;
     const CalibrationRegime regime = absl::ConsumeSuffix(&algorithm_name, kHiddenSuffix)
@@ -110,19 +173,32 @@ absl::Status Calibration::FromJson(const nlohmann::json& json) {
         return absl::InvalidArgumentError(
             absl::StrCat("calibration: ", name, "/", bucket, ": missing \"ratios\""));
       }
-      std::deque<double>& ratios = parsed[{*algorithm, bucket, regime}];
+      Ratios& ratios = parsed[{*algorithm, bucket, regime}];
       for (const nlohmann::json& ratio : entry["ratios"]) {
         if (!ratio.is_number() || !(ratio.get<double>() > 0) ||
             !std::isfinite(ratio.get<double>())) {
           return absl::InvalidArgumentError(
               absl::StrCat("calibration: ", name, "/", bucket, ": ratios must be positive"));
         }
-        ratios.push_back(ratio.get<double>());
+        ratios.values.push_back(ratio.get<double>());
       }
-      while (static_cast<int>(ratios.size()) > kSamplesKept) ratios.pop_front();
+      if (entry.contains("scaled")) {
+        const nlohmann::json& scaled = entry["scaled"];
+        if (!scaled.is_number_integer() || scaled.get<int64_t>() < 0 ||
+            scaled.get<int64_t>() > static_cast<int64_t>(ratios.values.size())) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "calibration: ", name, "/", bucket, ": \"scaled\" must count some of its ratios"));
+        }
+        ratios.scaled = scaled.get<int>();
+      }
+      while (static_cast<int>(ratios.values.size()) > kSamplesKept) {
+        ratios.values.pop_front();
+        ratios.scaled = std::max(0, ratios.scaled - 1);
+      }
     }
   }
   ratios_ = std::move(parsed);
+  added_this_epoch_.clear();
   return absl::OkStatus();
 }
 

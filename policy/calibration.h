@@ -3,6 +3,14 @@
 // the same call, over the last samples. The median ratio corrects the model's prediction (robust to
 // outliers: a stalled call moves it little); its spread is the model's prediction error. Fed only
 // from data every rank shares (the epoch exchange), so every rank holds the same calibration.
+//
+// A change of the machine (a link slowed or sped up) moves every algorithm's ratios at once, but
+// only the one that runs measures it. When an epoch's own samples of one algorithm differ from what
+// it kept by kShiftFactor or more, that algorithm keeps only the new samples, and every other
+// algorithm's ratios on that size are scaled by the same shift and marked as guesses until they
+// are measured again (the policy then measures them at once, policy/exploration.h). Without that,
+// the algorithms not running looked as cheap as before the change, and the policy went through
+// them one by one, each run until its own median moved.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +44,10 @@ class Calibration {
   // its own few, or with none the plans'.
   static constexpr int kOwnSamples = 4;
 
+  // An epoch's median ratio of one algorithm this far from the median it kept (either way), with
+  // at least kOwnSamples of each, is a change of the machine, not noise.
+  static constexpr double kShiftFactor = 2.0;
+
   // The bucket of a message: floor(log2(bytes)), 0 for bytes <= 1.
   static int Bucket(int64_t bytes);
 
@@ -43,20 +55,32 @@ class Calibration {
   // the ranks measured `measured_s`. Ignores non-positive or non-finite values.
   void Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s,
            CalibrationRegime regime = CalibrationRegime::kPhaseExposed);
+  // The end of an epoch: where the ratios added since the last call show a shift (above), the
+  // algorithm that shifted keeps only those, and the others on its size are scaled and marked for
+  // measuring again. At most one shift per size and epoch: of the algorithms that shifted, the
+  // one with the most ratios in the epoch (the first in algorithm and regime order on ties).
+  void CloseEpoch();
   // The correction to multiply the model's time after the last arrival by: the median of the
   // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
   // a plan the median pooled over our plans (every plan algorithm and regime) on this size, at
   // most 1 (an unmeasured plan is never priced slower than the model says, so it gets tried), for
   // native the median of its own on this size if it has any, else the plans'; 1 with nothing to
-  // pool.
+  // pool. Ratios scaled by a shift count as its own here until measured ones replace them.
   double Factor(Algorithm algorithm, int64_t bytes,
                 CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
+  // The ratios measured since the last shift (scaled ones are not counted).
   int Samples(Algorithm algorithm, int64_t bytes,
               CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
+  // Whether the algorithm's factor on this size in this regime is a shift's guess: its ratios
+  // were scaled by another algorithm's shift, and it has not been measured kOwnSamples times
+  // since in any regime.
+  bool Guessed(Algorithm algorithm, int64_t bytes,
+               CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
 
   // {"<algorithm>": {"<bucket>": {"factor", "error", "samples", "ratios"}}}: error is the median
   // absolute deviation of the ratios relative to their median (the model's relative prediction
-  // error). kPhaseHidden's entries are under "<algorithm>/phase-hidden".
+  // error). kPhaseHidden's entries are under "<algorithm>/phase-hidden". An entry with a shift's
+  // guesses also has "scaled": how many of its first ratios are guesses.
   nlohmann::json ToJson() const;
   // Reads what ToJson wrote (the state file); InvalidArgument on any malformed entry, without
   // changing this object.
@@ -64,7 +88,13 @@ class Calibration {
 
  private:
   using Key = std::tuple<Algorithm, int, CalibrationRegime>;  // (algorithm, bucket, regime)
-  std::map<Key, std::deque<double>> ratios_;
+  struct Ratios {
+    std::deque<double> values;  // oldest first, at most kSamplesKept
+    int scaled = 0;             // how many of the first are a shift's guesses
+    int measured() const { return static_cast<int>(values.size()) - scaled; }
+  };
+  std::map<Key, Ratios> ratios_;
+  std::map<Key, int> added_this_epoch_;  // ratios added since the last CloseEpoch
 };
 
 }  // namespace stragglar

@@ -59,6 +59,7 @@ absl::StatusOr<Chooser::Priced> Chooser::Price(const Call& call, Algorithm algor
                  .shape = shape,
                  .predicted_s = call.arrivals_spread_s + after_s},
       .samples = calibration == nullptr ? 0 : calibration->Samples(algorithm, size, *regime),
+      .guessed = calibration != nullptr && calibration->Guessed(algorithm, size, *regime),
       .after_s = after_s};
 }
 
@@ -184,7 +185,8 @@ absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> pr
                           .straggler = plan_straggler,
                           .shape = choice.shape,
                           .predicted_s = choice.predicted_s,
-                          .samples = priced_one->samples});
+                          .samples = priced_one->samples,
+                          .guessed = priced_one->guessed});
       }
       if (is_stragglar && !stragglar_choosable) continue;
       if (!default_choice.has_value()) {

@@ -31,7 +31,8 @@ struct CandidatePrice {
   std::optional<int> straggler;  // StragglAR's: the named straggler, else the rank predicted last
   std::optional<StragglarShape> shape;  // StragglAR's: the shape priced
   double predicted_s = 0;               // completion from the first arrival (calibrated)
-  int samples = 0;  // the calibration's samples of it on this size, in its regime
+  int samples = 0;       // the calibration's samples of it on this size, in its regime
+  bool guessed = false;  // its factor is a guess from another algorithm's shift (Calibration)
 };
 
 struct Choice {
@@ -80,11 +81,12 @@ class Chooser {
     const Calibration* calibration = nullptr;
     double arrivals_spread_s = 0;  // last predicted arrival - first
   };
-  // One candidate priced: its choice, the calibration's samples of it, and its time after the last
-  // arrival (calibrated).
+  // One candidate priced: its choice, the calibration's samples of it and whether its factor is a
+  // guess, and its time after the last arrival (calibrated).
   struct Priced {
     Choice choice;
     int samples = 0;
+    bool guessed = false;
     double after_s = 0;
   };
   // How exactly a candidate is priced: simulated, or at least (PlanCache::AfterLastArrivalAtLeast).

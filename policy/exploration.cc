@@ -1,5 +1,6 @@
 #include "policy/exploration.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "policy/calibration.h"
@@ -8,6 +9,37 @@ namespace stragglar {
 
 bool IsExplorationCall(int64_t call, const RuntimeConfig& config) {
   return config.explore_every > 0 && call % config.explore_every == config.explore_every / 2;
+}
+
+bool IsRemeasuringCall(int64_t call, const RuntimeConfig& config) {
+  const int64_t first = std::max(0, config.epoch_calls - Calibration::kOwnSamples) / 2;
+  const int64_t in_epoch = call % config.epoch_calls;
+  return config.explore_every > 0 && in_epoch >= first &&
+         in_epoch < first + Calibration::kOwnSamples;
+}
+
+namespace {
+
+// `chosen`'s call running `candidate` instead, as an exploration.
+CallDecision Explored(const CallDecision& chosen, const CandidatePrice& candidate) {
+  CallDecision explored = chosen;
+  explored.algorithm = candidate.algorithm;
+  explored.straggler = candidate.straggler;
+  explored.shape = candidate.shape;
+  explored.explored = true;
+  explored.predicted_s = 0;  // not modelled: the chooser priced the other plan
+  return explored;
+}
+
+}  // namespace
+
+CallDecision Remeasure(const CallDecision& chosen, absl::Span<const CandidatePrice> priced) {
+  for (const CandidatePrice& candidate : priced) {
+    if (candidate.guessed && candidate.algorithm != chosen.algorithm) {
+      return Explored(chosen, candidate);
+    }
+  }
+  return chosen;
 }
 
 CallDecision Explore(const CallDecision& chosen, absl::Span<const CandidatePrice> priced,
@@ -23,11 +55,7 @@ CallDecision Explore(const CallDecision& chosen, absl::Span<const CandidatePrice
                         candidate.predicted_s > (1 + config.explore_max_cost) * chosen.predicted_s;
     if ((costly && !costly_slot) || candidate.samples >= fewest) continue;
     fewest = candidate.samples;
-    explored.algorithm = candidate.algorithm;
-    explored.straggler = candidate.straggler;
-    explored.shape = candidate.shape;
-    explored.explored = true;
-    explored.predicted_s = 0;  // not modelled: the chooser priced the other plan
+    explored = Explored(chosen, candidate);
   }
   return explored;
 }

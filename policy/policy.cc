@@ -79,10 +79,12 @@ bool Policy::Adapting(int64_t bytes) const {
 
 absl::StatusOr<CallDecision> Policy::Decide(int64_t call, int64_t bytes) {
   absl::StatusOr<CallDecision> chosen = Preview(call, bytes);
-  if (!chosen.ok() || !Adapting(bytes) || !IsExplorationCall(call, config_)) return chosen;
+  if (!chosen.ok() || !Adapting(bytes)) return chosen;
   auto priced = priced_by_bytes_.find(bytes);
   if (priced == priced_by_bytes_.end()) return chosen;
-  return Explore(*chosen, priced->second, config_);
+  if (IsExplorationCall(call, config_)) return Explore(*chosen, priced->second, config_);
+  if (IsRemeasuringCall(call, config_)) return Remeasure(*chosen, priced->second);
+  return chosen;
 }
 
 absl::StatusOr<CallDecision> Policy::Preview(int64_t call, int64_t bytes) {
@@ -210,6 +212,7 @@ absl::StatusOr<EpochReport> Policy::Absorb(int64_t first_call, absl::Span<const 
                             .lag_s = lags,
                             .saved_s = saved_s});
   }
+  calibration_.CloseEpoch();
   detector_.MedianLags(predicted_arrival_s_);
   if (detector_.straggler() != before) {
     const int rank = detector_.straggler().value_or(before.value_or(0));

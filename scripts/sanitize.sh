@@ -11,10 +11,10 @@ threaded=(host_transport_test host_executor_test runtime_test communicator_test 
   link_class_queues_test call_watchdog_test link_probe_test)
 # Suites on one thread (plans, programs, policy, readers): ThreadSanitizer has nothing to find in
 # them, so AddressSanitizer+UBSan only.
-single_threaded=(plan_test program_test stragglar_schedule_test reduce_test policy_test replay_test
-  scenarios_test trace_export_test env_config_test pipeline_test link_monitor_test
-  pipeline_advisor_test ring_runs_test device_program_test plan_cache_test network_model_test
-  hierarchical_test log_depth_test hierarchical_ring_test queue_simulator_test
+single_threaded=(plan_test program_test stragglar_schedule_test reduce_test policy_test
+  calibration_test replay_test scenarios_test trace_export_test env_config_test pipeline_test
+  link_monitor_test pipeline_advisor_test ring_runs_test device_program_test plan_cache_test
+  network_model_test hierarchical_test log_depth_test hierarchical_ring_test queue_simulator_test
   hierarchical_queues_test two_starts_test exact_data_test state_file_test agreed_settings_test
   fuzz_inputs_test)
 for sanitizer in address thread; do

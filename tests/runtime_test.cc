@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -304,12 +306,19 @@ TEST(RuntimeCoreTest, EpochReportEstimatesTimeSavedAgainstTheDefault) {
   }
 }
 
-// A host where StragglAR's calls with nobody late take `exposed_extra_s` longer than the model says
-// (its pre-arrival phase contends for the cores) and every other call takes exactly the model's
-// time: runs one epoch of `bytes` with `late_rank` late by `delay_s` (none when -1), every rank's
-// duration from the simulation of the plan that ran, and returns rank 0's decisions.
+// How long a call takes on the host of RunMeasuredEpoch: the model's time, times `scale` of the
+// algorithm that ran (1 where absent), and for StragglAR's calls with nobody late
+// `exposed_extra_s` more (its pre-arrival phase contends for the cores).
+struct MeasuredHost {
+  double exposed_extra_s = 0;
+  std::map<Algorithm, double> scale;
+};
+
+// Runs one epoch of `bytes` with `late_rank` late by `delay_s` (none when -1) on `host`, every
+// rank's duration from the simulation of the plan that ran, and returns rank 0's decisions.
 std::vector<CallDecision> RunMeasuredEpoch(std::vector<RuntimeCore>& cores, int64_t bytes,
-                                           int late_rank, double delay_s, double exposed_extra_s) {
+                                           int late_rank, double delay_s,
+                                           const MeasuredHost& host) {
   const int n = static_cast<int>(cores.size());
   std::vector<CallDecision> decisions;
   for (int call = 0; call < cores[0].config().epoch_calls; ++call) {
@@ -330,10 +339,12 @@ std::vector<CallDecision> RunMeasuredEpoch(std::vector<RuntimeCore>& cores, int6
     const Plan& plan = **cores[0].PlanFor(by_rank[0], bytes);
     const SimulationResult model = *SimulatePlan(plan, bytes, kPaperLink, lags);
     const bool slow = by_rank[0].algorithm == Algorithm::kStragglar && late_rank < 0;
+    auto scaled = host.scale.find(by_rank[0].algorithm);
+    const double scale = scaled == host.scale.end() ? 1.0 : scaled->second;
     for (int rank = 0; rank < n; ++rank) {
-      cores[rank].Record(
-          {.arrival_s = arrival_s[rank],
-           .duration_s = model.finish_s[rank] - lags[rank] + (slow ? exposed_extra_s : 0.0)});
+      cores[rank].Record({.arrival_s = arrival_s[rank],
+                          .duration_s = (model.finish_s[rank] - lags[rank]) * scale +
+                                        (slow ? host.exposed_extra_s : 0.0)});
     }
     decisions.push_back(by_rank[0]);
   }
@@ -365,8 +376,8 @@ TEST(RuntimeCoreTest, SlowStragglarWithNobodyLateDoesNotHideAPersistentStraggler
   constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
 
   for (int epoch = 0; epoch < 6; ++epoch) {
-    for (const CallDecision& decision :
-         RunMeasuredEpoch(cores, bytes, /*late_rank=*/-1, 0, exposed_extra_s)) {
+    for (const CallDecision& decision : RunMeasuredEpoch(cores, bytes, /*late_rank=*/-1, 0,
+                                                         {.exposed_extra_s = exposed_extra_s})) {
       if (!decision.explored) {
         EXPECT_NE(decision.algorithm, Algorithm::kStragglar) << decision.call;
       }
@@ -381,8 +392,8 @@ TEST(RuntimeCoreTest, SlowStragglarWithNobodyLateDoesNotHideAPersistentStraggler
   // call but the explorations runs StragglAR around it.
   int named_after = -1;
   for (int epoch = 0; epoch < 8; ++epoch) {
-    const std::vector<CallDecision> decisions =
-        RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, exposed_extra_s);
+    const std::vector<CallDecision> decisions = RunMeasuredEpoch(
+        cores, bytes, /*late_rank=*/n - 1, 20e-3, {.exposed_extra_s = exposed_extra_s});
     if (named_after < 0) {
       if (cores[0].detector().straggler() == n - 1) named_after = epoch;
       continue;
@@ -420,8 +431,8 @@ TEST(RuntimeCoreTest, CandidatesMeasuredFarSlowerAreExploredRarely) {
         2 * SimulatePlan(stragglar, bytes, kPaperLink, std::vector<double>(n, 0.0))->completion_s;
     std::vector<int64_t> stragglar_calls;
     for (int epoch = 0; epoch < 12; ++epoch) {
-      for (const CallDecision& decision :
-           RunMeasuredEpoch(cores, bytes, /*late_rank=*/-1, 0, exposed_extra_s)) {
+      for (const CallDecision& decision : RunMeasuredEpoch(cores, bytes, /*late_rank=*/-1, 0,
+                                                           {.exposed_extra_s = exposed_extra_s})) {
         if (decision.algorithm != Algorithm::kStragglar) continue;
         EXPECT_TRUE(decision.explored) << decision.call;
         stragglar_calls.push_back(decision.call);
@@ -436,8 +447,8 @@ TEST(RuntimeCoreTest, CandidatesMeasuredFarSlowerAreExploredRarely) {
     // A straggler makes a regime with no samples: StragglAR is tried, and then chosen.
     int stragglar_runs = 0;
     for (int epoch = 0; epoch < 6; ++epoch) {
-      for (const CallDecision& decision :
-           RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, exposed_extra_s)) {
+      for (const CallDecision& decision : RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3,
+                                                           {.exposed_extra_s = exposed_extra_s})) {
         stragglar_runs += decision.algorithm == Algorithm::kStragglar;
       }
     }
@@ -446,6 +457,56 @@ TEST(RuntimeCoreTest, CandidatesMeasuredFarSlowerAreExploredRarely) {
                                              CalibrationRegime::kPhaseHidden),
               Calibration::kOwnSamples);
   }
+}
+
+// The machine changes under a persistent straggler (a link slows): every algorithm now takes
+// longer than modelled, StragglAR 8x, Halving-Doubling 8x, Ring only 2x, so Ring is now the
+// fastest. The policy goes from StragglAR straight to Ring within 3 epochs of the change and
+// stays there: the epoch that measures the shift prices the others with it, and the next measures
+// them again. Without that, the algorithms not running kept their old factors and looked cheap,
+// and the policy tried them one by one: here Halving-Doubling for an epoch before Ring; on the
+// emulated cluster Halving-Doubling, Ring, the library's own, Ring, StragglAR (docs/policy.md).
+TEST(RuntimeCoreTest, AChangeOfTheMachineIsFollowedWithoutCycling) {
+  RuntimeConfig config;
+  config.epoch_calls = 32;
+  const int n = 4;
+  const int64_t bytes = 16 << 20;
+  std::vector<RuntimeCore> cores = Cores(n, config);
+  const auto ran = [](const std::vector<CallDecision>& decisions) {
+    std::set<Algorithm> algorithms;
+    for (const CallDecision& decision : decisions) {
+      if (!decision.explored) algorithms.insert(decision.algorithm);
+    }
+    return algorithms;
+  };
+  std::set<Algorithm> before;
+  for (int epoch = 0; epoch < 8; ++epoch) {
+    before = ran(RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, {}));
+  }
+  ASSERT_EQ(before, std::set<Algorithm>{Algorithm::kStragglar});
+
+  const MeasuredHost changed{.scale = {{Algorithm::kStragglar, 8.0},
+                                       {Algorithm::kHalvingDoubling, 8.0},
+                                       {Algorithm::kRing, 2.0}}};
+  std::vector<std::set<Algorithm>> after;
+  for (int epoch = 0; epoch < 12; ++epoch) {
+    after.push_back(ran(RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, changed)));
+  }
+  // One switch, straight from StragglAR to Ring, in the third epoch at the latest: the one that
+  // measures the change, the one that measures the others again, and the next.
+  const std::set<Algorithm> stragglar = {Algorithm::kStragglar}, ring = {Algorithm::kRing};
+  const auto on_ring = std::find(after.begin(), after.end(), ring);
+  ASSERT_NE(on_ring, after.end()) << "the policy never settled on Ring";
+  EXPECT_LE(on_ring - after.begin(), 2);
+  for (auto epoch = after.begin(); epoch != after.end(); ++epoch) {
+    EXPECT_EQ(*epoch, epoch < on_ring ? stragglar : ring) << "epoch " << epoch - after.begin();
+  }
+  // Every candidate was measured in the changed machine; no guess is left.
+  const Calibration& calibration = cores[0].calibration();
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kRing, bytes));
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, bytes), 2.0, 1e-9);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 8.0, 1e-9);
 }
 
 // Threads: every rank gets the exact sum, and the same algorithm for every call, while the

@@ -1,0 +1,254 @@
+// The online calibration (policy/calibration.h) and the exploration that feeds it
+// (policy/exploration.h): medians per algorithm, size and regime, the state file's form, and a
+// change of the machine followed without cycling.
+#include "policy/calibration.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "policy/chooser.h"
+#include "policy/exploration.h"
+
+namespace stragglar {
+namespace {
+
+TEST(CalibrationTest, MedianRatioPerAlgorithmAndSizeBucket) {
+  EXPECT_EQ(Calibration::Bucket(0), 0);
+  EXPECT_EQ(Calibration::Bucket(1), 0);
+  EXPECT_EQ(Calibration::Bucket(2), 1);
+  EXPECT_EQ(Calibration::Bucket((1 << 20) + 5), 20);
+  Calibration calibration;
+  EXPECT_EQ(calibration.Factor(Algorithm::kRing, 1 << 20), 1);  // nothing measured
+  for (double ratio : {1.1, 1.2, 1.3, 50.0, 1.25}) {            // one stalled call among them
+    calibration.Add(Algorithm::kRing, 1 << 20, 1e-3, ratio * 1e-3);
+  }
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, 1 << 20), 1.25, 1e-12);  // the median
+  EXPECT_EQ(calibration.Samples(Algorithm::kRing, (1 << 20) + 100), 5);     // same bucket
+  EXPECT_EQ(calibration.Samples(Algorithm::kRing, 1 << 21), 0);             // another one
+  // An algorithm with too few samples of its own uses the pooled ratio of its size where that is
+  // below 1 (1.3 here: the raw model instead), so that it is not priced out of being tried.
+  calibration.Add(Algorithm::kHalvingDoubling, 1 << 20, 1e-3, 3e-3);
+  EXPECT_EQ(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 20), 1);
+  EXPECT_EQ(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 10), 1);
+  for (double ratio : {0.5, 0.6, 0.5, 0.4}) {
+    calibration.Add(Algorithm::kRing, 1 << 22, 1e-3, ratio * 1e-3);
+  }
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, 1 << 22), 0.5, 1e-12);
+  // Bad measurements are ignored.
+  calibration.Add(Algorithm::kRing, 1 << 20, 0, 1e-3);
+  calibration.Add(Algorithm::kRing, 1 << 20, 1e-3, std::nan(""));
+  EXPECT_EQ(calibration.Samples(Algorithm::kRing, 1 << 20), 5);
+  // Only the latest kSamplesKept count: the model follows drift.
+  for (int i = 0; i < Calibration::kSamplesKept; ++i) {
+    calibration.Add(Algorithm::kRing, 1 << 20, 1e-3, 2e-3);
+  }
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, 1 << 20), 2.0, 1e-12);
+}
+
+TEST(CalibrationTest, JsonRoundTripAndMalformedInputChangesNothing) {
+  Calibration calibration;
+  for (double ratio : {0.9, 1.1, 1.0, 1.2}) {
+    calibration.Add(Algorithm::kStragglar, 64 << 20, 1e-3, ratio * 1e-3);
+  }
+  const nlohmann::json json = calibration.ToJson();
+  EXPECT_NEAR(json["stragglar"]["26"]["factor"].get<double>(), 1.1, 1e-12);
+  EXPECT_NEAR(json["stragglar"]["26"]["error"].get<double>(), 0.1 / 1.1, 1e-12);
+  Calibration restored;
+  ASSERT_TRUE(restored.FromJson(json).ok());
+  EXPECT_EQ(restored.ToJson(), json);
+  for (const char* bad : {R"([1, 2])", R"({"bogus": {}})", R"({"ring": {"x": {"ratios": [1]}}})",
+                          R"({"ring": {"20": {"ratios": [-1]}}})", R"({"ring": {"20": {}}})"}) {
+    EXPECT_EQ(restored.FromJson(nlohmann::json::parse(bad)).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ(restored.ToJson(), json) << bad;
+  }
+}
+
+TEST(CalibrationTest, RegimesAreCalibratedApart) {
+  const int64_t bytes = 16 << 20;
+  constexpr CalibrationRegime kExposed = CalibrationRegime::kPhaseExposed;
+  constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
+  Calibration calibration;
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kStragglar, bytes, 1e-3, 3e-3, kExposed);
+  for (int i = 0; i < 5; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes, kExposed), 4);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes, kHidden), 0);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kExposed), 3.0, 1e-12);
+  // Nothing of its own in the hidden regime: the ratio pooled over the size (five 1s, four 3s).
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 1.0, 1e-12);
+  for (double ratio : {1.1, 1.2, 1.1, 1.3, 1.2}) {
+    calibration.Add(Algorithm::kStragglar, bytes, 1e-3, ratio * 1e-3, kHidden);
+  }
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 1.2, 1e-12);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kExposed), 3.0, 1e-12);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes), 4);  // kPhaseExposed by default
+
+  const nlohmann::json json = calibration.ToJson();
+  EXPECT_EQ(json["stragglar"]["24"]["samples"], 4);
+  EXPECT_NEAR(json["stragglar/phase-hidden"]["24"]["factor"].get<double>(), 1.2, 1e-12);
+  Calibration restored;
+  ASSERT_TRUE(restored.FromJson(json).ok());
+  EXPECT_EQ(restored.ToJson(), json);
+  EXPECT_NEAR(restored.Factor(Algorithm::kStragglar, bytes, kHidden), 1.2, 1e-12);
+  for (const char* bad : {R"({"bogus/phase-hidden": {}})",
+                          R"({"ring/phase-hidden/phase-hidden": {"24": {"ratios": [1]}}})",
+                          R"({"stragglar/hidden": {"24": {"ratios": [1]}}})"}) {
+    EXPECT_EQ(restored.FromJson(nlohmann::json::parse(bad)).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ(restored.ToJson(), json) << bad;
+  }
+}
+
+// One epoch of `count` calls of `algorithm` measured at `ratio` times the model, closed.
+void AddEpoch(Calibration& calibration, Algorithm algorithm, int64_t bytes, double ratio, int count,
+              CalibrationRegime regime = CalibrationRegime::kPhaseExposed) {
+  for (int i = 0; i < count; ++i) calibration.Add(algorithm, bytes, 1e-3, ratio * 1e-3, regime);
+  calibration.CloseEpoch();
+}
+
+// A change of the machine: Ring's epoch measures 5x what it kept. Ring keeps only the new ratios,
+// every other algorithm on that size is priced with the same shift and marked as a guess, and
+// the other sizes keep theirs.
+TEST(CalibrationTest, AShiftScalesTheOthersOnItsSizeAsGuesses) {
+  const int64_t bytes = 1 << 20;
+  constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
+  Calibration calibration;
+  AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.5, 8);
+  AddEpoch(calibration, Algorithm::kNative, bytes, 2.0, 4);
+  AddEpoch(calibration, Algorithm::kStragglar, bytes, 1.2, 4, kHidden);
+  AddEpoch(calibration, Algorithm::kRing, 4 * bytes, 1.0, 8);
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+
+  AddEpoch(calibration, Algorithm::kRing, bytes, 5.0, 8);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, bytes), 5.0, 1e-12);
+  EXPECT_EQ(calibration.Samples(Algorithm::kRing, bytes), 8);  // the new ones only
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kRing, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 7.5, 1e-12);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kNative, bytes), 10.0, 1e-12);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 6.0, 1e-12);
+  for (Algorithm other : {Algorithm::kHalvingDoubling, Algorithm::kNative}) {
+    EXPECT_TRUE(calibration.Guessed(other, bytes)) << AlgorithmName(other);
+    EXPECT_EQ(calibration.Samples(other, bytes), 0) << AlgorithmName(other);
+  }
+  EXPECT_TRUE(calibration.Guessed(Algorithm::kStragglar, bytes, kHidden));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, 4 * bytes), 1.0, 1e-12);
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kRing, 4 * bytes));
+
+  // Measured again: the guess holds until kOwnSamples are measured, then only they count.
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 6.0, Calibration::kOwnSamples - 1);
+  EXPECT_TRUE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_EQ(calibration.Samples(Algorithm::kHalvingDoubling, bytes), 3);
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 6.0, 1);
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 6.0, 1e-12);
+  EXPECT_EQ(calibration.Samples(Algorithm::kHalvingDoubling, bytes), 4);
+  // StragglAR measured in one regime: its guess in the other stands, no longer marked (a call's
+  // regime is its arrivals', which exploring cannot choose).
+  AddEpoch(calibration, Algorithm::kStragglar, bytes, 4.0, 4);
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kStragglar, bytes, kHidden));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 6.0, 1e-12);
+
+  // The machine speeds up again: a shift down works the same way.
+  AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, bytes), 1.0, 1e-12);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 1.2, 1e-12);
+  EXPECT_TRUE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+}
+
+// What is not a shift: a change under kShiftFactor, an epoch with fewer than kOwnSamples of the
+// algorithm, or one whose algorithm kept fewer than kOwnSamples before it. Such ratios join the
+// window as always, and nothing else changes.
+TEST(CalibrationTest, NoiseAndFewSamplesAreNoShift) {
+  const int64_t bytes = 1 << 20;
+  const auto baseline = [&] {
+    Calibration calibration;
+    AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+    AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.5, 8);
+    return calibration;
+  };
+  {
+    Calibration calibration = baseline();
+    AddEpoch(calibration, Algorithm::kRing, bytes, 1.9, 8);
+    EXPECT_EQ(calibration.Samples(Algorithm::kRing, bytes), 16);
+    EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 1.5, 1e-12);
+    EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  }
+  {
+    Calibration calibration = baseline();
+    AddEpoch(calibration, Algorithm::kRing, bytes, 5.0, Calibration::kOwnSamples - 1);
+    EXPECT_EQ(calibration.Samples(Algorithm::kRing, bytes), 11);
+    EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  }
+  {
+    Calibration calibration;
+    AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, Calibration::kOwnSamples - 1);
+    AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.5, 8);
+    AddEpoch(calibration, Algorithm::kRing, bytes, 5.0, 8);
+    EXPECT_EQ(calibration.Samples(Algorithm::kRing, bytes), 11);
+    EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  }
+}
+
+// The state file keeps the guesses as guesses; a "scaled" count that does not fit is refused.
+TEST(CalibrationTest, GuessesSurviveTheJsonRoundTrip) {
+  const int64_t bytes = 1 << 20;
+  Calibration calibration;
+  AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.5, 5);
+  AddEpoch(calibration, Algorithm::kRing, bytes, 4.0, 8);
+  const nlohmann::json json = calibration.ToJson();
+  EXPECT_EQ(json["halving-doubling"]["20"]["scaled"], 5);
+  EXPECT_FALSE(json["ring"]["20"].contains("scaled"));
+  Calibration restored;
+  ASSERT_TRUE(restored.FromJson(json).ok());
+  EXPECT_EQ(restored.ToJson(), json);
+  EXPECT_TRUE(restored.Guessed(Algorithm::kHalvingDoubling, bytes));
+  for (const char* bad : {R"({"ring": {"20": {"ratios": [1, 2], "scaled": 3}}})",
+                          R"({"ring": {"20": {"ratios": [1, 2], "scaled": -1}}})",
+                          R"({"ring": {"20": {"ratios": [1, 2], "scaled": "two"}}})"}) {
+    EXPECT_EQ(restored.FromJson(nlohmann::json::parse(bad)).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ(restored.ToJson(), json) << bad;
+  }
+}
+
+// A candidate priced with a shift's guess is measured back to back, kOwnSamples calls in the
+// middle of each epoch: the first such candidate that is not already chosen.
+TEST(ExplorationTest, GuessedCandidatesAreMeasuredBackToBack) {
+  RuntimeConfig config;
+  config.epoch_calls = 16;
+  std::vector<int64_t> slots;
+  for (int64_t call = 0; call < 32; ++call) {
+    if (IsRemeasuringCall(call, config)) slots.push_back(call);
+  }
+  EXPECT_EQ(slots, (std::vector<int64_t>{6, 7, 8, 9, 22, 23, 24, 25}));
+  config.epoch_calls = 3;  // shorter than kOwnSamples: every call
+  EXPECT_TRUE(IsRemeasuringCall(0, config) && IsRemeasuringCall(1, config) &&
+              IsRemeasuringCall(2, config));
+  config.explore_every = 0;  // never explore
+  EXPECT_FALSE(IsRemeasuringCall(1, config));
+
+  const CallDecision chosen{.call = 7, .algorithm = Algorithm::kRing, .predicted_s = 1};
+  std::vector<CandidatePrice> priced = {
+      {.algorithm = Algorithm::kRing, .guessed = true},
+      {.algorithm = Algorithm::kHalvingDoubling},
+      {.algorithm = Algorithm::kStragglar, .straggler = 3, .guessed = true},
+      {.algorithm = Algorithm::kNative, .guessed = true}};
+  const CallDecision measured = Remeasure(chosen, priced);
+  EXPECT_EQ(measured.algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(measured.straggler, 3);
+  EXPECT_TRUE(measured.explored);
+  EXPECT_EQ(measured.call, 7);
+  priced[2].guessed = priced[3].guessed = false;
+  EXPECT_EQ(Remeasure(chosen, priced).algorithm, Algorithm::kRing);
+  EXPECT_FALSE(Remeasure(chosen, priced).explored);
+}
+
+}  // namespace
+}  // namespace stragglar

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# cluster.slowdown: a link slows 5x mid-run on the emulated cluster of RUN_CHECK_CLUSTER (4 hosts
+# of one rank, tests/cluster/on_cluster.sh). One job of 256 calls of 1 MiB in epochs of 16, rank 3
+# late by 30 ms throughout, every result checked (tests/mpi/lateness.cc). At call 112, once the
+# policy runs StragglAR around rank 3, host 2's link goes from 200 to 40 Mbit/s: every algorithm
+# now waits on it, and StragglAR, Ring and Halving-Doubling take about the same time.
+# The policy must follow within 3 epochs of the change: from call 160 on, no epoch's median time
+# is more than 1.4x the fastest of them. Among StragglAR, Ring and Halving-Doubling, within 10% of
+# one another here, it may move on what it measures (epoch medians vary 1.2x with Ring alone);
+# what fails is an epoch of the library's own AllReduce, 625 ms a call here, 1.7x the others.
+# Before the calibration scaled every algorithm by the shift it measured, the algorithms not
+# running kept their old factors, and the policy went through them one by one, the library's own
+# included: h, r, S, n, h, h in epochs 9 to 15 (n at 625 ms), h, r, n, r, S, r, h in another run.
+# Prints the algorithm and median time of every epoch and "cluster.slowdown: ok".
+# usage: slowdown_check.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+cluster=$(cd "$(dirname "$0")/../../scripts" && pwd)/cluster.sh
+name=$RUN_CHECK_CLUSTER
+slowed=${name}2  # rank 1's host
+readonly calls=256 epoch=16 change=112
+work=$(mktemp -d)
+trap 'kill "$job" 2>/dev/null; rm -rf "$work"' EXIT
+timeout 200 "$cluster" run --name "$name" -x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" \
+  -x STRAGGLAR_EPOCH_CALLS=$epoch -x "STRAGGLAR_TRACE_FILE=$work/trace.csv" \
+  -x LATENESS_PROGRESS_EVERY=$epoch "$build/bin/mpi_lateness" $calls "3@0-$calls:0.03" \
+  >"$work/job.out" 2>&1 &
+job=$!
+waited=0
+until grep -q "lateness: call $change\$" "$work/job.out"; do
+  kill -0 "$job" 2>/dev/null || {
+    echo "FAIL: the job ended before call $change"
+    tail -5 "$work/job.out"
+    exit 1
+  }
+  ((waited < 600)) || { echo "FAIL: no call $change within 120 s"; exit 1; }
+  sleep 0.2
+  waited=$((waited + 1))  # in steps of 0.2 s
+done
+"$cluster" rate --name "$name" "$slowed" 40mbit
+wait "$job"
+status=$?
+(($(grep -c "lateness: rank [0-3] exact" "$work/job.out") == 4)) || {
+  echo "FAIL: status $status, not every rank exact"
+  tail -5 "$work/job.out"
+  exit 1
+}
+python3 - "$work/trace.csv" $epoch $change <<'PY'
+import collections, csv, statistics, sys
+trace, epoch, change = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ran, shortest = collections.defaultdict(dict), collections.defaultdict(lambda: float("inf"))
+for row in csv.DictReader(open(trace)):
+    call, rank = int(row["call"]), int(row["rank"])
+    ran[call][rank] = row["algorithm"]
+    shortest[call] = min(shortest[call], float(row["duration_s"]))
+differ = [c for c in ran if len(set(ran[c].values())) != 1]
+if differ:
+    sys.exit(f"FAIL: the ranks ran different algorithms at calls {differ[:5]}")
+letter = {"stragglar": "S", "native": "n", "ring": "r", "halving-doubling": "h"}
+majority, medians = {}, {}
+print(f"host 2's link 200 -> 40 Mbit/s at call {change}; per epoch (S stragglar, n the library's,"
+      " r ring, h halving-doubling), median shortest duration:")
+for first in range(0, len(ran), epoch):
+    calls = range(first, min(first + epoch, len(ran)))
+    letters = "".join(letter[ran[c][0]] for c in calls)
+    majority[first] = collections.Counter(letters).most_common(1)[0][0]
+    medians[first] = statistics.median(shortest[c] for c in calls)
+    print(f"  {first:3d} {letters} {medians[first] * 1e3:5.0f} ms")
+if any(majority[first] != "S" for first in range(3 * epoch, change, epoch)):
+    sys.exit("FAIL: the policy did not run StragglAR around rank 3 before the change")
+followed = range(change + 3 * epoch, len(ran), epoch)
+fastest = min(medians[first] for first in followed)
+slow = [first for first in followed if medians[first] > 1.4 * fastest]
+if slow:
+    sys.exit(f"FAIL: epochs from call {slow[0]} ran {majority[slow[0]]} at "
+             f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {followed[0]} on")
+print(f"from call {followed[0]} on: {''.join(majority[first] for first in followed)}, "
+      f"the slowest epoch {max(medians[f] for f in followed) / fastest:.2f}x the fastest")
+PY
+(($? == 0)) || exit 1
+echo "cluster.slowdown: ok"
