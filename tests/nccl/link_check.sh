@@ -27,7 +27,7 @@ run_pipeline() {  # NAME SLOW(0|1)
       STRAGGLAR_PIPELINE_MICROBATCHES=8 STRAGGLAR_PIPELINE_FORWARD=5ms \
       STRAGGLAR_PIPELINE_BACKWARD=10ms STRAGGLAR_PIPELINE_ADVICE_FILE="$out/$name-advice.json" \
       SLOW_SOCKET_US=500 SLOW_SOCKET_AFTER_S=8 \
-      timeout 300 "$program" --rank "$rank" --ranks 4 --id-file "$out/$name.id" \
+      timeout 300 "$program" --rank "$rank" --ranks 4 --id_file "$out/$name.id" \
       --iterations 60 --microbatches 8 --bytes 16777216 \
       >"$out/$name-rank$rank.log" 2>&1 &
     pids+=($!)

@@ -1,5 +1,6 @@
 // What the GPU checks' multi-process NCCL programs share (tests/nccl/pipeline_check.cc,
-// tests/nccl/watchdog_check.cc): exits on CUDA and NCCL errors, and the job's communicator, its
+// tests/nccl/watchdog_check.cc): the job's flags (--rank, --ranks, --device, --id_file; Abseil
+// flags, defined in nccl_job.cc), exits on CUDA and NCCL errors, and the job's communicator, its
 // NCCL unique id passed through a file (rank 0 writes it; the others wait for it, at most 60 s).
 #pragma once
 
@@ -30,6 +31,16 @@
     }                                                                        \
   } while (0)
 
+// This process's place in the job, from its flags (after absl::ParseCommandLine); exits 2 with
+// one line naming `program` when they do not make one.
+struct NcclJob {
+  int rank = -1;
+  int ranks = 0;
+  int device = 0;
+  std::string id_file;
+};
+NcclJob NcclJobFromFlags(const char* program);
+
 inline ncclUniqueId SharedNcclId(int rank, const std::string& id_file) {
   ncclUniqueId id;
   if (rank == 0) {
@@ -48,13 +59,13 @@ inline ncclUniqueId SharedNcclId(int rank, const std::string& id_file) {
   std::exit(1);
 }
 
-// Rank `rank` of `ranks` on `device`, joined to the job's communicator (the id through
-// `id_file`, removed by rank 0 once it is in).
-inline ncclComm_t JoinNcclJob(int rank, int ranks, int device, const std::string& id_file) {
-  CHECK_CUDA(cudaSetDevice(device));
-  const ncclUniqueId id = SharedNcclId(rank, id_file);
+// `job`'s rank on its device, joined to the job's communicator (the id through its id file,
+// removed by rank 0 once it is in).
+inline ncclComm_t JoinNcclJob(const NcclJob& job) {
+  CHECK_CUDA(cudaSetDevice(job.device));
+  const ncclUniqueId id = SharedNcclId(job.rank, job.id_file);
   ncclComm_t comm = nullptr;
-  CHECK_NCCL(ncclCommInitRank(&comm, ranks, id, rank));
-  if (rank == 0) std::remove(id_file.c_str());
+  CHECK_NCCL(ncclCommInitRank(&comm, job.ranks, id, job.rank));
+  if (job.rank == 0) std::remove(job.id_file.c_str());
   return comm;
 }

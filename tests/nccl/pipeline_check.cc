@@ -5,7 +5,7 @@
 // sender and direction, and the receiver checks it byte for byte. Every other iteration's forward
 // transfers go in two halves, grouped at both ends, so that group timing runs too.
 //
-// usage: pipeline_check --rank R --ranks N --id-file FILE [--iterations 40] [--microbatches 8]
+// usage: pipeline_check --rank R --ranks N --id_file FILE [--iterations 40] [--microbatches 8]
 //                       [--bytes 16777216] [--device 0]
 // Rank 0 writes NCCL's unique id to FILE; the others wait for it. Prints one line per rank:
 //   rank R: T transfers, W wrong bytes
@@ -25,46 +25,22 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "tests/nccl/nccl_job.h"
+
+ABSL_FLAG(int, iterations, 40, "pipeline iterations");
+ABSL_FLAG(int, microbatches, 8, "micro-batches per iteration");
+ABSL_FLAG(size_t, bytes, 16 << 20, "bytes per transfer");
 
 namespace {
 
+// The flags of one run.
 struct Options {
-  int rank = -1, ranks = 0, iterations = 40, microbatches = 8, device = 0;
-  size_t bytes = 16 << 20;
-  std::string id_file;
+  NcclJob job;
+  int iterations, microbatches;
+  size_t bytes;
 };
-
-Options Parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--rank")
-      options.rank = std::atoi(value.c_str());
-    else if (flag == "--ranks")
-      options.ranks = std::atoi(value.c_str());
-    else if (flag == "--iterations")
-      options.iterations = std::atoi(value.c_str());
-    else if (flag == "--microbatches")
-      options.microbatches = std::atoi(value.c_str());
-    else if (flag == "--bytes")
-      options.bytes = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--device")
-      options.device = std::atoi(value.c_str());
-    else if (flag == "--id-file")
-      options.id_file = value;
-    else {
-      std::fprintf(stderr, "pipeline_check: unknown flag %s\n", flag.c_str());
-      std::exit(2);
-    }
-  }
-  if (options.rank < 0 || options.ranks < 2 || options.rank >= options.ranks ||
-      options.id_file.empty() || options.bytes == 0 || options.microbatches < 1) {
-    std::fprintf(stderr, "usage: pipeline_check --rank R --ranks N --id-file FILE ...\n");
-    std::exit(2);
-  }
-  return options;
-}
 
 // The bytes of one transfer: from its iteration, micro-batch, sender and direction.
 void Fill(std::vector<uint8_t>& data, int iteration, int microbatch, int sender, int gradient) {
@@ -75,11 +51,19 @@ void Fill(std::vector<uint8_t>& data, int iteration, int microbatch, int sender,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options options = Parse(argc, argv);
-  ncclComm_t comm = JoinNcclJob(options.rank, options.ranks, options.device, options.id_file);
+  absl::ParseCommandLine(argc, argv);
+  const Options options{.job = NcclJobFromFlags("pipeline_check"),
+                        .iterations = absl::GetFlag(FLAGS_iterations),
+                        .microbatches = absl::GetFlag(FLAGS_microbatches),
+                        .bytes = absl::GetFlag(FLAGS_bytes)};
+  if (options.bytes == 0 || options.microbatches < 1) {
+    std::fprintf(stderr, "pipeline_check: --bytes and --microbatches must be positive\n");
+    return 2;
+  }
+  ncclComm_t comm = JoinNcclJob(options.job);
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const int rank = options.rank, last = options.ranks - 1;
+  const int rank = options.job.rank, last = options.job.ranks - 1;
   const int m_count = options.microbatches;
   // One device buffer per micro-batch and direction.
   std::vector<uint8_t*> in_act(m_count), out_act(m_count), in_grad(m_count), out_grad(m_count);

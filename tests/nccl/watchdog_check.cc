@@ -7,8 +7,8 @@
 //   rank R: call C's work stuck on the GPU for S s           (the stream never finished)
 // and stops issuing calls at the first, then aborts its communicator (bounded by the script).
 //
-// usage: watchdog_check --rank R --ranks N --id-file FILE [--calls 40] [--late-call 20]
-//                       [--late-seconds 3600] [--stuck-after 30] [--count 262144] [--device 0]
+// usage: watchdog_check --rank R --ranks N --id_file FILE [--calls 40] [--late_call 20]
+//                       [--late_seconds 3600] [--stuck_after 30] [--count 262144] [--device 0]
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -20,51 +20,25 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "tests/nccl/nccl_job.h"
+
+ABSL_FLAG(int, calls, 40, "AllReduce calls");
+ABSL_FLAG(int, late_call, 20, "the call the last rank comes late to");
+ABSL_FLAG(double, late_seconds, 3600, "how late it comes");
+ABSL_FLAG(double, stuck_after, 30, "seconds a call's work may take on the GPU");
+ABSL_FLAG(size_t, count, 262144, "floats per call");
 
 namespace {
 
+// The flags of one run.
 struct Options {
-  int rank = -1, ranks = 0, calls = 40, late_call = 20, device = 0;
-  double late_seconds = 3600, stuck_after = 30;
-  size_t count = 262144;
-  std::string id_file;
+  NcclJob job;
+  int calls, late_call;
+  double late_seconds, stuck_after;
+  size_t count;
 };
-
-Options Parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--rank") {
-      options.rank = std::atoi(value.c_str());
-    } else if (flag == "--ranks") {
-      options.ranks = std::atoi(value.c_str());
-    } else if (flag == "--calls") {
-      options.calls = std::atoi(value.c_str());
-    } else if (flag == "--late-call") {
-      options.late_call = std::atoi(value.c_str());
-    } else if (flag == "--late-seconds") {
-      options.late_seconds = std::atof(value.c_str());
-    } else if (flag == "--stuck-after") {
-      options.stuck_after = std::atof(value.c_str());
-    } else if (flag == "--count") {
-      options.count = std::strtoull(value.c_str(), nullptr, 10);
-    } else if (flag == "--device") {
-      options.device = std::atoi(value.c_str());
-    } else if (flag == "--id-file") {
-      options.id_file = value;
-    } else {
-      std::fprintf(stderr, "watchdog_check: unknown flag %s\n", flag.c_str());
-      std::exit(2);
-    }
-  }
-  if (options.rank < 0 || options.ranks < 2 || options.rank >= options.ranks ||
-      options.id_file.empty() || options.count == 0 || options.calls < 1) {
-    std::fprintf(stderr, "usage: watchdog_check --rank R --ranks N --id-file FILE ...\n");
-    std::exit(2);
-  }
-  return options;
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -73,8 +47,18 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options options = Parse(argc, argv);
-  ncclComm_t comm = JoinNcclJob(options.rank, options.ranks, options.device, options.id_file);
+  absl::ParseCommandLine(argc, argv);
+  const Options options{.job = NcclJobFromFlags("watchdog_check"),
+                        .calls = absl::GetFlag(FLAGS_calls),
+                        .late_call = absl::GetFlag(FLAGS_late_call),
+                        .late_seconds = absl::GetFlag(FLAGS_late_seconds),
+                        .stuck_after = absl::GetFlag(FLAGS_stuck_after),
+                        .count = absl::GetFlag(FLAGS_count)};
+  if (options.calls < 1 || options.count == 0) {
+    std::fprintf(stderr, "watchdog_check: --calls and --count must be positive\n");
+    return 2;
+  }
+  ncclComm_t comm = JoinNcclJob(options.job);
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   float *send = nullptr, *recv = nullptr;
@@ -83,11 +67,11 @@ int main(int argc, char** argv) {
   const std::vector<float> ones(options.count, 1.0f);
   CHECK_CUDA(cudaMemcpy(send, ones.data(), options.count * sizeof(float), cudaMemcpyHostToDevice));
   std::vector<float> result(options.count);
-  const int rank = options.rank;
+  const int rank = options.job.rank;
   int exact = 0;
   bool failed = false;
   for (int call = 0; call < options.calls && !failed; ++call) {
-    if (rank == options.ranks - 1 && call == options.late_call) {
+    if (rank == options.job.ranks - 1 && call == options.late_call) {
       std::this_thread::sleep_for(std::chrono::duration<double>(options.late_seconds));
     }
     const auto start = std::chrono::steady_clock::now();
@@ -123,7 +107,7 @@ int main(int argc, char** argv) {
     CHECK_CUDA(
         cudaMemcpy(result.data(), recv, options.count * sizeof(float), cudaMemcpyDeviceToHost));
     bool all = true;
-    for (float value : result) all = all && value == static_cast<float>(options.ranks);
+    for (float value : result) all = all && value == static_cast<float>(options.job.ranks);
     if (all && exact == call) ++exact;
   }
   std::printf("rank %d: calls 0-%d exact\n", rank, exact - 1);

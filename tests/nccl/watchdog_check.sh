@@ -23,8 +23,8 @@ run_job() {  # NAME [VAR=VALUE...]: ranks 0-2 bounded by 60 s; rank 3 killed onc
   for rank in 0 1 2 3; do
     env NCCL_HOSTID="stragglar-watchdog-$rank" NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "$@" \
-      timeout -k 5 60 "$program" --rank "$rank" --ranks 4 --id-file "$out/$name.id" \
-      --calls 40 --late-call 20 --late-seconds 3600 --stuck-after 20 \
+      timeout -k 5 60 "$program" --rank "$rank" --ranks 4 --id_file "$out/$name.id" \
+      --calls 40 --late_call 20 --late_seconds 3600 --stuck_after 20 \
       >"$out/$name-rank$rank.log" 2>&1 &
     pids+=($!)
   done
