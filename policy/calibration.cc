@@ -33,27 +33,35 @@ void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, do
       !std::isfinite(measured_s)) {
     return;
   }
-  const int key_bucket = Bucket(bytes);
-  const Key key{algorithm, key_bucket, regime};
+  const Key key{algorithm, Bucket(bytes), regime};
   Ratios& ratios = ratios_[key];
+  EpochAdds& adds = added_this_epoch_[key];
+  if (adds.added == 0 && ratios.scaled == 0 && ratios.measured() >= kOwnSamples) {
+    // What the epoch's ratios are compared with, taken before they push any out.
+    adds.median_before = Median(std::vector<double>(ratios.values.begin(), ratios.values.end()));
+  }
+  ++adds.added;
   ratios.values.push_back(measured_s / predicted_s);
   if (static_cast<int>(ratios.values.size()) > kSamplesKept) {
     ratios.values.pop_front();
     ratios.scaled = std::max(0, ratios.scaled - 1);
   }
-  if (ratios.measured() >= kOwnSamples) {
-    // Measured often enough again: the shift's guesses here go. In its other regimes they stand
-    // as its ratios, no longer marked: a call is measured in the regime its arrivals put it in,
-    // which exploring cannot choose, so a mark there could keep it explored for ever.
-    ratios.values.erase(ratios.values.begin(), ratios.values.begin() + ratios.scaled);
-    ratios.scaled = 0;
-    for (auto& [other_key, other] : ratios_) {
-      if (std::get<Algorithm>(other_key) == algorithm && std::get<int>(other_key) == key_bucket) {
-        other.scaled = 0;
-      }
+  if (ratios.measured() >= kOwnSamples) UnmarkGuesses(key);
+}
+
+void Calibration::UnmarkGuesses(const Key& key) {
+  // Measured often enough again: the shift's guesses here go. In its other regimes they stand as
+  // its ratios, no longer marked: a call is measured in the regime its arrivals put it in, which
+  // exploring cannot choose, so a mark there could keep it explored for ever.
+  Ratios& ratios = ratios_.at(key);
+  ratios.values.erase(ratios.values.begin(), ratios.values.begin() + ratios.scaled);
+  ratios.scaled = 0;
+  const auto& [algorithm, bucket, regime] = key;
+  for (auto& [other_key, other] : ratios_) {
+    if (std::get<Algorithm>(other_key) == algorithm && std::get<int>(other_key) == bucket) {
+      other.scaled = 0;
     }
   }
-  ++added_this_epoch_[key];
 }
 
 void Calibration::CloseEpoch() {
@@ -63,16 +71,12 @@ void Calibration::CloseEpoch() {
     double factor = 1;
   };
   std::map<int, Shift> shifts;  // by bucket
-  for (const auto& [key, added] : added_this_epoch_) {
-    const Ratios& ratios = ratios_.at(key);
-    const int size = static_cast<int>(ratios.values.size());
-    // The epoch's ratios are the last `added`; what was kept before them must be measured ones.
-    if (ratios.scaled > 0 || added < kOwnSamples || size - added < kOwnSamples) continue;
-    const double before =
-        Median(std::vector<double>(ratios.values.begin(), ratios.values.end() - added));
-    const double now =
-        Median(std::vector<double>(ratios.values.end() - added, ratios.values.end()));
-    const double factor = now / before;
+  for (const auto& [key, adds] : added_this_epoch_) {
+    if (adds.added < kOwnSamples || !adds.median_before.has_value()) continue;
+    const std::deque<double>& values = ratios_.at(key).values;
+    const int added = std::min(adds.added, static_cast<int>(values.size()));
+    const double factor =
+        Median(std::vector<double>(values.end() - added, values.end())) / *adds.median_before;
     if (factor < kShiftFactor && factor > 1 / kShiftFactor) continue;
     const int bucket = std::get<int>(key);
     auto found = shifts.find(bucket);
@@ -80,18 +84,32 @@ void Calibration::CloseEpoch() {
       shifts[bucket] = {.key = key, .added = added, .factor = factor};
     }
   }
-  added_this_epoch_.clear();
   for (const auto& [bucket, shift] : shifts) {
     for (auto& [key, ratios] : ratios_) {
       if (std::get<int>(key) != bucket) continue;
+      // The epoch's own ratios already measure the changed machine: only older ones are scaled.
+      auto adds = added_this_epoch_.find(key);
+      const int size = static_cast<int>(ratios.values.size());
+      const int fresh = adds == added_this_epoch_.end() ? 0 : std::min(adds->second.added, size);
       if (key == shift.key) {
-        ratios.values.erase(ratios.values.begin(), ratios.values.end() - shift.added);
+        ratios.values.erase(ratios.values.begin(), ratios.values.end() - fresh);
         continue;
       }
-      for (double& ratio : ratios.values) ratio *= shift.factor;
-      ratios.scaled = static_cast<int>(ratios.values.size());
+      for (auto ratio = ratios.values.begin(); ratio != ratios.values.end() - fresh; ++ratio) {
+        *ratio *= shift.factor;
+      }
+      // The algorithm that shifted was just measured: its other regimes' scaled ratios stand
+      // unmarked, as UnmarkGuesses leaves them.
+      if (std::get<Algorithm>(key) == std::get<Algorithm>(shift.key)) continue;
+      ratios.scaled = size - fresh;
+    }
+    for (auto& [key, ratios] : ratios_) {
+      if (std::get<int>(key) == bucket && ratios.scaled > 0 && ratios.measured() >= kOwnSamples) {
+        UnmarkGuesses(key);
+      }
     }
   }
+  added_this_epoch_.clear();
 }
 
 double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {
@@ -198,6 +216,10 @@ absl::Status Calibration::FromJson(const nlohmann::json& json) {
     }
   }
   ratios_ = std::move(parsed);
+  // As Add would have left them: an algorithm measured often enough holds no guesses.
+  for (auto& [key, ratios] : ratios_) {
+    if (ratios.scaled > 0 && ratios.measured() >= kOwnSamples) UnmarkGuesses(key);
+  }
   added_this_epoch_.clear();
   return absl::OkStatus();
 }

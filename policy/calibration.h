@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -56,9 +57,11 @@ class Calibration {
   void Add(Algorithm algorithm, int64_t bytes, double predicted_s, double measured_s,
            CalibrationRegime regime = CalibrationRegime::kPhaseExposed);
   // The end of an epoch: where the ratios added since the last call show a shift (above), the
-  // algorithm that shifted keeps only those, and the others on its size are scaled and marked for
-  // measuring again. At most one shift per size and epoch: of the algorithms that shifted, the
-  // one with the most ratios in the epoch (the first in algorithm and regime order on ties).
+  // algorithm that shifted keeps only those; the others' older ratios on its size are scaled, and
+  // marked as guesses unless the algorithm is the one that shifted (in another regime) or has
+  // kOwnSamples of the epoch's own. At most one shift per size and epoch: of the algorithms that
+  // shifted, the one with the most ratios in the epoch (the first in algorithm and regime order on
+  // ties).
   void CloseEpoch();
   // The correction to multiply the model's time after the last arrival by: the median of the
   // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
@@ -79,8 +82,9 @@ class Calibration {
 
   // {"<algorithm>": {"<bucket>": {"factor", "error", "samples", "ratios"}}}: error is the median
   // absolute deviation of the ratios relative to their median (the model's relative prediction
-  // error). kPhaseHidden's entries are under "<algorithm>/phase-hidden". An entry with a shift's
-  // guesses also has "scaled": how many of its first ratios are guesses.
+  // error). kPhaseHidden's entries are under "<algorithm>/phase-hidden". "samples" counts the
+  // ratios kept; an entry with a shift's guesses also has "scaled": how many of the first of them
+  // are guesses (Samples() counts the others).
   nlohmann::json ToJson() const;
   // Reads what ToJson wrote (the state file); InvalidArgument on any malformed entry, without
   // changing this object.
@@ -93,8 +97,16 @@ class Calibration {
     int scaled = 0;             // how many of the first are a shift's guesses
     int measured() const { return static_cast<int>(values.size()) - scaled; }
   };
+  // Drops `key`'s guesses, and unmarks its algorithm's guesses in its other regimes.
+  void UnmarkGuesses(const Key& key);
   std::map<Key, Ratios> ratios_;
-  std::map<Key, int> added_this_epoch_;  // ratios added since the last CloseEpoch
+  // Since the last CloseEpoch, per key: the ratios added, and the median of those kept before
+  // the first of them (none: too few measured ones to compare with).
+  struct EpochAdds {
+    int added = 0;
+    std::optional<double> median_before;
+  };
+  std::map<Key, EpochAdds> added_this_epoch_;
 };
 
 }  // namespace stragglar

@@ -20,9 +20,12 @@ bool IsExplorationCall(int64_t call, const RuntimeConfig& config);
 // Whether call `call` is a slot for measuring again a candidate whose factor is a shift's guess
 // (Calibration::CloseEpoch): Calibration::kOwnSamples calls in the middle of each epoch, back to
 // back, so that one such candidate is measured in one epoch as it would run if chosen (never, for
-// explore_every 0). Spread over the epoch between calls of another algorithm, the library's own
-// AllReduce measured 330 ms where it takes 625 ms back to back (emulated cluster, a 40 Mbit/s
-// link): a token-bucket link lends a burst after a quieter call, and a real one drains its queues.
+// explore_every 0). They come before an exploration slot among them. The slots are the
+// communicator's calls, whatever their size: in a job that mixes sizes each size gets some of
+// them, and is measured over more epochs. Spread over the epoch between calls of another algorithm,
+// the library's own AllReduce measured 330 ms where it takes 625 ms back to back (emulated cluster,
+// a 40 Mbit/s link): a token-bucket link lends a burst after a quieter call, and a real one drains
+// its queues.
 bool IsRemeasuringCall(int64_t call, const RuntimeConfig& config);
 
 // What such a slot runs instead of `chosen`: the first candidate priced with a guessed factor,

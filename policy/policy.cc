@@ -82,8 +82,12 @@ absl::StatusOr<CallDecision> Policy::Decide(int64_t call, int64_t bytes) {
   if (!chosen.ok() || !Adapting(bytes)) return chosen;
   auto priced = priced_by_bytes_.find(bytes);
   if (priced == priced_by_bytes_.end()) return chosen;
+  // A guessed candidate's slots come first, so that its calls stay back to back.
+  if (IsRemeasuringCall(call, config_)) {
+    CallDecision measured = Remeasure(*chosen, priced->second);
+    if (measured.explored) return measured;
+  }
   if (IsExplorationCall(call, config_)) return Explore(*chosen, priced->second, config_);
-  if (IsRemeasuringCall(call, config_)) return Remeasure(*chosen, priced->second);
   return chosen;
 }
 

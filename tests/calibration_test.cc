@@ -194,6 +194,51 @@ TEST(CalibrationTest, NoiseAndFewSamplesAreNoShift) {
   }
 }
 
+// What the epoch of a shift measured is not scaled again: another algorithm's own ratios of that
+// epoch (here Halving-Doubling, which shifted too but with fewer ratios), and the algorithm that
+// shifted, in its other regime, is scaled but not marked (it was just measured).
+TEST(CalibrationTest, AShiftScalesOnlyWhatWasMeasuredBeforeIt) {
+  const int64_t bytes = 1 << 20;
+  constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
+  Calibration calibration;
+  AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.0, 8);
+  AddEpoch(calibration, Algorithm::kStragglar, bytes, 1.0, 4, kHidden);
+  AddEpoch(calibration, Algorithm::kStragglar, bytes, 2.0, 4);
+  for (int i = 0; i < 8; ++i) calibration.Add(Algorithm::kStragglar, bytes, 1e-3, 5e-3, kHidden);
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kHalvingDoubling, bytes, 1e-3, 4e-3);
+  calibration.CloseEpoch();
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes, kHidden), 5.0, 1e-12);
+  EXPECT_EQ(calibration.Samples(Algorithm::kStragglar, bytes, kHidden), 8);
+  // Its other regime: scaled, not a guess.
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kStragglar, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kStragglar, bytes), 10.0, 1e-12);
+  // Halving-Doubling's four of this epoch stand as measured (4x, not 20x), and with kOwnSamples of
+  // them its scaled older ones go.
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_EQ(calibration.Samples(Algorithm::kHalvingDoubling, bytes), 4);
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 4.0, 1e-12);
+  EXPECT_TRUE(calibration.Guessed(Algorithm::kRing, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kRing, bytes), 5.0, 1e-12);
+}
+
+// An epoch with more ratios than the window keeps still shows its shift (compared with what was
+// kept before it), and guesses pushed out of the window leave as they came: 32 of them, then 4
+// measured, leave no guess.
+TEST(CalibrationTest, ShiftsAndGuessesSurviveAFullWindow) {
+  const int64_t bytes = 1 << 20;
+  Calibration calibration;
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.0, Calibration::kSamplesKept);
+  AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+  AddEpoch(calibration, Algorithm::kRing, bytes, 3.0, Calibration::kSamplesKept + 8);
+  EXPECT_TRUE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 3.0, 1e-12);
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 2.0, Calibration::kOwnSamples);
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 2.0, 1e-12);
+  EXPECT_EQ(calibration.Samples(Algorithm::kHalvingDoubling, bytes), Calibration::kOwnSamples);
+}
+
 // The state file keeps the guesses as guesses; a "scaled" count that does not fit is refused.
 TEST(CalibrationTest, GuessesSurviveTheJsonRoundTrip) {
   const int64_t bytes = 1 << 20;
@@ -208,6 +253,19 @@ TEST(CalibrationTest, GuessesSurviveTheJsonRoundTrip) {
   ASSERT_TRUE(restored.FromJson(json).ok());
   EXPECT_EQ(restored.ToJson(), json);
   EXPECT_TRUE(restored.Guessed(Algorithm::kHalvingDoubling, bytes));
+  // A window over kSamplesKept keeps the latest, guesses first to go; one with kOwnSamples
+  // measured holds no guess, as Add leaves it.
+  nlohmann::json long_window = {{"ring", {{"20", {{"ratios", std::vector<double>(40, 2.0)}}}}}};
+  long_window["ring"]["20"]["scaled"] = 37;
+  ASSERT_TRUE(restored.FromJson(long_window).ok());
+  EXPECT_EQ(restored.ToJson()["ring"]["20"]["samples"], Calibration::kSamplesKept);
+  EXPECT_EQ(restored.ToJson()["ring"]["20"]["scaled"], 29);
+  EXPECT_TRUE(restored.Guessed(Algorithm::kRing, bytes));
+  long_window["ring"]["20"]["scaled"] = 30;
+  ASSERT_TRUE(restored.FromJson(long_window).ok());
+  EXPECT_FALSE(restored.Guessed(Algorithm::kRing, bytes));
+  EXPECT_EQ(restored.ToJson()["ring"]["20"]["samples"], 10);
+  ASSERT_TRUE(restored.FromJson(json).ok());
   for (const char* bad : {R"({"ring": {"20": {"ratios": [1, 2], "scaled": 3}}})",
                           R"({"ring": {"20": {"ratios": [1, 2], "scaled": -1}}})",
                           R"({"ring": {"20": {"ratios": [1, 2], "scaled": "two"}}})"}) {

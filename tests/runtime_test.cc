@@ -489,8 +489,13 @@ TEST(RuntimeCoreTest, AChangeOfTheMachineIsFollowedWithoutCycling) {
                                        {Algorithm::kHalvingDoubling, 8.0},
                                        {Algorithm::kRing, 2.0}}};
   std::vector<std::set<Algorithm>> after;
+  std::vector<int> explored;  // per epoch
   for (int epoch = 0; epoch < 12; ++epoch) {
-    after.push_back(ran(RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, changed)));
+    const std::vector<CallDecision> decisions =
+        RunMeasuredEpoch(cores, bytes, /*late_rank=*/n - 1, 20e-3, changed);
+    after.push_back(ran(decisions));
+    explored.push_back(static_cast<int>(std::count_if(
+        decisions.begin(), decisions.end(), [](const CallDecision& d) { return d.explored; })));
   }
   // One switch, straight from StragglAR to Ring, in the third epoch at the latest: the one that
   // measures the change, the one that measures the others again, and the next.
@@ -500,6 +505,10 @@ TEST(RuntimeCoreTest, AChangeOfTheMachineIsFollowedWithoutCycling) {
   EXPECT_LE(on_ring - after.begin(), 2);
   for (auto epoch = after.begin(); epoch != after.end(); ++epoch) {
     EXPECT_EQ(*epoch, epoch < on_ring ? stragglar : ring) << "epoch " << epoch - after.begin();
+  }
+  // Then only the regular exploration slot explores (one call in 64: every other epoch).
+  for (size_t epoch = on_ring - after.begin() + 1; epoch < explored.size(); ++epoch) {
+    EXPECT_LE(explored[epoch], 1) << "epoch " << epoch;
   }
   // Every candidate was measured in the changed machine; no guess is left.
   const Calibration& calibration = cores[0].calibration();
