@@ -8,7 +8,6 @@
 // Materialized gives a Plan, with its transfers.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,7 +18,6 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/plan/plan.h"
-#include "kernels/plan/rank_relabel.h"
 #include "policy/calibration.h"
 #include "policy/network_model.h"
 #include "policy/plan_pricer.h"
@@ -44,8 +42,9 @@ class PlanCache {
         parts_(std::make_unique<Parts>(num_ranks, std::move(machine))) {}
   PlanCache(const PlanCache&) = delete;
   PlanCache& operator=(const PlanCache&) = delete;
-  PlanCache(PlanCache&&) = default;
-  PlanCache& operator=(PlanCache&&) = default;
+  // Not moved either: its plans' addresses are what it hands out (Policy holds it by pointer).
+  PlanCache(PlanCache&&) = delete;
+  PlanCache& operator=(PlanCache&&) = delete;
 
   int num_ranks() const { return num_ranks_; }
 

@@ -139,7 +139,8 @@ absl::StatusOr<SimulationResult> PlanPricer::Simulate(const Plan& plan, double b
                                             renamed->relabel.ToCanonical(arrival_s)));
   }
   ++simulate_calls_;
-  // Only a header of native's on nodes with Machine::native_is_nccl has native as its algorithm.
+  // Only a header of native's on nodes with PlanMachine::native_is_nccl has native as its
+  // algorithm.
   if (plan.algorithm == Algorithm::kNative) return NcclRing(bytes, link, arrival_s);
   if (machine().PricedWithQueues())
     return SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);

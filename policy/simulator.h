@@ -60,7 +60,7 @@ absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkMod
 // A plan's transfers as the simulation reads them: rank pairs and chunk counts in 6 bytes instead
 // of a Transfer's 40. At 1024 ranks StragglAR's post-arrival rounds are a million transfers that
 // every simulation streams through, so memory, not arithmetic, bounds it. Built once per plan
-// (PlanCache does).
+// (PlanPricer does).
 struct CompactRounds {
   struct Move {
     uint16_t src = 0;

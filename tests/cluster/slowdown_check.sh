@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cluster.slowdown: a link slows 5x mid-run on the emulated cluster of RUN_CHECK_CLUSTER (4 hosts
-# of one rank, tests/cluster/on_cluster.sh). One job of 256 calls of 1 MiB in epochs of 16, rank 3
+# of one rank, tests/cluster/on_cluster.sh). One job of 224 calls of 1 MiB in epochs of 16, rank 3
 # late by 30 ms throughout, every result checked (tests/mpi/lateness.cc). At call 112, once the
 # policy runs StragglAR around rank 3 (in most of calls 48-111: a loaded machine may move it for
 # an epoch), host 2's link goes from 200 to 40 Mbit/s: every algorithm now waits on it, and
@@ -19,7 +19,7 @@ build=$(cd "$1" && pwd)
 cluster=$(cd "$(dirname "$0")/../../scripts" && pwd)/cluster.sh
 name=$RUN_CHECK_CLUSTER
 slowed=${name}2  # rank 1's host
-readonly calls=256 epoch=16 change=112
+readonly calls=224 epoch=16 change=112
 work=$(mktemp -d)
 trap 'kill "$job" 2>/dev/null; rm -rf "$work"' EXIT
 timeout 200 "$cluster" run --name "$name" -x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" \
