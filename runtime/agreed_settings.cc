@@ -70,7 +70,8 @@ absl::Span<const absl::string_view> PerRankVariableNames() {
       "STRAGGLAR_DEBUG",        "STRAGGLAR_PROFILER",
       "STRAGGLAR_METRICS_PORT", "STRAGGLAR_METRICS_ADDR",
       "STRAGGLAR_TRACE_FILE",   "STRAGGLAR_SUMMARY_FILE",
-      "STRAGGLAR_LINK_ADDR",    "STRAGGLAR_PIPELINE_ADVICE_FILE"};
+      "STRAGGLAR_LINK_ADDR",    "STRAGGLAR_PIPELINE_ADVICE_FILE",
+      "STRAGGLAR_DEVICE_STAMPS"};
   return kNames;
 }
 
@@ -131,6 +132,7 @@ absl::StatusOr<PreloadConfig> AgreeWithRankZero(
   agreed.summary_file = mine.summary_file;
   agreed.link_host = mine.link_host;
   agreed.pipeline_advice_file = mine.pipeline_advice_file;
+  agreed.device_stamps = mine.device_stamps;
   return agreed;
 }
 

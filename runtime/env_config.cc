@@ -153,6 +153,7 @@ void ReadLinkProfiling(const EnvReader& env, PreloadConfig& config) {
 // STRAGGLAR_EXECUTOR and the device executor's STRAGGLAR_IPC_* settings.
 void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
   const PreloadConfig defaults;
+  config.device_stamps = env.Stripped("STRAGGLAR_DEVICE_STAMPS").value_or("");
   if (std::optional<bool> nccl =
           env.IsFirstOfTwo("STRAGGLAR_EXECUTOR", "nccl", "device", !defaults.device_executor)) {
     config.device_executor = !*nccl;
@@ -293,6 +294,7 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_IPC_BYTES",
                                                  "STRAGGLAR_IPC_TIMEOUT",
                                                  "STRAGGLAR_IPC_BLOCKS",
+                                                 "STRAGGLAR_DEVICE_STAMPS",
                                                  "STRAGGLAR_WARN_AFTER",
                                                  "STRAGGLAR_TIMEOUT"};
   return kNames;

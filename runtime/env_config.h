@@ -124,10 +124,14 @@ struct PreloadConfig {
   //  - STRAGGLAR_IPC_TIMEOUT: how long the kernel waits for a peer before the call fails
   //    (ParseSeconds; 0 waits until the communicator is aborted; default 300 s).
   //  - STRAGGLAR_IPC_BLOCKS: CTAs per call (1 to 64; default 8).
+  //  - STRAGGLAR_DEVICE_STAMPS=PREFIX (each rank its own): the kernel's own timeline of the last
+  //    1024 calls, written when the communicator is destroyed to PREFIX-rank<R>.csv
+  //    (kernels/exec/device/device_timeline.h); unset: none.
   bool device_executor = false;
   int64_t ipc_bytes = 32 << 20;
   double ipc_timeout_s = 300;
   int ipc_ctas = 8;
+  std::string device_stamps;
   // The call watchdog (runtime/call_watchdog.h; on NCCL, of the calls' GPU work:
   // runtime/nccl/nccl_call_watch.h):
   //  - STRAGGLAR_WARN_AFTER: a call that has waited this long gets one warning naming the rank

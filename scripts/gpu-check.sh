@@ -26,8 +26,11 @@
 #           StragglAR forced (flat, log-depth, and hierarchical with the ranks as 2 or 4 nodes
 #           of 2), in windows smaller than the message (slices); then after-arrival
 #           times with the last rank spinning 2 ms, 1 MiB..256 MiB x4: NCCL alone, StragglAR over
-#           NCCL send/recv, StragglAR and Ring on the device executor, the adaptive mode on it;
-#           and the per-round overhead (Ring at 4 KiB: 2(n-1) rounds of almost nothing)
+#           NCCL send/recv, StragglAR and Ring on the device executor, the adaptive mode on it
+#   rounds  the device executor's cost per round, 4 and 8 ranks on one GPU: Ring at 4 KiB
+#           (2(n-1) rounds of almost nothing), without and with the kernel's own timeline
+#           (STRAGGLAR_DEVICE_STAMPS), and with 1 CTA; scripts/device-stamps.py then says where
+#           a call's time goes (host, launch, GPU idle, kernel, waits, start skew)
 #   links   tests/nccl/link_check.sh: 4 processes on one GPU run a send/recv pipeline with link
 #           profiling on; rank 1's transfers slowed on the wire from 8 s in: every transfer
 #           bit-exact, every rank names a link out of rank 1, rank 0 writes the advice; without
@@ -45,7 +48,7 @@
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
 #                            [--only reduce,timer,pass,doctor,links,watchdog,bench,prearrival,
-#                                    device,sweep,ddp]
+#                                    device,rounds,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -67,7 +70,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,doctor,links,watchdog,bench,prearrival,device,sweep,ddp"
+only="reduce,timer,pass,doctor,links,watchdog,bench,prearrival,device,rounds,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -107,9 +110,10 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | doctor | links | watchdog | bench | prearrival | device | sweep | ddp) ;;
+    reduce | timer | pass | doctor | links | watchdog | bench | prearrival | device | rounds | sweep \
+      | ddp) ;;
     *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, watchdog, bench," \
-      "prearrival, device, sweep, ddp)" >&2
+      "prearrival, device, rounds, sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -543,11 +547,33 @@ if wanted device; then
       echo "--- ratios, $ranks ranks, rank $last spinning 2 ms (> 1: faster than the first)"
       ratios "device-$ranks-late-ring" "device-$ranks-late-stragglar" \
         "device-$ranks-late-stragglar-nccl" "device-$ranks-late-native" "device-$ranks-late-adapt"
-      # The per-round overhead: Ring's 2(n-1) rounds of a few bytes each.
-      bench_run "device-$ranks-rounds" yes "${dev[@]}" STRAGGLAR_ALGORITHM=ring -- \
-        --ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 100 -n 1000 -b 4K -e 4K \
-        --timeout_s $((limit - 10))
-      echo "per-round overhead, $ranks ranks: the time above / $((2 * (ranks - 1))) rounds"
+    done
+    stop_mps
+  fi
+fi
+
+# --- 3d. the device executor's cost per round -----------------------------------------------------
+if wanted rounds; then
+  header "3d. the device executor's cost per round: Ring at 4 KiB, 4 and 8 ranks on one GPU"
+  if need rounds "$bench" "$preload"; then
+    dev=(STRAGGLAR_EXECUTOR=device STRAGGLAR_DEBUG=INFO STRAGGLAR_MIN_BYTES=0
+      STRAGGLAR_ALGORITHM=ring)
+    start_mps
+    for ranks in 4 8; do
+      tiny=(--ranks "$ranks" --one_gpu -d float -o sum -c 1 -w 100 -n 1000 -b 4K -e 4K
+        --timeout_s $((limit - 10)))
+      # Side by side: plain, with the timeline (its cost shows against plain), with one CTA.
+      bench_run "rounds-$ranks" yes "${dev[@]}" -- "${tiny[@]}"
+      bench_run "rounds-$ranks-stamped" yes "${dev[@]}" \
+        "STRAGGLAR_DEVICE_STAMPS=$out/rounds-$ranks-stamps" -- "${tiny[@]}"
+      stamped=$(status_of "$rc")
+      bench_run "rounds-$ranks-one-cta" yes "${dev[@]}" STRAGGLAR_IPC_BLOCKS=1 -- "${tiny[@]}"
+      echo "per-round cost, $ranks ranks: each run's time / $((2 * (ranks - 1))) rounds"
+      if [[ -n $python && $stamped == PASS ]]; then
+        $python scripts/device-stamps.py "$out/rounds-$ranks-stamps" --skip 24 \
+          --json "$out/rounds-$ranks-stamps.json" || record "rounds-$ranks-stamps" FAIL \
+          "no timeline (scripts/device-stamps.py)"
+      fi
     done
     stop_mps
   fi

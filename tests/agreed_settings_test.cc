@@ -54,6 +54,7 @@ const std::map<std::string, std::string>& Samples() {
       {"STRAGGLAR_IPC_BYTES", "64MiB"},
       {"STRAGGLAR_IPC_TIMEOUT", "12.25s"},
       {"STRAGGLAR_IPC_BLOCKS", "16"},
+      {"STRAGGLAR_DEVICE_STAMPS", "/tmp/stamps"},
       {"STRAGGLAR_WARN_AFTER", "2.5s"},
       {"STRAGGLAR_TIMEOUT", "10m"},
   };
@@ -195,6 +196,7 @@ TEST_F(AgreedSettingsTest, EverySettingAtOnce) {
   expected.summary_file = everything.summary_file;
   expected.link_host = everything.link_host;
   expected.pipeline_advice_file = everything.pipeline_advice_file;
+  expected.device_stamps = everything.device_stamps;
   EXPECT_TRUE(Agree(everything, PreloadConfig()) == expected);
   // And the other way round: a rank 0 with every setting, a rank with none.
   PreloadConfig from_rank_zero = everything;
@@ -202,6 +204,7 @@ TEST_F(AgreedSettingsTest, EverySettingAtOnce) {
   from_rank_zero.prefer_cupti = PreloadConfig().prefer_cupti;
   from_rank_zero.trace_file = from_rank_zero.summary_file = "";
   from_rank_zero.link_host = from_rank_zero.pipeline_advice_file = "";
+  from_rank_zero.device_stamps = "";
   EXPECT_TRUE(Agree(PreloadConfig(), everything) == from_rank_zero);
 }
 

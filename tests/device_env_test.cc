@@ -33,11 +33,13 @@ TEST_F(DeviceEnvTest, EverySettingIsRead) {
   FakeEnv() = {{"STRAGGLAR_EXECUTOR", " Device "},
                {"STRAGGLAR_IPC_BYTES", "64MiB"},
                {"STRAGGLAR_IPC_TIMEOUT", "90s"},
-               {"STRAGGLAR_IPC_BLOCKS", "16"}};
+               {"STRAGGLAR_IPC_BLOCKS", "16"},
+               {"STRAGGLAR_DEVICE_STAMPS", " /tmp/run/stamps "}};
   std::vector<std::string> lines;
   const PreloadConfig config = Parse(&lines);
   EXPECT_THAT(lines, IsEmpty());
   EXPECT_TRUE(config.device_executor);
+  EXPECT_EQ(config.device_stamps, "/tmp/run/stamps");
   EXPECT_EQ(config.ipc_bytes, 64 << 20);
   EXPECT_EQ(config.ipc_timeout_s, 90);
   EXPECT_EQ(config.ipc_ctas, 16);

@@ -7,6 +7,7 @@
 #include <barrier>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/exec/host/host_executor.h"
@@ -152,8 +154,9 @@ struct Rank {
 std::vector<std::unique_ptr<Rank>> SetUpRanks(
     int n, const PeerWindowsOptions& options, uint64_t timeout_ns = 0,
     const std::function<void(int, FakePeerMemory&, uint64_t&)>& tweak = nullptr,
-    const std::vector<uint64_t>& timeouts_by_rank = {}) {
-  static CpuLauncher launcher;
+    const std::vector<uint64_t>& timeouts_by_rank = {}, DeviceLauncher* launcher_used = nullptr) {
+  static CpuLauncher cpu_launcher;
+  DeviceLauncher& launcher = launcher_used != nullptr ? *launcher_used : cpu_launcher;
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<Rank>(r));
   InProcessGather gather(n);
@@ -489,6 +492,94 @@ TEST(DeviceExecutorTest, BadArgumentsAreOneClearErrorAndLoseNothing) {
   for (std::thread& thread : threads) thread.join();
   const std::vector<Bytes> expected = HostReference(ring, inputs, 10, ReduceOp::kSum);
   for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(buffers[r] == expected[r]) << r;
+}
+
+// The CPU launcher, plus what the GPU's kernel adds to the timeline: `stamps_per_call` stamps,
+// the first at the call's first slice's sequence number times 1000 ns.
+class StampingLauncher final : public DeviceLauncher {
+ public:
+  explicit StampingLauncher(uint32_t stamps_per_call) : stamps_per_call_(stamps_per_call) {}
+  absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
+                      const DeviceCall& call, const DeviceWatch& watch, int ctas, void* stream,
+                      void** order) override {
+    if (call.stamps != nullptr) {
+      DeviceStampWriter writer(call.stamps);
+      for (uint32_t i = 0; i < stamps_per_call_; ++i) {
+        writer.Take(DeviceStampEvent::kWaitBegin, program.rank, call.first_sequence * 1000 + i);
+      }
+      writer.Finish();
+    }
+    return cpu_.Launch(type, op, program, call, watch, ctas, stream, order);
+  }
+
+ private:
+  const uint32_t stamps_per_call_;
+  CpuLauncher cpu_;
+};
+
+TEST(DeviceExecutorTest, TheTimelineKeepsTheLastCallsWithTheHostsTimes) {
+  constexpr int kRanks = 2;
+  constexpr int kCalls = 5;
+  constexpr int32_t kKept = 3;
+  StampingLauncher launcher(kDeviceStampsPerCall + 2);
+  auto ranks = SetUpRanks(kRanks, {.window_bytes = 1024, .ctas = 1}, 0, nullptr, {}, &launcher);
+  InPlacePrograms programs;
+  const Plan ring = *SynthesizeRing(kRanks);
+  std::vector<Bytes> buffers(kRanks, RandomFloats(10, 5));
+  const std::string prefix = ::testing::TempDir() + "/timeline";
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      DeviceExecutor& executor = *ranks[r]->executor;
+      EXPECT_EQ(executor.WriteTimeline(prefix).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+      ASSERT_TRUE(executor.StartTimeline(kKept).ok());
+      const AllReduceArgs args{.send = buffers[r].data(), .recv = buffers[r].data(), .count = 10};
+      for (int call = 0; call < kCalls; ++call) {
+        EXPECT_TRUE(executor.Run(programs.Of(ring, r), args, &ranks[r]->stream).ok());
+      }
+      ranks[r]->stream.Synchronize();
+      absl::StatusOr<DeviceTimeline::Written> written =
+          executor.WriteTimeline(absl::StrCat(prefix, r, ".csv"));
+      ASSERT_TRUE(written.ok()) << written.status();
+      EXPECT_EQ(written->calls, kKept);
+      EXPECT_EQ(written->stamps_not_kept, 2 * kKept);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kRanks; ++r) {
+    std::ifstream file(absl::StrCat(prefix, r, ".csv"));
+    std::string line;
+    ASSERT_TRUE(std::getline(file, line));
+    EXPECT_EQ(line, "call,source,event,ns,peer");
+    std::map<std::string, int> rows;  // "call,source,event" -> rows
+    std::map<int, uint64_t> first_gpu_ns;
+    while (std::getline(file, line)) {
+      const std::vector<std::string> fields = absl::StrSplit(line, ',');
+      ASSERT_EQ(fields.size(), 5u) << line;
+      ++rows[absl::StrCat(fields[0], ",", fields[1], ",", fields[2])];
+      if (fields[1] == "gpu") {
+        EXPECT_EQ(fields[4], std::to_string(r)) << line;
+        first_gpu_ns.emplace(std::stoi(fields[0]), std::stoull(fields[3]));
+      }
+    }
+    // The last kKept calls, each with its host times and the stamps its slot can hold; the call
+    // numbers are the launches', so call c ran slice c + 1 (one slice per call).
+    std::map<std::string, int> expected;
+    for (int call = kCalls - kKept; call < kCalls; ++call) {
+      expected[absl::StrCat(call, ",host,run")] = 1;
+      expected[absl::StrCat(call, ",host,launched")] = 1;
+      expected[absl::StrCat(call, ",gpu,wait_begin")] = kDeviceStampsPerCall;
+      EXPECT_EQ(first_gpu_ns[call], (call + 1) * 1000u) << call;
+    }
+    EXPECT_EQ(rows, expected) << r;
+  }
+}
+
+TEST(DeviceExecutorTest, ATimelineKeepsAtLeastOneCall) {
+  FakePeerMemory memory(0);
+  EXPECT_THAT(DeviceTimeline::Create(memory, 0).status().message(),
+              HasSubstr("keeps at least one call, not 0"));
 }
 
 }  // namespace

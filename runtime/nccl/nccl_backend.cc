@@ -22,6 +22,10 @@
 namespace stragglar {
 namespace {
 
+// The calls a device executor's timeline keeps (STRAGGLAR_DEVICE_STAMPS): 2 MiB of host-mapped
+// memory, more than a benchmark's timed calls.
+constexpr int32_t kDeviceTimelineCalls = 1024;
+
 // Equal on every process of one boot of one host: its name and boot id, hashed (std::hash is
 // not seeded per process, and every rank runs this same library).
 uint64_t HostIdentity() {
@@ -72,7 +76,9 @@ absl::Status NcclBackend::Revoke() {
   // Resolved here, not with the rest of the API: an NCCL without it is told only when it matters.
   static auto* revoke = STRAGGLAR_REAL(ncclCommRevoke);
   if (revoke == nullptr) {
-    return absl::UnimplementedError("this NCCL cannot revoke a communicator (2.28 can)");
+    return absl::UnimplementedError(
+        "this NCCL cannot revoke a communicator (no ncclCommRevoke: 2.28.3 lacks it, 2.28.9 has "
+        "it)");
   }
   std::vector<ncclComm_t> comms = {comm_};
   {
@@ -214,7 +220,8 @@ absl::Status NcclBackend::GatherBytes(const void* mine, void* all, size_t bytes)
   return absl::OkStatus();
 }
 
-void NcclBackend::StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s) {
+void NcclBackend::StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s,
+                                      const std::string& stamps_prefix) {
   static CudaPeerMemory memory;
   static CudaDeviceLauncher launcher;
   absl::StatusOr<std::unique_ptr<PeerWindows>> windows = PeerWindows::Create(
@@ -232,6 +239,14 @@ void NcclBackend::StartDeviceExecutor(const PeerWindowsOptions& options, double 
   }
   device_executor_ = std::make_unique<DeviceExecutor>(*std::move(windows), memory, launcher,
                                                       static_cast<uint64_t>(timeout_s * 1e9));
+  if (!stamps_prefix.empty()) {
+    if (absl::Status status = device_executor_->StartTimeline(kDeviceTimelineCalls); status.ok()) {
+      stamps_file_ = absl::StrCat(stamps_prefix, "-rank", rank_, ".csv");
+    } else {
+      LogOnce(LogLevel::kWarn, "device-stamps",
+              absl::StrCat("STRAGGLAR_DEVICE_STAMPS: no timeline: ", status.message()));
+    }
+  }
   if (rank_ == 0) {
     Log(LogLevel::kInfo, absl::StrCat("device executor: ", size_, " ranks, ",
                                       FormatBytes(static_cast<double>(options.window_bytes)),
@@ -242,6 +257,20 @@ void NcclBackend::StartDeviceExecutor(const PeerWindowsOptions& options, double 
 void NcclBackend::ReleaseDeviceExecutor(bool abort) {
   if (device_executor_ == nullptr) return;
   if (abort) device_executor_->Abort();
+  if (!stamps_file_.empty() && !abort) {
+    absl::StatusOr<DeviceTimeline::Written> written = device_executor_->WriteTimeline(stamps_file_);
+    if (!written.ok()) {
+      Log(LogLevel::kWarn, absl::StrCat("STRAGGLAR_DEVICE_STAMPS: ", written.status().message()));
+    } else {
+      Log(LogLevel::kInfo,
+          absl::StrCat("device executor: the timeline of the last ", written->calls, " calls in ",
+                       stamps_file_,
+                       written->stamps_not_kept == 0
+                           ? ""
+                           : absl::StrCat(" (", written->stamps_not_kept,
+                                          " stamps past a call's capacity not kept)")));
+    }
+  }
   device_executor_.reset();
 }
 

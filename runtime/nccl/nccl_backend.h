@@ -62,7 +62,9 @@ class NcclBackend final : public CommBackend {
   // over peer windows exchanged through this communicator. Collective: every rank calls it in the
   // same call. Where it cannot run, plans keep running over NCCL send/recv, and rank 0 says why
   // once.
-  void StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s);
+  // `stamps_prefix`: where its timeline goes (STRAGGLAR_DEVICE_STAMPS), "" for none.
+  void StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s,
+                           const std::string& stamps_prefix);
   // nullptr unless StartDeviceExecutor succeeded.
   DeviceExecutor* device_executor() const { return device_executor_.get(); }
   // Frees it; `abort` first makes its kernels stop waiting (a peer may be gone).
@@ -73,7 +75,8 @@ class NcclBackend final : public CommBackend {
   // the user still destroys the communicator) and makes the device executor's kernels give up,
   // so that every wait on this communicator's work ends; the waits of the epoch exchange and of
   // the timer then fail instead of reading what the stopped work left. Safe on any thread, once
-  // or more. An error when NCCL cannot revoke (before 2.28): its work is left waiting.
+  // or more. An error when NCCL cannot revoke (no ncclCommRevoke, e.g. 2.28.3): its work is left
+  // waiting.
   absl::Status Revoke();
   bool revoked() const { return revoked_.load(std::memory_order_acquire); }
 
@@ -124,6 +127,7 @@ class NcclBackend final : public CommBackend {
   size_t gathered_values_ = 0;  // of the gather in flight, per rank
   cudaEvent_t probe_start_ = nullptr, probe_stop_ = nullptr;
   std::unique_ptr<DeviceExecutor> device_executor_;
+  std::string stamps_file_;  // the device executor's timeline, "" for none
   // The device link probe's Ring program (this rank's, in place), kept while the executor lives:
   // the executor keys its upload by the program's address.
   std::unique_ptr<RankProgram> ring_program_;

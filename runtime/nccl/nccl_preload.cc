@@ -262,7 +262,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
       if (settings->device_executor) {
         state->backend->StartDeviceExecutor(
             {.window_bytes = settings->ipc_bytes, .ctas = settings->ipc_ctas},
-            settings->ipc_timeout_s);
+            settings->ipc_timeout_s, settings->device_stamps);
       }
       options.native_pre_arrival = settings->native_pre_arrival;
       absl::StatusOr<std::optional<Topology>> topology =

@@ -28,7 +28,7 @@ run_pipeline() {  # NAME SLOW(0|1)
       STRAGGLAR_PIPELINE_BACKWARD=10ms STRAGGLAR_PIPELINE_ADVICE_FILE="$out/$name-advice.json" \
       SLOW_SOCKET_US=500 SLOW_SOCKET_AFTER_S=8 \
       timeout 300 "$program" --rank "$rank" --ranks 4 --id_file "$out/$name.id" \
-      --iterations 60 --microbatches 8 --bytes 16777216 \
+      --iterations 40 --microbatches 8 --bytes 4194304 \
       >"$out/$name-rank$rank.log" 2>&1 &
     pids+=($!)
   done
@@ -44,8 +44,8 @@ else
   tail -n 3 "$out/slowed-rank0.log"
   failed=1
 fi
-# 60 iterations of 8 micro-batches, each a transfer in and out per direction a rank has.
-expected=(960 1920 1920 960)
+# 40 iterations of 8 micro-batches, each a transfer in and out per direction a rank has.
+expected=(640 1280 1280 640)
 for rank in 0 1 2 3; do
   log=$out/slowed-rank$rank.log
   grep -H "transfers" "$log" || { echo "FAIL: rank $rank printed no result"; failed=1; }

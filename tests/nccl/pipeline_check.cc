@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
       }
     }
     CHECK_CUDA(cudaStreamSynchronize(stream));
+    if ((it + 1) % 10 == 0) {  // so that a run cut off by its time limit shows how far it got
+      std::printf("rank %d: iteration %d of %d done\n", rank, it + 1, options.iterations);
+      std::fflush(stdout);
+    }
   }
   std::printf("rank %d: %lld transfers, %lld wrong bytes\n", rank,
               static_cast<long long>(transfers), static_cast<long long>(wrong));

@@ -14,6 +14,7 @@ program=$build_dir/bin/watchdog_check
 [[ -x $program && -f $preload ]] || { echo "FAIL: not built: $program $preload"; exit 1; }
 mkdir -p "$out"
 failed=0
+cannot_revoke=0
 fail() { echo "FAIL: $*"; failed=1; }
 
 run_job() {  # NAME [VAR=VALUE...]: ranks 0-2 bounded by 60 s; rank 3 killed once they are done
@@ -53,10 +54,16 @@ for mode in native stragglar; do
   ((took <= 45)) || fail "$mode: ranks 0-2 took $took s"
   for rank in 0 1 2; do
     log=$out/$mode-rank$rank.log
-    grep -H "has waited .* for its work on the GPU (STRAGGLAR_WARN_AFTER=1 s)" "$log" ||
+    grep -H "has waited .* for its work on the GPU.* (STRAGGLAR_WARN_AFTER=1 s)" "$log" ||
       fail "$mode rank $rank: no warning"
     grep -H "longer than STRAGGLAR_TIMEOUT=3 s: revoking the communicator" "$log" ||
       fail "$mode rank $rank: no timeout line"
+    if grep -H "this NCCL cannot revoke a communicator" "$log"; then
+      # An NCCL without ncclCommRevoke (2.28.3): the warning and the timeout line are all the
+      # preload can give; the calls stay stuck, as docs/nccl.md says.
+      cannot_revoke=1
+      continue
+    fi
     grep -H "returned .* after\|stream failed" "$log" || fail "$mode rank $rank: no call failed"
     if grep -q "returned .* after" "$log"; then
       next=$(grep -A1 "returned .* after" "$log" | tail -1)
@@ -71,5 +78,10 @@ for mode in native stragglar; do
   [[ -s $out/$mode.trace.csv ]] && echo "$mode: rank 0 wrote $(($(wc -l <"$out/$mode.trace.csv") - 1)) trace rows" ||
     fail "$mode: rank 0 wrote no trace"
 done
-((failed)) && echo "watchdog check: FAIL" || echo "watchdog check: OK"
-exit $failed
+if ((failed)); then echo "watchdog check: FAIL"; exit 1; fi
+if ((cannot_revoke)); then
+  echo "watchdog check: SKIP: this NCCL has no ncclCommRevoke (NCCL 2.28.9 has it); warnings checked"
+  exit 77
+fi
+echo "watchdog check: OK"
+exit 0

@@ -43,6 +43,7 @@ DeviceExecutor::DeviceExecutor(std::unique_ptr<PeerWindows> windows, PeerMemory&
 DeviceExecutor::~DeviceExecutor() {
   // The windows wait for this rank's kernels before anything is freed.
   windows_.reset();
+  timeline_.reset();
   for (void* memory : overflow_) memory_.Free(memory);
   if (launch_order_ != nullptr) launcher_.ReleaseOrder(launch_order_);
 }
@@ -140,6 +141,7 @@ absl::Status DeviceExecutor::Run(const RankProgram& program, const AllReduceArgs
   }
   absl::StatusOr<DeviceProgramView> view = Prepare(program);
   if (!view.ok()) return Fail(view.status());
+  DeviceStamps* const stamps = timeline_ != nullptr ? timeline_->Run(launches_) : nullptr;
   const DeviceCall call{.windows = windows_->windows(),
                         .signals = windows_->signals(),
                         .scratch = windows_->scratch(),
@@ -148,15 +150,33 @@ absl::Status DeviceExecutor::Run(const RankProgram& program, const AllReduceArgs
                         .count = args.count,
                         .window_elements = window_elements,
                         .first_sequence = first_sequence,
-                        .num_ranks_divisor = args.op == ReduceOp::kAvg ? program.num_ranks : 0};
+                        .num_ranks_divisor = args.op == ReduceOp::kAvg ? program.num_ranks : 0,
+                        .stamps = stamps};
   if (absl::Status status =
           launcher_.Launch(args.type, args.op, *view, call, windows_->Watch(timeout_ns_),
                            windows_->options().ctas, stream, &launch_order_);
       !status.ok()) {
     return Fail(status);
   }
+  if (timeline_ != nullptr) timeline_->Launched(launches_);
   ++launches_;
   return absl::OkStatus();
+}
+
+absl::Status DeviceExecutor::StartTimeline(int32_t calls_kept) {
+  absl::StatusOr<std::unique_ptr<DeviceTimeline>> timeline =
+      DeviceTimeline::Create(memory_, calls_kept);
+  if (!timeline.ok()) return timeline.status();
+  timeline_ = *std::move(timeline);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceTimeline::Written> DeviceExecutor::WriteTimeline(const std::string& path) {
+  if (timeline_ == nullptr) {
+    return absl::FailedPreconditionError("device executor: no timeline was started");
+  }
+  memory_.Synchronize();
+  return timeline_->Write(path);
 }
 
 void DeviceExecutor::StopWaits() { windows_->Abort(); }

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/exec/all_reduce_args.h"
 #include "kernels/exec/device/device_rank.h"
+#include "kernels/exec/device/device_timeline.h"
 #include "kernels/exec/device/peer_windows.h"
 #include "kernels/program/device_program.h"
 #include "kernels/program/program.h"
@@ -71,6 +72,13 @@ class DeviceExecutor {
   // Calls so far whose kernel was launched.
   int64_t launches() const { return launches_; }
 
+  // The kernel's own timeline of the next calls (kernels/exec/device/device_timeline.h), the last
+  // `calls_kept` of them kept: for finding where a call's time goes, at a small cost per wait.
+  absl::Status StartTimeline(int32_t calls_kept);
+  // Waits for this process's work on the device, then writes the timeline's CSV to `path`.
+  // FailedPrecondition without StartTimeline.
+  absl::StatusOr<DeviceTimeline::Written> WriteTimeline(const std::string& path);
+
  private:
   absl::StatusOr<DeviceProgramView> Prepare(const RankProgram& program);
   // The record of a kernel that gave up, turned into the executor's lasting error.
@@ -89,7 +97,8 @@ class DeviceExecutor {
   absl::flat_hash_map<const RankProgram*, DeviceProgramView> programs_;
   int64_t arena_used_ = 0;
   std::vector<void*> overflow_;
-  void* launch_order_ = nullptr;  // the launcher's
+  void* launch_order_ = nullptr;              // the launcher's
+  std::unique_ptr<DeviceTimeline> timeline_;  // null unless StartTimeline
   uint32_t next_sequence_ = 1;
   int64_t launches_ = 0;
   absl::Status failed_;  // final: this rank is out of step

@@ -35,13 +35,16 @@ class GpuCta {
   using Storage = typename Codec::Storage;
   static constexpr DeviceFault kFault = DeviceFault::kNone;
 
-  __device__ explicit GpuCta(const DeviceWatch& watch) : watch_(watch) {}
+  // `stamps`: the call's timeline for the thread that keeps it (thread 0 of CTA 0), else null.
+  __device__ GpuCta(const DeviceWatch& watch, DeviceStampWriter* stamps)
+      : watch_(watch), stamps_(stamps) {}
 
   __device__ bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
     int gave_up = 0;
     if (threadIdx.x == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(*signal);
       const uint64_t started = GlobalNanoseconds();
+      if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kWaitBegin, peer, started);
       for (uint32_t poll = 1;; ++poll) {
         const SignalState state = CheckSignal(word.load(cuda::memory_order_acquire), awaited);
         if (state == SignalState::kReached) break;
@@ -59,6 +62,7 @@ class GpuCta {
         if (gave_up != 0) break;
       }
       if (gave_up != 0) Record(static_cast<uint32_t>(gave_up), peer, awaited >> 32);
+      if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kWaitEnd, peer, GlobalNanoseconds());
     }
     return __syncthreads_or(gave_up) == 0;
   }
@@ -77,9 +81,11 @@ class GpuCta {
   __device__ void Post(uint64_t* signal, uint64_t value) {
     __syncthreads();
     if (threadIdx.x == 0) {
+      if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kPostBegin, -1, GlobalNanoseconds());
       cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*signal).store(
           value, cuda::memory_order_release);
+      if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kPostEnd, -1, GlobalNanoseconds());
     }
   }
 
@@ -120,14 +126,22 @@ class GpuCta {
   }
 
   const DeviceWatch& watch_;
+  DeviceStampWriter* const stamps_;
 };
 
 template <typename Codec, typename Op>
 __global__ void __launch_bounds__(kDeviceThreadsPerCta)
     DeviceProgramKernel(DeviceProgramView program, DeviceCall call, DeviceWatch watch) {
-  GpuCta<Codec> platform(watch);
+  const bool keeps_stamps = call.stamps != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+  DeviceStampWriter writer(call.stamps);
+  if (keeps_stamps) writer.Take(DeviceStampEvent::kEnter, -1, GlobalNanoseconds());
+  GpuCta<Codec> platform(watch, keeps_stamps ? &writer : nullptr);
   RunDeviceRank<Codec, Op>(platform, program, call, static_cast<int32_t>(blockIdx.x),
                            static_cast<int32_t>(gridDim.x));
+  if (keeps_stamps) {
+    writer.Take(DeviceStampEvent::kExit, -1, GlobalNanoseconds());
+    writer.Finish();
+  }
 }
 
 }  // namespace

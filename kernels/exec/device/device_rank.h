@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/exec/device/device_stamps.h"
 #include "kernels/exec/device/device_watch.h"
 #include "kernels/program/device_program.h"
 #include "kernels/reduce/reduce_element.h"
@@ -90,6 +91,9 @@ struct DeviceCall {
   int64_t window_elements = 0;    // > 0
   uint32_t first_sequence = 1;    // the first slice's; the caller adds the slices per call
   int32_t num_ranks_divisor = 0;  // kAvg's divisor (the rank count); 0 for other operators
+  // This call's slot of the kernel's timeline (kernels/exec/device/device_stamps.h), host-mapped;
+  // null when none is kept. Only the GPU's kernel writes it.
+  DeviceStamps* stamps = nullptr;
 };
 
 inline constexpr int32_t DeviceSignalSlots(int32_t ctas, int32_t num_ranks) {
