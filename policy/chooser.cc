@@ -17,7 +17,7 @@ Chooser::Chooser(PlanCache& plans, std::vector<Algorithm> candidates, double min
 absl::StatusOr<CalibrationRegime> Chooser::RegimeOf(const Plan& plan, double bytes,
                                                     const LinkModel& link,
                                                     absl::Span<const double> arrival_s) {
-  return RegimeFromPhase(plan, arrival_s, [&](double gap_s) -> absl::StatusOr<bool> {
+  return RegimeFromPhase(HeaderOf(plan), arrival_s, [&](double gap_s) -> absl::StatusOr<bool> {
     absl::StatusOr<SimulationResult> simulated =
         SimulateRounds(plan, {}, 0, plan.pre_arrival_rounds, bytes, link,
                        std::vector<double>(arrival_s.size(), 0.0));

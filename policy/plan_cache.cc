@@ -9,8 +9,9 @@
 
 namespace stragglar {
 
-absl::StatusOr<const Plan*> PlanCache::ForPlan(Algorithm algorithm, std::optional<int> straggler,
-                                               double bytes, const LinkModel& link) {
+absl::StatusOr<const PlanHeader*> PlanCache::ForPlan(Algorithm algorithm,
+                                                     std::optional<int> straggler, double bytes,
+                                                     const LinkModel& link) {
   if (algorithm != Algorithm::kStragglar) return parts_->store.Get(algorithm, straggler, {});
   if (FlatStragglarTooLarge()) {
     absl::StatusOr<StragglarShape> log_depth = BestLogDepth(bytes, link);
@@ -27,7 +28,7 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::FastestAfterArrival(
   StragglarShape best = shapes.front();
   double best_s = std::numeric_limits<double>::infinity();
   for (const StragglarShape& shape : shapes) {
-    absl::StatusOr<const Plan*> plan =
+    absl::StatusOr<const PlanHeader*> plan =
         parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, shape);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<double> seconds = parts_->pricer.PostArrivalSeconds(**plan, bytes, link);
@@ -95,7 +96,7 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
     // (the counts that divide a shard's chunks).
     for (size_t i = 0, rails = hierarchical.size(); machine().PricedWithQueues() && i < rails;
          ++i) {
-      absl::StatusOr<const Plan*> whole =
+      absl::StatusOr<const PlanHeader*> whole =
           parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, hierarchical[i]);
       if (!whole.ok()) return whole.status();
       const int shard_chunks = (*whole)->num_chunks / topology.ranks_per_node;

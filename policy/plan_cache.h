@@ -140,17 +140,19 @@ class PlanCache {
   struct Parts {
     Parts(int num_ranks, PlanMachine machine)
         : store(num_ranks, std::move(machine),
-                [this](const Plan& plan) { return pricer.IndexAlone(plan); }),
+                [this](const PlanHeader& header, const Plan& plan) {
+                  return pricer.IndexAlone(header, plan);
+                }),
           pricer(store) {}
     PlanStore store;
     PlanPricer pricer;
   };
-  static absl::StatusOr<PricedPlan> Priced(absl::StatusOr<const Plan*> plan) {
+  static absl::StatusOr<PricedPlan> Priced(absl::StatusOr<const PlanHeader*> plan) {
     if (!plan.ok()) return plan.status();
     return PricedPlan(**plan);
   }
-  absl::StatusOr<const Plan*> ForPlan(Algorithm algorithm, std::optional<int> straggler,
-                                      double bytes, const LinkModel& link);
+  absl::StatusOr<const PlanHeader*> ForPlan(Algorithm algorithm, std::optional<int> straggler,
+                                            double bytes, const LinkModel& link);
   // Of StragglAR's plans in `shapes` (around the last rank), the one whose post-arrival rounds the
   // model prices fastest; ties keep the earlier.
   absl::StatusOr<StragglarShape> FastestAfterArrival(absl::Span<const StragglarShape> shapes,

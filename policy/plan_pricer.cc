@@ -20,14 +20,12 @@ absl::StatusOr<SimulationResult> FromCanonical(const PlanStore::Renamed& renamed
 
 }  // namespace
 
-absl::StatusOr<bool> PlanPricer::IndexAlone(const Plan& plan) {
-  absl::StatusOr<const SimulationIndex*> index = IndexOf(plan);
-  if (!index.ok()) return index.status();
-  return (*index)->compact.has_value();
+absl::StatusOr<bool> PlanPricer::IndexAlone(const PlanHeader& header, const Plan& plan) {
+  return IndexFrom(header, plan).compact.has_value();
 }
 
 absl::StatusOr<CalibrationRegime> RegimeFromPhase(
-    const Plan& plan, absl::Span<const double> arrival_s,
+    const PlanHeader& plan, absl::Span<const double> arrival_s,
     absl::FunctionRef<absl::StatusOr<bool>(double gap_s)> gap_hides_phase) {
   if (!plan.straggler.has_value() || plan.pre_arrival_rounds == 0 ||
       arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
@@ -45,7 +43,7 @@ absl::StatusOr<CalibrationRegime> RegimeFromPhase(
   return *hidden ? CalibrationRegime::kPhaseHidden : CalibrationRegime::kPhaseExposed;
 }
 
-absl::StatusOr<double> PlanPricer::PostArrivalSeconds(const Plan& plan, double bytes,
+absl::StatusOr<double> PlanPricer::PostArrivalSeconds(const PlanHeader& plan, double bytes,
                                                       const LinkModel& link) {
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
     return PostArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
@@ -58,8 +56,10 @@ absl::StatusOr<double> PlanPricer::PostArrivalSeconds(const Plan& plan, double b
     if (!together.ok()) return together.status();
     std::vector<double> arrival_s(static_cast<size_t>(num_ranks()), 0.0);
     if (plan.straggler.has_value()) arrival_s[*plan.straggler] = 2 * together->completion_s + 1e-3;
+    absl::StatusOr<const Plan*> transfers = TransfersFor(plan);
+    if (!transfers.ok()) return transfers.status();
     absl::StatusOr<SimulationResult> late =
-        SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);
+        SimulatePlanWithQueues(**transfers, bytes, NetworkOf(link), arrival_s);
     if (!late.ok()) return late.status();
     return late->after_last_arrival_s;
   }
@@ -70,13 +70,13 @@ absl::StatusOr<double> PlanPricer::PostArrivalSeconds(const Plan& plan, double b
   return simulated->completion_s;
 }
 
-absl::StatusOr<double> PlanPricer::PreArrivalSeconds(const Plan& plan, double bytes,
+absl::StatusOr<double> PlanPricer::PreArrivalSeconds(const PlanHeader& plan, double bytes,
                                                      const LinkModel& link) {
   if (plan.pre_arrival_rounds == 0) return 0.0;
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
     return PreArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
   }
-  const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
+  const std::pair<const PlanHeader*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = pre_arrival_s_.find(key); it != pre_arrival_s_.end()) return it->second;
   absl::StatusOr<SimulationResult> simulated =
       SimulatePart(plan, 0, plan.pre_arrival_rounds, bytes, link,
@@ -86,10 +86,10 @@ absl::StatusOr<double> PlanPricer::PreArrivalSeconds(const Plan& plan, double by
   return simulated->completion_s;
 }
 
-absl::StatusOr<const PlanPricer::PostArrivalProfile*> PlanPricer::ProfileOf(const Plan& plan,
+absl::StatusOr<const PlanPricer::PostArrivalProfile*> PlanPricer::ProfileOf(const PlanHeader& plan,
                                                                             double bytes,
                                                                             const LinkModel& link) {
-  const std::pair<const Plan*, LinkKey> key = {&plan, KeyOf(bytes, link)};
+  const std::pair<const PlanHeader*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = post_arrival_.find(key); it != post_arrival_.end()) return &it->second;
   const int straggler = *plan.straggler;
   // The ready ranks' pattern of leaving the pre-arrival rounds when they arrive together, from the
@@ -115,7 +115,7 @@ absl::StatusOr<const PlanPricer::PostArrivalProfile*> PlanPricer::ProfileOf(cons
 }
 
 absl::StatusOr<std::array<std::vector<double>, 2>> PlanPricer::PathsFromReadyAndStraggler(
-    const Plan& plan, double bytes, const NetworkModel& network,
+    const PlanHeader& plan, double bytes, const NetworkModel& network,
     absl::Span<const double> ready_start_s) {
   constexpr double kNoPath = -std::numeric_limits<double>::infinity();
   const int straggler = *plan.straggler;
@@ -126,12 +126,11 @@ absl::StatusOr<std::array<std::vector<double>, 2>> PlanPricer::PathsFromReadyAnd
   absl::StatusOr<Indexed> indexed = IndexedFor(plan);
   if (!indexed.ok()) return indexed.status();
   if (!indexed->names.empty()) ++renamed_simulations_;
-  return SimulateFromTwoStarts(*indexed->plan, indexed->index->ring_runs, indexed->compact(),
-                               indexed->names, plan.pre_arrival_rounds, plan.num_rounds(), bytes,
-                               network, {from_ready, from_straggler});
+  return SimulateFromTwoStarts(RoundsOf(*indexed), indexed->names, plan.pre_arrival_rounds,
+                               plan.num_rounds(), bytes, network, {from_ready, from_straggler});
 }
 
-absl::StatusOr<SimulationResult> PlanPricer::Simulate(const Plan& plan, double bytes,
+absl::StatusOr<SimulationResult> PlanPricer::Simulate(const PlanHeader& plan, double bytes,
                                                       const LinkModel& link,
                                                       absl::Span<const double> arrival_s) {
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
@@ -142,8 +141,11 @@ absl::StatusOr<SimulationResult> PlanPricer::Simulate(const Plan& plan, double b
   // Only a header of native's on nodes with PlanMachine::native_is_nccl has native as its
   // algorithm.
   if (plan.algorithm == Algorithm::kNative) return NcclRing(bytes, link, arrival_s);
-  if (machine().PricedWithQueues())
-    return SimulatePlanWithQueues(plan, bytes, NetworkOf(link), arrival_s);
+  if (machine().PricedWithQueues()) {
+    absl::StatusOr<const Plan*> transfers = TransfersFor(plan);
+    if (!transfers.ok()) return transfers.status();
+    return SimulatePlanWithQueues(**transfers, bytes, NetworkOf(link), arrival_s);
+  }
   if (plan.algorithm != Algorithm::kStragglar || !plan.straggler.has_value() ||
       plan.pre_arrival_rounds == 0 || arrival_s.size() != static_cast<size_t>(plan.num_ranks)) {
     return SimulatePart(plan, 0, plan.num_rounds(), bytes, link, arrival_s);
@@ -190,7 +192,7 @@ absl::StatusOr<SimulationResult> PlanPricer::Simulate(const Plan& plan, double b
   return result;
 }
 
-absl::StatusOr<double> PlanPricer::AfterLastArrivalAtLeast(const Plan& plan, double bytes,
+absl::StatusOr<double> PlanPricer::AfterLastArrivalAtLeast(const PlanHeader& plan, double bytes,
                                                            const LinkModel& link,
                                                            absl::Span<const double> arrival_s) {
   if (arrival_s.size() != static_cast<size_t>(plan.num_ranks) || arrival_s.empty()) {
@@ -228,8 +230,8 @@ absl::StatusOr<double> PlanPricer::AfterLastArrivalAtLeast(const Plan& plan, dou
 }
 
 absl::StatusOr<const PlanPricer::RenamingBounds*> PlanPricer::RenamingBoundsOf(
-    const Plan& canonical, double bytes, const LinkModel& link) {
-  const std::pair<const Plan*, LinkKey> key = {&canonical, KeyOf(bytes, link)};
+    const PlanHeader& canonical, double bytes, const LinkModel& link) {
+  const std::pair<const PlanHeader*, LinkKey> key = {&canonical, KeyOf(bytes, link)};
   if (auto it = renaming_bounds_.find(key); it != renaming_bounds_.end()) return &it->second;
   const NetworkModel network = NetworkOf(link);
   const LinkModel& intra = network.intra_node;
@@ -290,7 +292,7 @@ absl::StatusOr<SimulationResult> PlanPricer::NcclRing(double bytes, const LinkMo
   return result;
 }
 
-absl::StatusOr<SimulationResult> PlanPricer::SimulatePart(const Plan& plan, int begin_round,
+absl::StatusOr<SimulationResult> PlanPricer::SimulatePart(const PlanHeader& plan, int begin_round,
                                                           int end_round, double bytes,
                                                           const LinkModel& link,
                                                           absl::Span<const double> arrival_s) {
@@ -301,29 +303,28 @@ absl::StatusOr<SimulationResult> PlanPricer::SimulatePart(const Plan& plan, int 
   return SimulatePartOn(plan, begin_round, end_round, bytes, NetworkOf(link), arrival_s);
 }
 
-absl::StatusOr<SimulationResult> PlanPricer::SimulatePartOn(const Plan& plan, int begin_round,
+absl::StatusOr<SimulationResult> PlanPricer::SimulatePartOn(const PlanHeader& plan, int begin_round,
                                                             int end_round, double bytes,
                                                             const NetworkModel& network,
                                                             absl::Span<const double> arrival_s) {
   absl::StatusOr<Indexed> indexed = IndexedFor(plan);
   if (!indexed.ok()) return indexed.status();
   if (indexed->names.empty()) {
-    return SimulateRounds(plan, indexed->index->ring_runs, indexed->compact(), begin_round,
-                          end_round, bytes, network, arrival_s);
+    return SimulateRounds(RoundsOf(*indexed), begin_round, end_round, bytes, network, arrival_s);
   }
   ++renamed_simulations_;
-  return SimulateRenamedRounds(*indexed->plan, indexed->index->ring_runs, indexed->compact(),
-                               indexed->names, begin_round, end_round, bytes, network, arrival_s);
+  return SimulateRenamedRounds(RoundsOf(*indexed), indexed->names, begin_round, end_round, bytes,
+                               network, arrival_s);
 }
 
-absl::StatusOr<PlanPricer::Indexed> PlanPricer::IndexedFor(const Plan& plan) {
+absl::StatusOr<PlanPricer::Indexed> PlanPricer::IndexedFor(const PlanHeader& plan) {
   const PlanStore::Renamed* renamed = store_->IndexedByRenaming(plan);
   if (renamed == nullptr) {
     absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
     if (!found.ok()) return found.status();
     return Indexed{.plan = &plan, .index = *found};
   }
-  const Plan& canonical = *renamed->canonical;
+  const PlanHeader& canonical = *renamed->canonical;
   absl::StatusOr<const SimulationIndex*> found = IndexOf(canonical);
   if (!found.ok()) return found.status();
   Indexed indexed{.plan = &canonical, .index = *found, .names = std::vector<int>(num_ranks())};
@@ -333,15 +334,23 @@ absl::StatusOr<PlanPricer::Indexed> PlanPricer::IndexedFor(const Plan& plan) {
   return indexed;
 }
 
-absl::StatusOr<const PlanPricer::SimulationIndex*> PlanPricer::IndexOf(const Plan& plan) {
-  auto index = indexes_.find(&plan);
+absl::StatusOr<const PlanPricer::SimulationIndex*> PlanPricer::IndexOf(const PlanHeader& header) {
+  auto index = indexes_.find(&header);
   if (index != indexes_.end()) return &index->second;
-  if (plan.transfers_elided && plan.algorithm == Algorithm::kRing &&
-      !machine().topology.multi_node()) {
+  const Plan* plan = store_->TransfersOf(header);
+  if (plan == nullptr && header.algorithm == Algorithm::kRing &&
+      header.variant == PlanVariant::kFlat && !machine().topology.multi_node()) {
     // Ring's header on one machine: one ring run, known without its transfers.
-    return &indexes_.emplace(&plan, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks())})
+    return &indexes_.emplace(&header, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks())})
                 .first->second;
   }
+  if (plan == nullptr) return NeedsTransfers(header);
+  return &IndexFrom(header, *plan);
+}
+
+const PlanPricer::SimulationIndex& PlanPricer::IndexFrom(const PlanHeader& header,
+                                                         const Plan& plan) {
+  if (auto index = indexes_.find(&header); index != indexes_.end()) return index->second;
   SimulationIndex found{.ring_runs = FindRingRuns(plan)};
   // Compact rounds only for a plan with rounds simulated one by one: outside its ring runs, or
   // on a machine of nodes, where a run may mix link classes. Ring's are all runs (200 MB saved
@@ -351,7 +360,26 @@ absl::StatusOr<const PlanPricer::SimulationIndex*> PlanPricer::IndexOf(const Pla
   if (in_runs < plan.num_rounds() || machine().topology.multi_node()) {
     found.compact = CompactRoundsOf(plan);
   }
-  return &indexes_.emplace(&plan, std::move(found)).first->second;
+  return indexes_.emplace(&header, std::move(found)).first->second;
+}
+
+absl::Status PlanPricer::NeedsTransfers(const PlanHeader& header) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(AlgorithmName(header.algorithm), "'s plan for ", header.num_ranks,
+                   " ranks is kept as its header alone, without an index to price it by"));
+}
+
+absl::StatusOr<const Plan*> PlanPricer::TransfersFor(const PlanHeader& header) const {
+  const Plan* plan = store_->TransfersOf(header);
+  if (plan == nullptr) return NeedsTransfers(header);
+  return plan;
+}
+
+PlanRounds PlanPricer::RoundsOf(const Indexed& indexed) const {
+  return {.header = *indexed.plan,
+          .runs = indexed.index->ring_runs,
+          .compact = indexed.compact(),
+          .transfers = store_->TransfersOf(*indexed.plan)};
 }
 
 NetworkModel PlanPricer::NetworkOf(const LinkModel& link) const {
@@ -361,7 +389,7 @@ NetworkModel PlanPricer::NetworkOf(const LinkModel& link) const {
                                          : NetworkModel::Flat(num_ranks(), link);
 }
 
-absl::StatusOr<CalibrationRegime> PlanPricer::RegimeOf(const Plan& plan, double bytes,
+absl::StatusOr<CalibrationRegime> PlanPricer::RegimeOf(const PlanHeader& plan, double bytes,
                                                        const LinkModel& link,
                                                        absl::Span<const double> arrival_s) {
   return RegimeFromPhase(plan, arrival_s, [&](double gap_s) -> absl::StatusOr<bool> {

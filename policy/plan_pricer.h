@@ -53,10 +53,11 @@ class PlanPricer {
   // With PlanMachine::per_class_queues on several nodes, every plan is SimulatePlanWithQueues (no
   // closed form: they are the round model's).
   static constexpr double kPatternTolerance = 1e-12;
-  absl::StatusOr<SimulationResult> Simulate(const Plan& plan, double bytes, const LinkModel& link,
+  absl::StatusOr<SimulationResult> Simulate(const PlanHeader& plan, double bytes,
+                                            const LinkModel& link,
                                             absl::Span<const double> arrival_s);
-  absl::StatusOr<SimulationResult> SimulatePart(const Plan& plan, int begin_round, int end_round,
-                                                double bytes, const LinkModel& link,
+  absl::StatusOr<SimulationResult> SimulatePart(const PlanHeader& plan, int begin_round,
+                                                int end_round, double bytes, const LinkModel& link,
                                                 absl::Span<const double> arrival_s);
 
   // A lower bound of Simulate(plan, ...)->after_last_arrival_s that simulates nothing once the
@@ -66,26 +67,30 @@ class PlanPricer {
   // renaming its canonical plan's index (PlanStore::IndexedByRenaming), whose profile is not known
   // yet, takes the looser bound of RenamingBoundsOf instead, which needs neither its index nor its
   // profile. The chooser skips pricing a shape exactly when this bound already rules it out.
-  absl::StatusOr<double> AfterLastArrivalAtLeast(const Plan& plan, double bytes,
+  absl::StatusOr<double> AfterLastArrivalAtLeast(const PlanHeader& plan, double bytes,
                                                  const LinkModel& link,
                                                  absl::Span<const double> arrival_s);
 
   // The model's time for `plan`'s pre-arrival rounds on a call of `bytes`, ranks arriving
   // together; 0 for plans without that phase.
-  absl::StatusOr<double> PreArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
+  absl::StatusOr<double> PreArrivalSeconds(const PlanHeader& plan, double bytes,
+                                           const LinkModel& link);
   // The model's time for `plan`'s post-arrival rounds, every rank starting together; with
   // per-class queues, the time after the arrival of a straggler later than its pre-arrival
   // rounds (the queues let rounds of both phases overlap).
-  absl::StatusOr<double> PostArrivalSeconds(const Plan& plan, double bytes, const LinkModel& link);
+  absl::StatusOr<double> PostArrivalSeconds(const PlanHeader& plan, double bytes,
+                                            const LinkModel& link);
 
   // Chooser::RegimeOf with the phase's time taken from PreArrivalSeconds; for the plans that
   // RenamingBoundsOf bounds, only when the straggler's lead falls between the bounds.
-  absl::StatusOr<CalibrationRegime> RegimeOf(const Plan& plan, double bytes, const LinkModel& link,
+  absl::StatusOr<CalibrationRegime> RegimeOf(const PlanHeader& plan, double bytes,
+                                             const LinkModel& link,
                                              absl::Span<const double> arrival_s);
 
-  // Builds `plan`'s index from its transfers (PlanStore::IndexBeforeDropping): whether it holds
-  // the plan's rounds in compact form, so that the transfers can go.
-  absl::StatusOr<bool> IndexAlone(const Plan& plan);
+  // Builds the index of the plan known by `header` from its transfers (`plan`;
+  // PlanStore::IndexBeforeDropping): whether it holds the plan's rounds in compact form, so that
+  // the transfers can go.
+  absl::StatusOr<bool> IndexAlone(const PlanHeader& header, const Plan& plan);
 
   // Calls of Simulate, those priced with the post-arrival closed form, and simulations of plans
   // priced through their canonical plan's index renamed, for tests and benchmarks.
@@ -111,24 +116,36 @@ class PlanPricer {
     std::vector<RingRun> ring_runs;
     std::optional<CompactRounds> compact;
   };
-  // The index of `plan`, read from its transfers at its first simulation (not for a plan the
-  // store prices by renaming, which has none; Ring's header on one machine is its one ring run).
-  absl::StatusOr<const SimulationIndex*> IndexOf(const Plan& plan);
+  // The index of the plan known by `header`, read from its transfers at its first simulation (not
+  // for a plan the store prices by renaming, which has none; Ring's header on one machine is its
+  // one ring run). FailedPrecondition for a header alone that was not indexed before its
+  // transfers went.
+  absl::StatusOr<const SimulationIndex*> IndexOf(const PlanHeader& header);
+  // The index of `header`'s plan, built from `plan` unless it is known.
+  const SimulationIndex& IndexFrom(const PlanHeader& header, const Plan& plan);
+  // What a header alone cannot be priced by, said once.
+  static absl::Status NeedsTransfers(const PlanHeader& header);
+  // The transfers the store keeps for `header`'s plan; NeedsTransfers without them.
+  absl::StatusOr<const Plan*> TransfersFor(const PlanHeader& header) const;
   // What simulating a plan reads: the plan whose index it is (its own, or for a plan the store
   // prices by renaming its canonical plan's) and the new name of each of that plan's ranks
   // (empty: none).
   struct Indexed {
-    const Plan* plan = nullptr;
+    const PlanHeader* plan = nullptr;
     const SimulationIndex* index = nullptr;
     std::vector<int> names;
     const CompactRounds* compact() const {
       return index->compact.has_value() ? &*index->compact : nullptr;
     }
   };
-  absl::StatusOr<Indexed> IndexedFor(const Plan& plan);
+  absl::StatusOr<Indexed> IndexedFor(const PlanHeader& plan);
+  // What the simulator reads for `indexed`: its header, runs and compact rounds, and the
+  // transfers the store keeps for it (none for a header alone).
+  PlanRounds RoundsOf(const Indexed& indexed) const;
   // SimulatePart on `network` instead of this machine's network for a link.
-  absl::StatusOr<SimulationResult> SimulatePartOn(const Plan& plan, int begin_round, int end_round,
-                                                  double bytes, const NetworkModel& network,
+  absl::StatusOr<SimulationResult> SimulatePartOn(const PlanHeader& plan, int begin_round,
+                                                  int end_round, double bytes,
+                                                  const NetworkModel& network,
                                                   absl::Span<const double> arrival_s);
 
   // StragglAR's post-arrival rounds as a max-plus map: for each rank, the longest path to its
@@ -141,14 +158,14 @@ class PlanPricer {
     std::vector<double> from_ready_s;
     std::vector<double> from_straggler_s;
   };
-  absl::StatusOr<const PostArrivalProfile*> ProfileOf(const Plan& plan, double bytes,
+  absl::StatusOr<const PostArrivalProfile*> ProfileOf(const PlanHeader& plan, double bytes,
                                                       const LinkModel& link);
   // The longest paths through `plan`'s post-arrival rounds to each rank's finish, [0] from the
   // ready ranks starting at `ready_start_s` (the straggler's entry ignored), [1] from the straggler
   // starting at 0: the two sides of the max-plus map, found apart in one pass
   // (SimulateFromTwoStarts).
   absl::StatusOr<std::array<std::vector<double>, 2>> PathsFromReadyAndStraggler(
-      const Plan& plan, double bytes, const NetworkModel& network,
+      const PlanHeader& plan, double bytes, const NetworkModel& network,
       absl::Span<const double> ready_start_s);
   // How far, relative, a bound keeps from the rounding by which two simulations of the same paths
   // (summed in another order) may differ.
@@ -170,14 +187,14 @@ class PlanPricer {
     double pre_arrival_at_least_s = 0;
     double pre_arrival_at_most_s = 0;
   };
-  absl::StatusOr<const RenamingBounds*> RenamingBoundsOf(const Plan& canonical, double bytes,
+  absl::StatusOr<const RenamingBounds*> RenamingBoundsOf(const PlanHeader& canonical, double bytes,
                                                          const LinkModel& link);
 
   const PlanStore* store_;
-  std::map<const Plan*, SimulationIndex> indexes_;
-  std::map<std::pair<const Plan*, LinkKey>, double> pre_arrival_s_;
-  std::map<std::pair<const Plan*, LinkKey>, PostArrivalProfile> post_arrival_;
-  std::map<std::pair<const Plan*, LinkKey>, RenamingBounds> renaming_bounds_;
+  std::map<const PlanHeader*, SimulationIndex> indexes_;
+  std::map<std::pair<const PlanHeader*, LinkKey>, double> pre_arrival_s_;
+  std::map<std::pair<const PlanHeader*, LinkKey>, PostArrivalProfile> post_arrival_;
+  std::map<std::pair<const PlanHeader*, LinkKey>, RenamingBounds> renaming_bounds_;
   int64_t simulate_calls_ = 0;
   int64_t closed_form_calls_ = 0;
   int64_t renamed_simulations_ = 0;
@@ -188,7 +205,7 @@ class PlanPricer {
 // else kPhaseExposed. `gap_hides_phase(gap_s)` says whether a lead of gap_s > 0 is that long; it
 // is asked only when it matters.
 absl::StatusOr<CalibrationRegime> RegimeFromPhase(
-    const Plan& plan, absl::Span<const double> arrival_s,
+    const PlanHeader& plan, absl::Span<const double> arrival_s,
     absl::FunctionRef<absl::StatusOr<bool>(double gap_s)> gap_hides_phase);
 
 }  // namespace stragglar

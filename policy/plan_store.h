@@ -1,7 +1,7 @@
 // The plans of one communicator, by (algorithm, straggler, shape): each synthesized once at its
-// first request and kept for the communicator's lifetime, at one address, and never changed once
-// handed out. Some are kept without their transfers, as headers (their rounds, no transfers),
-// because their pricer needs none (policy/plan_pricer.h) and an executor may never ask:
+// first request and kept for the communicator's lifetime, known by its header (PlanHeader) at one
+// address, never changed once handed out. Some are kept without their transfers, as the header
+// alone, because their pricer needs none (policy/plan_pricer.h) and an executor may never ask:
 // - Ring's plan on one machine, priced by its one ring run (1.35 GB of transfers at 4096 ranks);
 // - the library's own AllReduce on nodes when it is NCCL's (priced in closed form);
 // - StragglAR's plans around a straggler other than the last rank, where they are the plan around
@@ -11,7 +11,7 @@
 //   the last rank, the hierarchical ring): the store asks its pricer to index them before their
 //   transfers go.
 // Materialized gives an executor the whole plan, built at its first request and kept beside the
-// header, which stays as it is.
+// header.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +47,10 @@ struct PlanMachine {
 
 class PlanStore {
  public:
-  // Builds `plan`'s simulation index from its transfers, before the store drops them; whether
-  // that index prices the plan alone (false: the transfers stay).
-  using IndexBeforeDropping = std::function<absl::StatusOr<bool>(const Plan& plan)>;
+  // Builds the simulation index of the plan known by `header` from its transfers (`plan`), before
+  // the store drops them; whether that index prices the plan alone (false: the transfers stay).
+  using IndexBeforeDropping =
+      std::function<absl::StatusOr<bool>(const PlanHeader& header, const Plan& plan)>;
 
   PlanStore(int num_ranks, PlanMachine machine, IndexBeforeDropping index_before_dropping)
       : num_ranks_(num_ranks),
@@ -61,44 +62,55 @@ class PlanStore {
   int num_ranks() const { return num_ranks_; }
   const PlanMachine& machine() const { return machine_; }
 
-  // The plan for (algorithm, straggler, shape): StragglAR's as `shape` says, the others ignore
-  // it. Native's is Ring's, or on nodes with PlanMachine::native_is_nccl a header of its own.
-  // Ring on a machine of nodes is the hierarchical ring, what a library runs there.
-  absl::StatusOr<const Plan*> Get(Algorithm algorithm, std::optional<int> straggler,
-                                  const StragglarShape& shape);
-  // `header` (from this store) with its transfers: itself when it has them. InvalidArgument for
-  // another store's plan without them.
-  absl::StatusOr<const Plan*> Materialized(const Plan& header);
-  // Whether `header`'s transfers are kept, or left out until Materialized.
-  bool KeepsTransfers(const Plan& header) const {
-    return !header.transfers_elided || materialized_.contains(&header);
+  // The plan for (algorithm, straggler, shape), by its header: StragglAR's as `shape` says, the
+  // others ignore it. Native's is Ring's, or on nodes with PlanMachine::native_is_nccl a header of
+  // its own. Ring on a machine of nodes is the hierarchical ring, what a library runs there.
+  absl::StatusOr<const PlanHeader*> Get(Algorithm algorithm, std::optional<int> straggler,
+                                        const StragglarShape& shape);
+  // The plan `header` (from this store) stands for, with its transfers, kept since Get; nullptr
+  // for a plan kept as its header alone (until Materialized, which this does not count).
+  const Plan* TransfersOf(const PlanHeader& header) const;
+  // The plan `header` (from this store) stands for, with its transfers: the one kept since Get, or
+  // built at the first request and kept. InvalidArgument for another store's header.
+  absl::StatusOr<const Plan*> Materialized(const PlanHeader& header);
+  // Whether the transfers of `header`'s plan are kept, or left out until Materialized.
+  bool KeepsTransfers(const PlanHeader& header) const {
+    return TransfersOf(header) != nullptr || materialized_.contains(&header);
   }
-  // The transfers of the plans kept (a header has none): what the store's memory grows with.
+  // The transfers of the plans kept (a header alone has none): what the store's memory grows with.
   int64_t kept_transfers() const;
 
-  // A header that is another plan of this store renamed: `canonical`, StragglAR's plan of the
-  // same shape around the last rank, with `relabel` naming its ranks.
+  // A header of a plan that is another plan of this store renamed: `canonical`, StragglAR's plan
+  // of the same shape around the last rank, with `relabel` naming its ranks.
   struct Renamed {
-    const Plan* canonical;
+    const PlanHeader* canonical;
     RankRelabel relabel;
   };
   // Where renaming keeps the costs (one machine; hierarchical StragglAR on nodes, renamed keeping
   // nodes): priced as its canonical plan on renamed arrivals. nullptr for other plans.
-  const Renamed* RenamedOf(const Plan& plan) const { return Find(renamed_, plan); }
+  const Renamed* RenamedOf(const PlanHeader& plan) const { return Find(renamed_, plan); }
   // On nodes, StragglAR's flat and log-depth plans around ranks other than the last: the
   // synthesizer's plan, which renames the canonical one but costs otherwise, priced exactly by the
   // canonical plan's index with its ranks renamed as it runs. nullptr for other plans.
-  const Renamed* IndexedByRenaming(const Plan& plan) const {
+  const Renamed* IndexedByRenaming(const PlanHeader& plan) const {
     return Find(indexed_by_renaming_, plan);
   }
 
  private:
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical)
   using Key = std::tuple<Algorithm, int, int, int, bool>;
-  static const Renamed* Find(const std::map<const Plan*, Renamed>& relations, const Plan& plan) {
+  // A plan as kept: its header, and its transfers unless they were left out.
+  struct Kept {
+    PlanHeader header;
+    std::optional<Plan> plan;
+  };
+  static const Renamed* Find(const std::map<const PlanHeader*, Renamed>& relations,
+                             const PlanHeader& plan) {
     auto it = relations.find(&plan);
     return it == relations.end() ? nullptr : &it->second;
   }
+  // Keeps `kept` under `key`; its header's address.
+  const PlanHeader* Keep(const Key& key, Kept kept);
   // Whether StragglAR's plans of `shape` around stragglers other than the last rank are that plan
   // renamed (renamed_): on one machine the flat and log-depth plans, on nodes hierarchical
   // StragglAR only, whose renaming keeps its cost whoever the straggler is; the synthesizer's
@@ -107,24 +119,27 @@ class PlanStore {
   bool RenamesStragglars(const StragglarShape& shape) const {
     return machine_.topology.multi_node() == shape.hierarchical;
   }
-  // Ring's plan on this machine: the flat ring, or the hierarchical ring on nodes.
-  absl::StatusOr<Plan> SynthesizeRingPlan(bool with_transfers) const;
+  // Ring's plan on this machine: the flat ring, or the hierarchical ring on nodes; its header.
+  absl::StatusOr<Plan> SynthesizeRingPlan() const;
+  absl::StatusOr<PlanHeader> SynthesizeRingHeader() const;
   // The plan for (algorithm, straggler, shape) with its transfers, as the synthesizers build it.
   absl::StatusOr<Plan> Synthesize(Algorithm algorithm, std::optional<int> straggler,
                                   const StragglarShape& shape) const;
-  // The header of the plan around `straggler` that renames `canonical`: its rounds, no transfers.
-  static Plan HeaderOf(const Plan& canonical, int straggler);
   // The plan with its transfers for `header` (kept under `key`), as Materialized builds it.
-  absl::StatusOr<Plan> WholePlan(const Key& key, const Plan& header);
+  absl::StatusOr<Plan> WholePlan(const Key& key, const PlanHeader& header);
+  // The canonical plan of `renamed` with its transfers, kept or materialized; nullptr if neither.
+  const Plan* CanonicalTransfers(const Renamed& renamed) const;
 
   int num_ranks_;
   PlanMachine machine_;
   IndexBeforeDropping index_before_dropping_;
-  std::map<Key, Plan> plans_;  // node-based, so addresses stay valid
-  // By header: the plan with its transfers an executor asked for (Materialized).
-  std::map<const Plan*, Plan> materialized_;
-  std::map<const Plan*, Renamed> renamed_;
-  std::map<const Plan*, Renamed> indexed_by_renaming_;
+  std::map<Key, Kept> plans_;  // node-based, so addresses stay valid
+  std::map<const PlanHeader*, const Kept*> by_header_;
+  // By header: the plan with its transfers an executor asked for (Materialized), where the store
+  // keeps only the header.
+  std::map<const PlanHeader*, Plan> materialized_;
+  std::map<const PlanHeader*, Renamed> renamed_;
+  std::map<const PlanHeader*, Renamed> indexed_by_renaming_;
 };
 
 }  // namespace stragglar

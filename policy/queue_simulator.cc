@@ -87,7 +87,6 @@ absl::StatusOr<SimulationResult> SimulatePlanWithQueues(const Plan& plan, double
   if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
     return status;
   }
-  if (plan.transfers_elided) return TransfersElidedError(plan, "simulated on queues");
   if (absl::Status status = CheckIndices(plan); !status.ok()) return status;
   QueueState state(plan, arrival_s);
   std::vector<double> finish_s(arrival_s.begin(), arrival_s.end());

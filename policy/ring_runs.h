@@ -41,8 +41,8 @@ struct RingRun {
 std::vector<RingRun> FindRingRuns(const Plan& plan, int min_rounds = 2);
 
 // FindRingRuns(SynthesizeRing(num_ranks)) without the plan: Ring's 2(n - 1) rounds are one run
-// around 0, 1, ..., n - 1, one chunk per transfer. What prices Ring's plan with its transfers
-// elided (Plan::transfers_elided). num_ranks >= 2.
+// around 0, 1, ..., n - 1, one chunk per transfer. What prices Ring's plan known by its header
+// alone (PlanHeader, SynthesizeRingHeader). num_ranks >= 2.
 std::vector<RingRun> RingRunsOfRing(int num_ranks);
 
 // `ready` after `rounds` rounds of `run` (at most run.rounds), each transfer taking

@@ -22,13 +22,30 @@ absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, co
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
                                               const NetworkModel& network,
                                               absl::Span<const double> arrival_s) {
-  if (plan.transfers_elided && plan.algorithm == Algorithm::kRing &&
-      plan.variant == PlanVariant::kFlat && plan.num_ranks >= 2) {
-    // Ring without its transfers: its one ring run is all the model reads.
-    return SimulateRounds(plan, RingRunsOfRing(plan.num_ranks), 0, plan.num_rounds(), bytes,
-                          network, arrival_s);
-  }
   return SimulateRounds(plan, {}, 0, plan.num_rounds(), bytes, network, arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
+                                              const LinkModel& link,
+                                              absl::Span<const double> arrival_s) {
+  return SimulatePlan(header, bytes, NetworkModel::Flat(header.num_ranks, link), arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
+                                              const NetworkModel& network,
+                                              absl::Span<const double> arrival_s) {
+  std::vector<RingRun> runs;
+  if (header.algorithm == Algorithm::kRing && header.variant == PlanVariant::kFlat &&
+      header.num_ranks >= 2) {
+    runs = RingRunsOfRing(header.num_ranks);  // Ring's one ring run is all the model reads
+  }
+  return SimulateRounds(PlanRounds{.header = header, .runs = runs}, 0, header.num_rounds(), bytes,
+                        network, arrival_s);
+}
+
+PlanRounds RoundsOf(const Plan& plan, absl::Span<const RingRun> runs,
+                    const CompactRounds* compact) {
+  return {.header = HeaderOf(plan), .runs = runs, .compact = compact, .transfers = &plan};
 }
 
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
@@ -43,13 +60,13 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 int begin_round, int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s) {
-  return SimulateRounds(plan, runs, nullptr, begin_round, end_round, bytes, network, arrival_s);
+  return SimulateRounds(RoundsOf(plan, runs), begin_round, end_round, bytes, network, arrival_s);
 }
 
 namespace {
 
 // ValidateSimulation's checks that are not of the arrival times.
-absl::Status ValidateMachine(const Plan& plan, double bytes, const NetworkModel& network) {
+absl::Status ValidateMachine(const PlanHeader& plan, double bytes, const NetworkModel& network) {
   if (!(bytes >= 0) || !std::isfinite(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("bytes must be finite and >= 0, got ", bytes));
   }
@@ -62,7 +79,7 @@ absl::Status ValidateMachine(const Plan& plan, double bytes, const NetworkModel&
   return absl::OkStatus();
 }
 
-absl::Status ValidateArrivalCount(const Plan& plan, absl::Span<const double> arrival_s) {
+absl::Status ValidateArrivalCount(const PlanHeader& plan, absl::Span<const double> arrival_s) {
   if (static_cast<int>(arrival_s.size()) != plan.num_ranks) {
     return absl::InvalidArgumentError(absl::StrCat("simulation needs ", plan.num_ranks,
                                                    " arrival times, got ", arrival_s.size()));
@@ -74,6 +91,11 @@ absl::Status ValidateArrivalCount(const Plan& plan, absl::Span<const double> arr
 
 absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkModel& network,
                                 absl::Span<const double> arrival_s) {
+  return ValidateSimulation(HeaderOf(plan), bytes, network, arrival_s);
+}
+
+absl::Status ValidateSimulation(const PlanHeader& plan, double bytes, const NetworkModel& network,
+                                absl::Span<const double> arrival_s) {
   if (absl::Status status = ValidateArrivalCount(plan, arrival_s); !status.ok()) return status;
   if (absl::Status status = ValidateMachine(plan, bytes, network); !status.ok()) return status;
   for (double arrival : arrival_s) {
@@ -84,7 +106,7 @@ absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkMod
 
 std::optional<CompactRounds> CompactRoundsOf(const Plan& plan) {
   constexpr int kMax = std::numeric_limits<uint16_t>::max();
-  if (plan.num_ranks > kMax + 1 || plan.transfers_elided) return std::nullopt;
+  if (plan.num_ranks > kMax + 1) return std::nullopt;
   CompactRounds compact;
   compact.round_begin.reserve(plan.rounds.size() + 1);
   for (const Round& round : plan.rounds) {
@@ -180,33 +202,37 @@ void AdvanceRun(const RingRun& run, int rounds, const std::vector<int>& node_of,
   }
 }
 
-// The arguments of the compact SimulateRounds other than the arrival times, checked.
-absl::Status ValidateRoundRange(const Plan& plan, const CompactRounds* compact, int begin_round,
-                                int end_round) {
+// The arguments of SimulateRounds other than the arrival times, checked.
+absl::Status ValidateRoundRange(const PlanRounds& rounds, int begin_round, int end_round) {
+  const PlanHeader& plan = rounds.header;
   if (begin_round < 0 || end_round > plan.num_rounds() || begin_round > end_round) {
     return absl::InvalidArgumentError(absl::StrCat("rounds [", begin_round, ", ", end_round,
                                                    ") are not within the plan's ",
                                                    plan.num_rounds()));
   }
+  const CompactRounds* compact = rounds.compact;
   if (compact != nullptr &&
-      (compact->round_begin.size() != plan.rounds.size() + 1 ||
+      (compact->round_begin.size() != static_cast<size_t>(plan.num_rounds()) + 1 ||
        compact->round_begin.back() != static_cast<int64_t>(compact->moves.size()))) {
     return absl::InvalidArgumentError("the compact rounds are not this plan's");
+  }
+  if (rounds.transfers != nullptr && rounds.transfers->num_rounds() != plan.num_rounds()) {
+    return absl::InvalidArgumentError("the transfers are not this plan's");
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateRounds(const Plan& plan, const CompactRounds* compact, int begin_round,
-                            int end_round, double bytes, const NetworkModel& network,
-                            absl::Span<const double> arrival_s) {
-  if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
+absl::Status ValidateRounds(const PlanRounds& rounds, int begin_round, int end_round, double bytes,
+                            const NetworkModel& network, absl::Span<const double> arrival_s) {
+  if (absl::Status status = ValidateSimulation(rounds.header, bytes, network, arrival_s);
+      !status.ok()) {
     return status;
   }
-  return ValidateRoundRange(plan, compact, begin_round, end_round);
+  return ValidateRoundRange(rounds, begin_round, end_round);
 }
 
 // `renamed` checked as a renaming of `plan`'s ranks: empty (none), or one rank in range per rank.
-absl::Status ValidateRenaming(const Plan& plan, absl::Span<const int> renamed) {
+absl::Status ValidateRenaming(const PlanHeader& plan, absl::Span<const int> renamed) {
   if (renamed.empty()) return absl::OkStatus();
   if (static_cast<int>(renamed.size()) != plan.num_ranks) {
     return absl::InvalidArgumentError(
@@ -222,7 +248,7 @@ absl::Status ValidateRenaming(const Plan& plan, absl::Span<const int> renamed) {
 
 // The node whose links each of `plan`'s ranks takes under `renamed` (empty: none): its new name's.
 // Empty on one node, where AdvanceRounds prices every transfer alike.
-std::vector<int> NodesOf(const Plan& plan, absl::Span<const int> renamed,
+std::vector<int> NodesOf(const PlanHeader& plan, absl::Span<const int> renamed,
                          const NetworkModel& network) {
   std::vector<int> node_of;
   if (!network.topology.multi_node()) return node_of;
@@ -233,13 +259,15 @@ std::vector<int> NodesOf(const Plan& plan, absl::Span<const int> renamed,
   return node_of;
 }
 
-// Rounds [begin_round, end_round) of `plan` from `ready` (each rank's start, by the plan's ranks),
-// with node_of[rank] the node whose links a rank's transfers take (empty on one node).
+// Rounds [begin_round, end_round) of `rounds` from `ready` (each rank's start, by the plan's
+// ranks), with node_of[rank] the node whose links a rank's transfers take (empty on one node).
 template <typename Time>
-absl::Status AdvanceRounds(const Plan& plan, absl::Span<const RingRun> runs,
-                           const CompactRounds* compact, int begin_round, int end_round,
-                           double bytes, const NetworkModel& network,
-                           const std::vector<int>& node_of, std::vector<Time>& ready) {
+absl::Status AdvanceRounds(const PlanRounds& rounds, int begin_round, int end_round, double bytes,
+                           const NetworkModel& network, const std::vector<int>& node_of,
+                           std::vector<Time>& ready) {
+  const PlanHeader& plan = rounds.header;
+  const absl::Span<const RingRun> runs = rounds.runs;
+  const CompactRounds* compact = rounds.compact;
   const double bytes_per_chunk = bytes / plan.num_chunks;
   std::vector<Time> next = ready;
   auto run = runs.begin();
@@ -261,9 +289,11 @@ absl::Status AdvanceRounds(const Plan& plan, absl::Span<const RingRun> runs,
       r += rounds;
       continue;
     }
-    if (plan.transfers_elided && compact == nullptr) {
-      return TransfersElidedError(
-          plan, absl::StrCat("simulated in round ", r, ", which no ring run covers"));
+    if (compact == nullptr && rounds.transfers == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          AlgorithmName(plan.algorithm), "'s plan for ", plan.num_ranks,
+          " ranks is known here by its header alone, and its round ", r,
+          " is in no ring run: simulating it needs its transfers or their compact form"));
     }
     if (compact != nullptr) {
       const absl::Span<const CompactRounds::Move> moves(
@@ -274,7 +304,7 @@ absl::Status AdvanceRounds(const Plan& plan, absl::Span<const RingRun> runs,
           bytes_per_chunk, network, node_of, ready, next);
     } else {
       AdvanceRound(
-          plan.rounds[r].transfers,
+          rounds.transfers->rounds[r].transfers,
           [](const Transfer& transfer) -> size_t { return transfer.chunks.size(); },
           bytes_per_chunk, network, node_of, ready, next);
     }
@@ -299,15 +329,23 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
                                                 int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s) {
+  return SimulateRounds(RoundsOf(plan, runs, compact), begin_round, end_round, bytes, network,
+                        arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulateRounds(const PlanRounds& rounds, int begin_round,
+                                                int end_round, double bytes,
+                                                const NetworkModel& network,
+                                                absl::Span<const double> arrival_s) {
   if (absl::Status status =
-          ValidateRounds(plan, compact, begin_round, end_round, bytes, network, arrival_s);
+          ValidateRounds(rounds, begin_round, end_round, bytes, network, arrival_s);
       !status.ok()) {
     return status;
   }
-  const std::vector<int> node_of = NodesOf(plan, {}, network);
+  const std::vector<int> node_of = NodesOf(rounds.header, {}, network);
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
-  if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
-                                          network, node_of, ready);
+  if (absl::Status status =
+          AdvanceRounds(rounds, begin_round, end_round, bytes, network, node_of, ready);
       !status.ok()) {
     return status;
   }
@@ -318,8 +356,18 @@ absl::StatusOr<SimulationResult> SimulateRenamedRounds(
     const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
     absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
     const NetworkModel& network, absl::Span<const double> arrival_s) {
+  return SimulateRenamedRounds(RoundsOf(plan, runs, compact), renamed, begin_round, end_round,
+                               bytes, network, arrival_s);
+}
+
+absl::StatusOr<SimulationResult> SimulateRenamedRounds(const PlanRounds& rounds,
+                                                       absl::Span<const int> renamed,
+                                                       int begin_round, int end_round, double bytes,
+                                                       const NetworkModel& network,
+                                                       absl::Span<const double> arrival_s) {
+  const PlanHeader& plan = rounds.header;
   if (absl::Status status =
-          ValidateRounds(plan, compact, begin_round, end_round, bytes, network, arrival_s);
+          ValidateRounds(rounds, begin_round, end_round, bytes, network, arrival_s);
       !status.ok()) {
     return status;
   }
@@ -331,8 +379,8 @@ absl::StatusOr<SimulationResult> SimulateRenamedRounds(
   // The plan's rank c is rank renamed[c]: it starts when that rank arrives and uses its links.
   std::vector<double> ready(plan.num_ranks);
   for (int c = 0; c < plan.num_ranks; ++c) ready[c] = arrival_s[renamed[c]];
-  if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
-                                          network, NodesOf(plan, renamed, network), ready);
+  if (absl::Status status = AdvanceRounds(rounds, begin_round, end_round, bytes, network,
+                                          NodesOf(plan, renamed, network), ready);
       !status.ok()) {
     return status;
   }
@@ -345,6 +393,15 @@ absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
     const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
     absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
     const NetworkModel& network, const std::array<absl::Span<const double>, 2>& start_s) {
+  return SimulateFromTwoStarts(RoundsOf(plan, runs, compact), renamed, begin_round, end_round,
+                               bytes, network, start_s);
+}
+
+absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
+    const PlanRounds& rounds, absl::Span<const int> renamed, int begin_round, int end_round,
+    double bytes, const NetworkModel& network,
+    const std::array<absl::Span<const double>, 2>& start_s) {
+  const PlanHeader& plan = rounds.header;
   for (absl::Span<const double> start : start_s) {
     if (absl::Status status = ValidateArrivalCount(plan, start); !status.ok()) return status;
     for (double time : start) {
@@ -354,8 +411,7 @@ absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
     }
   }
   if (absl::Status status = ValidateMachine(plan, bytes, network); !status.ok()) return status;
-  if (absl::Status status = ValidateRoundRange(plan, compact, begin_round, end_round);
-      !status.ok()) {
+  if (absl::Status status = ValidateRoundRange(rounds, begin_round, end_round); !status.ok()) {
     return status;
   }
   if (absl::Status status = ValidateRenaming(plan, renamed); !status.ok()) return status;
@@ -364,8 +420,8 @@ absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
   for (int c = 0; c < plan.num_ranks; ++c) {
     ready[c] = {start_s[0][name_of(c)], start_s[1][name_of(c)]};
   }
-  if (absl::Status status = AdvanceRounds(plan, runs, compact, begin_round, end_round, bytes,
-                                          network, NodesOf(plan, renamed, network), ready);
+  if (absl::Status status = AdvanceRounds(rounds, begin_round, end_round, bytes, network,
+                                          NodesOf(plan, renamed, network), ready);
       !status.ok()) {
     return status;
   }
@@ -456,8 +512,12 @@ absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& ba
                         NetworkModel::Flat(stragglar_plan.num_ranks, link));
 }
 
-absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
-                                      double bytes, const NetworkModel& network) {
+namespace {
+
+// BreakEvenDelay against `baseline`, a Plan or a PlanHeader that SimulatePlan prices.
+template <typename Baseline>
+absl::StatusOr<double> BreakEvenAgainst(const Plan& stragglar_plan, const Baseline& baseline,
+                                        double bytes, const NetworkModel& network) {
   if (!stragglar_plan.straggler.has_value() || baseline.num_ranks != stragglar_plan.num_ranks) {
     return absl::InvalidArgumentError(
         "break-even needs a stragglar plan and a baseline with as many ranks");
@@ -470,6 +530,18 @@ absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& ba
         if (!result.ok()) return result.status();
         return result->completion_s;
       });
+}
+
+}  // namespace
+
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const NetworkModel& network) {
+  return BreakEvenAgainst(stragglar_plan, baseline, bytes, network);
+}
+
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const PlanHeader& baseline,
+                                      double bytes, const NetworkModel& network) {
+  return BreakEvenAgainst(stragglar_plan, baseline, bytes, network);
 }
 
 absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, double baseline_seconds,

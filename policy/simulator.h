@@ -26,11 +26,15 @@ struct SimulationResult {
 
 // Prices `plan` for a buffer of `bytes` (a transfer of k chunks moves bytes*k/num_chunks) with
 // `arrival_s[r]` the time rank r reaches the collective. InvalidArgument for a wrong arrival count,
-// negative or non-finite inputs, or a non-positive bandwidth. Ring's plan without its transfers
-// (SynthesizeRingWithoutTransfers) is priced by its ring run (RingRunsOfRing): bit for bit what the
-// whole plan costs on one node, up to rounding on nodes, in O(n) per round instead of 33 million
-// transfers at 4096 ranks. Any other plan without its transfers is refused (TransfersElidedError).
+// negative or non-finite inputs, or a non-positive bandwidth.
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
+                                              absl::Span<const double> arrival_s);
+// A plan known by its header alone: Ring's (SynthesizeRingHeader) is priced by its ring run
+// (RingRunsOfRing), bit for bit what the whole plan costs on one node, up to rounding on nodes, in
+// O(n) per round instead of 33 million transfers at 4096 ranks. Any other is FailedPrecondition:
+// its rounds need their transfers.
+absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
+                                              const LinkModel& link,
                                               absl::Span<const double> arrival_s);
 // The same over rounds [begin_round, end_round) only (a phase: `arrival_s` are then the ranks'
 // times at begin_round), with `runs` (FindRingRuns(plan), in round order; empty: none) priced in
@@ -47,6 +51,9 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
                                               const NetworkModel& network,
                                               absl::Span<const double> arrival_s);
+absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
+                                              const NetworkModel& network,
+                                              absl::Span<const double> arrival_s);
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
                                                 int begin_round, int end_round, double bytes,
                                                 const NetworkModel& network,
@@ -55,6 +62,8 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
 // What every simulation checks first: as many arrival times as ranks, all finite; bytes finite and
 // >= 0; a valid network whose topology has the plan's rank count. InvalidArgument naming the fault.
 absl::Status ValidateSimulation(const Plan& plan, double bytes, const NetworkModel& network,
+                                absl::Span<const double> arrival_s);
+absl::Status ValidateSimulation(const PlanHeader& plan, double bytes, const NetworkModel& network,
                                 absl::Span<const double> arrival_s);
 
 // A plan's transfers as the simulation reads them: rank pairs and chunk counts in 6 bytes instead
@@ -72,20 +81,44 @@ struct CompactRounds {
 };
 // nullopt when a rank, or a transfer's chunk count, does not fit in 16 bits.
 std::optional<CompactRounds> CompactRoundsOf(const Plan& plan);
-// SimulateRounds reading the rounds that no ring run covers from `compact` (CompactRoundsOf(plan);
-// nullptr: from the plan): the same result, bit for bit. With `compact` the plan's transfers are
-// never read, so a plan whose transfers were dropped after indexing is priced too.
+
+// What a simulation reads of a plan: its header; its ring runs (FindRingRuns, in round order;
+// empty: none), each priced in closed form; and the rounds no run covers, from their compact form
+// (CompactRoundsOf) or, without it, from the plan's transfers. A simulation that needs a round
+// none of them gives is FailedPrecondition: a header alone prices only what its runs cover, so a
+// plan whose transfers were dropped after indexing is priced by its compact rounds.
+struct PlanRounds {
+  PlanHeader header;
+  absl::Span<const RingRun> runs;
+  const CompactRounds* compact = nullptr;
+  const Plan* transfers = nullptr;  // its num_rounds() is the header's
+};
+PlanRounds RoundsOf(const Plan& plan, absl::Span<const RingRun> runs = {},
+                    const CompactRounds* compact = nullptr);
+
+// SimulateRounds of `rounds`: the same result, bit for bit, from the compact form as from the
+// transfers.
+absl::StatusOr<SimulationResult> SimulateRounds(const PlanRounds& rounds, int begin_round,
+                                                int end_round, double bytes,
+                                                const NetworkModel& network,
+                                                absl::Span<const double> arrival_s);
+// SimulateRounds(RoundsOf(plan, runs, compact), ...).
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
                                                 const CompactRounds* compact, int begin_round,
                                                 int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s);
 
-// The compact SimulateRounds of `plan` with its rank c renamed to renamed[c] (a permutation):
-// the plan's transfers, runs and compact rounds as they are, each rank starting at its new name's
+// SimulateRounds of `rounds` with the plan's rank c renamed to renamed[c] (a permutation): the
+// plan's transfers, runs and compact rounds as they are, each rank starting at its new name's
 // arrival and taking its new name's links. arrival_s and finish_s are by the new names. Bit for
 // bit what renaming the transfers, runs and compact rounds and simulating those gives (the same
 // transfers in the same order, on the same link classes), without building them.
+absl::StatusOr<SimulationResult> SimulateRenamedRounds(const PlanRounds& rounds,
+                                                       absl::Span<const int> renamed,
+                                                       int begin_round, int end_round, double bytes,
+                                                       const NetworkModel& network,
+                                                       absl::Span<const double> arrival_s);
 absl::StatusOr<SimulationResult> SimulateRenamedRounds(
     const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
     absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
@@ -99,6 +132,10 @@ absl::StatusOr<SimulationResult> SimulateRenamedRounds(
 // (-infinity where none reaches it). So the paths from two sets of ranks are found apart without a
 // start so early that the other set's never count. InvalidArgument as SimulateRenamedRounds, and
 // for a start that is NaN or +infinity.
+absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
+    const PlanRounds& rounds, absl::Span<const int> renamed, int begin_round, int end_round,
+    double bytes, const NetworkModel& network,
+    const std::array<absl::Span<const double>, 2>& start_s);
 absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
     const Plan& plan, absl::Span<const RingRun> runs, const CompactRounds* compact,
     absl::Span<const int> renamed, int begin_round, int end_round, double bytes,
@@ -140,6 +177,9 @@ absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& ba
                                       double bytes, const LinkModel& link);
 // The same on a machine of nodes.
 absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const Plan& baseline,
+                                      double bytes, const NetworkModel& network);
+// The same against a baseline known by its header alone (SimulatePlan prices it).
+absl::StatusOr<double> BreakEvenDelay(const Plan& stragglar_plan, const PlanHeader& baseline,
                                       double bytes, const NetworkModel& network);
 // The same against a bulk-synchronous baseline priced in closed form (policy/nccl_models.h): it
 // starts when the straggler arrives and takes `baseline_seconds`.

@@ -209,9 +209,8 @@ TEST(SimulatorTest, RingWithoutItsTransfersIsPricedByItsRun) {
   };
   for (int n : {2, 5, 8, 16}) {
     const std::vector<double> arrival = arrivals(n);
-    EXPECT_EQ(
-        SimulatePlan(*SynthesizeRingWithoutTransfers(n), 12345678, kPaperLink, arrival)->finish_s,
-        SimulatePlan(*SynthesizeRing(n), 12345678, kPaperLink, arrival)->finish_s)
+    EXPECT_EQ(SimulatePlan(*SynthesizeRingHeader(n), 12345678, kPaperLink, arrival)->finish_s,
+              SimulatePlan(*SynthesizeRing(n), 12345678, kPaperLink, arrival)->finish_s)
         << n;
   }
   // On nodes its cycle crosses them: the same up to rounding.
@@ -221,16 +220,16 @@ TEST(SimulatorTest, RingWithoutItsTransfersIsPricedByItsRun) {
     const int n = topology.num_ranks();
     const std::vector<double> arrival = arrivals(n);
     const SimulationResult elided =
-        *SimulatePlan(*SynthesizeRingWithoutTransfers(n), 12345678, network, arrival);
+        *SimulatePlan(*SynthesizeRingHeader(n), 12345678, network, arrival);
     const SimulationResult whole = *SimulatePlan(*SynthesizeRing(n), 12345678, network, arrival);
     for (int r = 0; r < n; ++r) EXPECT_THAT(elided.finish_s[r], NearlyEquals(whole.finish_s[r]));
     // The hierarchical ring has no one run to price it by.
-    EXPECT_EQ(SimulatePlan(*SynthesizeHierarchicalRingWithoutTransfers(topology.nodes,
-                                                                       topology.ranks_per_node),
-                           1, network, arrival)
-                  .status()
-                  .code(),
-              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(
+        SimulatePlan(*SynthesizeHierarchicalRingHeader(topology.nodes, topology.ranks_per_node), 1,
+                     network, arrival)
+            .status()
+            .code(),
+        absl::StatusCode::kFailedPrecondition);
   }
 }
 

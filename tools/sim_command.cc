@@ -101,7 +101,9 @@ struct SimRow {
   int blocks = 0;
   // Hierarchical StragglAR's pieces per shard inside nodes (> 1 only with --queues per-class).
   int pieces = 1;
-  std::optional<Plan> plan;  // nullopt: a closed form
+  std::optional<Plan> plan;               // simulated with its transfers
+  std::optional<PlanHeader> ring_header;  // Ring simulated by its ring run, without its transfers
+  bool simulated() const { return plan.has_value() || ring_header.has_value(); }
   double completion_s = 0;
   double after_last_arrival_s = 0;
   // StragglAR's family: the break-even delay against each baseline (kNever: never wins), in the
@@ -221,14 +223,26 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
       !fits.ok()) {
     return fits;
   }
+  if (ring_by_its_run) {
+    absl::StatusOr<PlanHeader> ring = SynthesizeRingHeader(topology.num_ranks());
+    if (!ring.ok()) return ring.status();
+    absl::StatusOr<SimulationResult> result =
+        SimulatePlan(*ring, static_cast<double>(args.bytes), args.network,
+                     OneLateRank(topology.num_ranks(), args.straggler, args.delay_s));
+    if (!result.ok()) return result.status();
+    return SimRow{.candidate = candidate,
+                  .rounds = ring->num_rounds(),
+                  .ring_header = *ring,
+                  .completion_s = result->completion_s,
+                  .after_last_arrival_s = result->after_last_arrival_s};
+  }
   absl::StatusOr<Plan> plan =
       family == kRingHierarchical
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
-      : ring_by_its_run ? SynthesizeRingWithoutTransfers(topology.num_ranks())
-                        : SynthesizePlan(family.algorithm, topology.num_ranks(),
-                                         family.algorithm == Algorithm::kStragglar
-                                             ? std::optional<int>(args.straggler)
-                                             : std::nullopt);
+          : SynthesizePlan(family.algorithm, topology.num_ranks(),
+                           family.algorithm == Algorithm::kStragglar
+                               ? std::optional<int>(args.straggler)
+                               : std::nullopt);
   if (!plan.ok()) return plan.status();
   return SimulatePlanRow(candidate, *std::move(plan), args);
 }
@@ -252,6 +266,8 @@ absl::StatusOr<std::vector<SimRow>> Simulate(const SimArgs& args,
       absl::StatusOr<double> delay_s =
           baseline.plan.has_value()
               ? BreakEvenDelay(*ours.plan, *baseline.plan, bytes, args.network)
+          : baseline.ring_header.has_value()
+              ? BreakEvenDelay(*ours.plan, *baseline.ring_header, bytes, args.network)
               : BreakEvenDelay(*ours.plan, baseline.after_last_arrival_s, bytes, args.network);
       if (!delay_s.ok()) return delay_s.status();
       ours.break_even_delay_s.emplace_back(CandidateName(baseline.candidate), *delay_s);
@@ -280,7 +296,7 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
   for (const SimRow& row : rows) {
     nlohmann::json entry = {{"algorithm", CandidateName(row.candidate)},
                             {"family", row.family()},
-                            {"model", row.plan.has_value() ? "simulated" : "closed-form"},
+                            {"model", row.simulated() ? "simulated" : "closed-form"},
                             {"rounds", row.rounds},
                             {"completion_s", row.completion_s},
                             {"after_last_arrival_s", row.after_last_arrival_s}};

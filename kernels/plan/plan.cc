@@ -98,11 +98,14 @@ ChunkList ChunkRange(int begin, int end) {
   return chunks;
 }
 
-absl::Status TransfersElidedError(const Plan& plan, absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(AlgorithmName(plan.algorithm), "'s plan for ", plan.num_ranks,
-                   " ranks has its transfers left out (kept for pricing) and cannot be ", what,
-                   "; materialize it first"));
+PlanHeader HeaderOf(const Plan& plan) {
+  return {.algorithm = plan.algorithm,
+          .num_ranks = plan.num_ranks,
+          .num_chunks = plan.num_chunks,
+          .straggler = plan.straggler,
+          .pre_arrival_rounds = plan.pre_arrival_rounds,
+          .variant = plan.variant,
+          .round_count = plan.num_rounds()};
 }
 
 absl::string_view PlanVariantName(PlanVariant variant) {

@@ -86,21 +86,31 @@ struct Plan {
   int pre_arrival_rounds = 0;
   PlanVariant variant = PlanVariant::kFlat;
   std::vector<Round> rounds;
-  // The rounds are here but their transfers are left out: every round is empty. Such a plan is a
-  // header and a round count, for pricing where the model needs no transfer (Ring's plan on one
-  // machine is one ring run, policy/ring_runs.h; its transfers are 1.35 GB at 4096 ranks). The
-  // policy's plan cache keeps Ring that way, StragglAR's plans that rename another
-  // (kernels/plan/rank_relabel.h), and on nodes StragglAR's other plans once their compact rounds
-  // are built, and builds the whole plan beside it for an executor (PlanCache::Materialized),
-  // handing out such headers only as PricedPlans, which nothing below can take. Whatever reads
-  // transfers refuses such a plan: LowerPlan, VerifyPlan, the simulators for a round no ring run
-  // covers.
-  bool transfers_elided = false;
 
   int num_rounds() const { return static_cast<int>(rounds.size()); }
   int post_arrival_rounds() const { return num_rounds() - pre_arrival_rounds; }
   friend bool operator==(const Plan&, const Plan&) = default;
 };
+
+// What a plan is without its rounds: for pricing where the model reads no transfer (Ring's plan
+// on one machine is one ring run, policy/ring_runs.h, and its transfers are 1.35 GB at 4096
+// ranks). A type of its own, so that nothing that reads transfers (LowerPlan, VerifyPlan, the
+// simulators' rounds) can be handed one: the policy's plan store (policy/plan_store.h) keeps such
+// headers and builds the whole plan only for an executor.
+struct PlanHeader {
+  Algorithm algorithm = Algorithm::kRing;
+  int num_ranks = 0;
+  int num_chunks = 0;
+  std::optional<int> straggler;
+  int pre_arrival_rounds = 0;
+  PlanVariant variant = PlanVariant::kFlat;
+  int round_count = 0;
+
+  int num_rounds() const { return round_count; }
+  int post_arrival_rounds() const { return round_count - pre_arrival_rounds; }
+  friend bool operator==(const PlanHeader&, const PlanHeader&) = default;
+};
+PlanHeader HeaderOf(const Plan& plan);
 
 // Elements [begin, end) of a buffer of `count` elements that chunk `chunk` of `num_chunks` covers:
 // [floor(chunk*count/num_chunks), floor((chunk+1)*count/num_chunks)). Chunks may be empty when
@@ -114,10 +124,6 @@ ElementRange ChunkElements(int64_t count, int num_chunks, int chunk);
 
 // Chunks begin, begin + 1, ..., end - 1: the list a transfer of a contiguous range carries.
 ChunkList ChunkRange(int begin, int end);
-
-// FailedPrecondition for a plan whose transfers are elided, which cannot be `what` ("lowered",
-// "verified", "simulated"): one message for every place that refuses one.
-absl::Status TransfersElidedError(const Plan& plan, absl::string_view what);
 
 // Returns `plan` with every rank r named rename(r) (straggler included); `rename` must be a
 // permutation of the ranks. Chunk numbering is unchanged. A plan passed as an rvalue is renamed in

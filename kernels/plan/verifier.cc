@@ -43,7 +43,6 @@ std::string Where(int round, int index, const Transfer& transfer) {
 }
 
 absl::Status CheckShape(const Plan& plan) {
-  if (plan.transfers_elided) return TransfersElidedError(plan, "verified");
   if (plan.num_ranks < 1) return absl::InvalidArgumentError("plan has fewer than 1 rank");
   if (plan.num_chunks < 1) return absl::InvalidArgumentError("plan has fewer than 1 chunk");
   // Every chunk starts from ranks x ranks/64 words of state, whatever its transfers: a plan of

@@ -183,7 +183,6 @@ PreArrivalBlocks FindPreArrivalBlocks(const Plan& plan, int rank) {
 }
 
 absl::StatusOr<RankProgram> LowerPlan(const Plan& plan, int rank, Placement placement) {
-  if (plan.transfers_elided) return TransfersElidedError(plan, "lowered");
   if (rank < 0 || rank >= plan.num_ranks || plan.num_chunks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("plan for ", plan.num_ranks, " ranks and ",
                                                    plan.num_chunks, " chunks; rank ", rank));

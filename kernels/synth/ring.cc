@@ -46,17 +46,14 @@ void AppendRingReduceScatter(const std::vector<int>& ring, Plan& plan, int piece
   }
 }
 
-absl::StatusOr<Plan> SynthesizeRingWithoutTransfers(int num_ranks) {
+absl::StatusOr<PlanHeader> SynthesizeRingHeader(int num_ranks) {
   if (num_ranks < 2) {
     return absl::InvalidArgumentError(absl::StrCat("ring needs at least 2 ranks, got ", num_ranks));
   }
-  Plan plan;
-  plan.algorithm = Algorithm::kRing;
-  plan.num_ranks = num_ranks;
-  plan.num_chunks = num_ranks;
-  plan.rounds.resize(2 * (num_ranks - 1));
-  plan.transfers_elided = true;
-  return plan;
+  return PlanHeader{.algorithm = Algorithm::kRing,
+                    .num_ranks = num_ranks,
+                    .num_chunks = num_ranks,
+                    .round_count = 2 * (num_ranks - 1)};
 }
 
 int64_t RingTransfers(int num_ranks) {
@@ -75,11 +72,12 @@ int64_t HierarchicalTransfersBound(int nodes, int ranks_per_node) {
 }
 
 absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {
-  absl::StatusOr<Plan> header = SynthesizeRingWithoutTransfers(num_ranks);
+  absl::StatusOr<PlanHeader> header = SynthesizeRingHeader(num_ranks);
   if (!header.ok()) return header.status();
-  Plan plan = *std::move(header);
-  plan.rounds.clear();
-  plan.transfers_elided = false;
+  Plan plan{.algorithm = header->algorithm,
+            .num_ranks = header->num_ranks,
+            .num_chunks = header->num_chunks};
+  plan.rounds.reserve(header->round_count);
   std::vector<int> ring(num_ranks);
   std::iota(ring.begin(), ring.end(), 0);
   AppendRingReduceScatter(ring, plan);

@@ -29,17 +29,15 @@ absl::Status CheckLayout(int nodes, int ranks_per_node) {
 
 }  // namespace
 
-absl::StatusOr<Plan> SynthesizeHierarchicalRingWithoutTransfers(int nodes, int ranks_per_node) {
+absl::StatusOr<PlanHeader> SynthesizeHierarchicalRingHeader(int nodes, int ranks_per_node) {
   if (absl::Status status = CheckLayout(nodes, ranks_per_node); !status.ok()) return status;
   const int num_ranks = nodes * ranks_per_node;
-  if (nodes == 1 || ranks_per_node == 1) return SynthesizeRingWithoutTransfers(num_ranks);
-  Plan plan{.algorithm = Algorithm::kRing,
-            .num_ranks = num_ranks,
-            .num_chunks = num_ranks,
-            .variant = PlanVariant::kHierarchical,
-            .transfers_elided = true};
-  plan.rounds.resize(2 * (ranks_per_node - 1) + 2 * (nodes - 1));  // the four steps above
-  return plan;
+  if (nodes == 1 || ranks_per_node == 1) return SynthesizeRingHeader(num_ranks);
+  return PlanHeader{.algorithm = Algorithm::kRing,
+                    .num_ranks = num_ranks,
+                    .num_chunks = num_ranks,
+                    .variant = PlanVariant::kHierarchical,
+                    .round_count = 2 * (ranks_per_node - 1) + 2 * (nodes - 1)};  // the four steps
 }
 
 absl::StatusOr<Plan> SynthesizeHierarchicalRing(int nodes, int ranks_per_node) {

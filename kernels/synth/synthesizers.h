@@ -16,9 +16,8 @@ namespace stragglar {
 // Ring: a ReduceScatter then an AllGather around 0, 1, ..., n-1; 2(n-1) rounds of one chunk each,
 // with n chunks. num_ranks >= 2.
 absl::StatusOr<Plan> SynthesizeRing(int num_ranks);
-// SynthesizeRing's plan with its transfers left out (Plan::transfers_elided): the same header and
-// round count, every round empty. O(n) instead of O(n²).
-absl::StatusOr<Plan> SynthesizeRingWithoutTransfers(int num_ranks);
+// SynthesizeRing's plan without its rounds (PlanHeader): O(1) instead of O(n²).
+absl::StatusOr<PlanHeader> SynthesizeRingHeader(int num_ranks);
 
 // The hierarchical ring (kernels/synth/ring_hierarchical.cc) on `nodes` nodes of `ranks_per_node`
 // ranks, numbered node by node: a ring ReduceScatter inside every node, a ring AllReduce along
@@ -27,9 +26,8 @@ absl::StatusOr<Plan> SynthesizeRingWithoutTransfers(int num_ranks);
 // ranks_per_node chunks, variant kHierarchical. With one node, or one rank per node, it is
 // SynthesizeRing's flat plan. InvalidArgument for fewer than 2 ranks.
 absl::StatusOr<Plan> SynthesizeHierarchicalRing(int nodes, int ranks_per_node);
-// Its plan with the transfers left out (Plan::transfers_elided), as SynthesizeRingWithoutTransfers:
-// 285 MB fewer at 512x8.
-absl::StatusOr<Plan> SynthesizeHierarchicalRingWithoutTransfers(int nodes, int ranks_per_node);
+// Its plan's header, as SynthesizeRingHeader: 285 MB fewer at 512x8.
+absl::StatusOr<PlanHeader> SynthesizeHierarchicalRingHeader(int nodes, int ranks_per_node);
 
 // Halving-Doubling (recursive halving ReduceScatter, recursive doubling AllGather) over 2^p chunks,
 // p = floor(log2 n): 2p rounds for n = 2^p. Other n fold the n - 2^p extra ranks into partners with
