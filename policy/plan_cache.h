@@ -69,8 +69,8 @@ class PlanCache {
   // left its transfers out (which plans, and why: policy/plan_store.h). Materialized gives an
   // executor the plan with its transfers, built at its first request and kept beside the header,
   // which never changes: every plan, once handed out, stays as it is, and the prices and memos,
-  // keyed by the header, stay too. InvalidArgument for another cache's plan without its transfers
-  // (one with them is returned as it is).
+  // keyed by the header, stay too. InvalidArgument for another cache's plan, which this cache
+  // neither materializes nor prices.
   absl::StatusOr<const Plan*> Materialized(PricedPlan plan);
   // Whether the cache keeps `plan`'s transfers (its memory), or left them out until Materialized.
   bool KeepsTransfers(PricedPlan plan) const;
@@ -123,7 +123,7 @@ class PlanCache {
                                                  const LinkModel& link,
                                                  absl::Span<const double> arrival_s);
 
-  // The transfers of the plans kept (a header has none): what the cache's memory grows with.
+  // The transfers of the plans kept (a header alone has none): what the cache's memory grows with.
   int64_t kept_transfers() const { return parts_->store.kept_transfers(); }
   // The pricer's counts (PlanPricer), for tests and benchmarks.
   int64_t renamed_simulations() const { return parts_->pricer.renamed_simulations(); }

@@ -126,7 +126,7 @@ absl::StatusOr<std::array<std::vector<double>, 2>> PlanPricer::PathsFromReadyAnd
   absl::StatusOr<Indexed> indexed = IndexedFor(plan);
   if (!indexed.ok()) return indexed.status();
   if (!indexed->names.empty()) ++renamed_simulations_;
-  return SimulateFromTwoStarts(RoundsOf(*indexed), indexed->names, plan.pre_arrival_rounds,
+  return SimulateFromTwoStarts(RoundsFor(*indexed), indexed->names, plan.pre_arrival_rounds,
                                plan.num_rounds(), bytes, network, {from_ready, from_straggler});
 }
 
@@ -310,10 +310,10 @@ absl::StatusOr<SimulationResult> PlanPricer::SimulatePartOn(const PlanHeader& pl
   absl::StatusOr<Indexed> indexed = IndexedFor(plan);
   if (!indexed.ok()) return indexed.status();
   if (indexed->names.empty()) {
-    return SimulateRounds(RoundsOf(*indexed), begin_round, end_round, bytes, network, arrival_s);
+    return SimulateRounds(RoundsFor(*indexed), begin_round, end_round, bytes, network, arrival_s);
   }
   ++renamed_simulations_;
-  return SimulateRenamedRounds(RoundsOf(*indexed), indexed->names, begin_round, end_round, bytes,
+  return SimulateRenamedRounds(RoundsFor(*indexed), indexed->names, begin_round, end_round, bytes,
                                network, arrival_s);
 }
 
@@ -322,12 +322,12 @@ absl::StatusOr<PlanPricer::Indexed> PlanPricer::IndexedFor(const PlanHeader& pla
   if (renamed == nullptr) {
     absl::StatusOr<const SimulationIndex*> found = IndexOf(plan);
     if (!found.ok()) return found.status();
-    return Indexed{.plan = &plan, .index = *found};
+    return Indexed{.header = &plan, .index = *found};
   }
   const PlanHeader& canonical = *renamed->canonical;
   absl::StatusOr<const SimulationIndex*> found = IndexOf(canonical);
   if (!found.ok()) return found.status();
-  Indexed indexed{.plan = &canonical, .index = *found, .names = std::vector<int>(num_ranks())};
+  Indexed indexed{.header = &canonical, .index = *found, .names = std::vector<int>(num_ranks())};
   for (int rank = 0; rank < num_ranks(); ++rank) {
     indexed.names[rank] = renamed->relabel.Renamed(rank);
   }
@@ -337,6 +337,9 @@ absl::StatusOr<PlanPricer::Indexed> PlanPricer::IndexedFor(const PlanHeader& pla
 absl::StatusOr<const PlanPricer::SimulationIndex*> PlanPricer::IndexOf(const PlanHeader& header) {
   auto index = indexes_.find(&header);
   if (index != indexes_.end()) return &index->second;
+  if (!store_->Owns(header)) {
+    return absl::InvalidArgumentError("the plan to price is not from this plan cache");
+  }
   const Plan* plan = store_->TransfersOf(header);
   if (plan == nullptr && header.algorithm == Algorithm::kRing &&
       header.variant == PlanVariant::kFlat && !machine().topology.multi_node()) {
@@ -344,7 +347,7 @@ absl::StatusOr<const PlanPricer::SimulationIndex*> PlanPricer::IndexOf(const Pla
     return &indexes_.emplace(&header, SimulationIndex{.ring_runs = RingRunsOfRing(num_ranks())})
                 .first->second;
   }
-  if (plan == nullptr) return NeedsTransfers(header);
+  if (plan == nullptr) return HeaderAloneError(header, "an index to price it by");
   return &IndexFrom(header, *plan);
 }
 
@@ -363,23 +366,26 @@ const PlanPricer::SimulationIndex& PlanPricer::IndexFrom(const PlanHeader& heade
   return indexes_.emplace(&header, std::move(found)).first->second;
 }
 
-absl::Status PlanPricer::NeedsTransfers(const PlanHeader& header) {
+absl::Status PlanPricer::HeaderAloneError(const PlanHeader& header, absl::string_view what) {
   return absl::FailedPreconditionError(
       absl::StrCat(AlgorithmName(header.algorithm), "'s plan for ", header.num_ranks,
-                   " ranks is kept as its header alone, without an index to price it by"));
+                   " ranks is kept as its header alone, without ", what));
 }
 
 absl::StatusOr<const Plan*> PlanPricer::TransfersFor(const PlanHeader& header) const {
+  if (!store_->Owns(header)) {
+    return absl::InvalidArgumentError("the plan to price is not from this plan cache");
+  }
   const Plan* plan = store_->TransfersOf(header);
-  if (plan == nullptr) return NeedsTransfers(header);
+  if (plan == nullptr) return HeaderAloneError(header, "the transfers the queues read");
   return plan;
 }
 
-PlanRounds PlanPricer::RoundsOf(const Indexed& indexed) const {
-  return {.header = *indexed.plan,
+PlanRounds PlanPricer::RoundsFor(const Indexed& indexed) const {
+  return {.header = *indexed.header,
           .runs = indexed.index->ring_runs,
           .compact = indexed.compact(),
-          .transfers = store_->TransfersOf(*indexed.plan)};
+          .transfers = store_->TransfersOf(*indexed.header)};
 }
 
 NetworkModel PlanPricer::NetworkOf(const LinkModel& link) const {

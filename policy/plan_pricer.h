@@ -16,6 +16,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/plan/plan.h"
 #include "policy/calibration.h"
@@ -118,20 +119,21 @@ class PlanPricer {
   };
   // The index of the plan known by `header`, read from its transfers at its first simulation (not
   // for a plan the store prices by renaming, which has none; Ring's header on one machine is its
-  // one ring run). FailedPrecondition for a header alone that was not indexed before its
-  // transfers went.
+  // one ring run). InvalidArgument for another store's header; FailedPrecondition for a header
+  // alone that was not indexed before its transfers went.
   absl::StatusOr<const SimulationIndex*> IndexOf(const PlanHeader& header);
   // The index of `header`'s plan, built from `plan` unless it is known.
   const SimulationIndex& IndexFrom(const PlanHeader& header, const Plan& plan);
-  // What a header alone cannot be priced by, said once.
-  static absl::Status NeedsTransfers(const PlanHeader& header);
-  // The transfers the store keeps for `header`'s plan; NeedsTransfers without them.
+  // FailedPrecondition: `header`'s plan is kept as its header alone, and `what` needs more.
+  static absl::Status HeaderAloneError(const PlanHeader& header, absl::string_view what);
+  // The transfers the store keeps for `header`'s plan, for the queue simulator, which reads
+  // every transfer; HeaderAloneError without them.
   absl::StatusOr<const Plan*> TransfersFor(const PlanHeader& header) const;
-  // What simulating a plan reads: the plan whose index it is (its own, or for a plan the store
-  // prices by renaming its canonical plan's) and the new name of each of that plan's ranks
-  // (empty: none).
+  // What simulating a plan reads: the header of the plan whose index it is (its own, or for a plan
+  // the store prices by renaming its canonical plan's) and the new name of each of that plan's
+  // ranks (empty: none).
   struct Indexed {
-    const PlanHeader* plan = nullptr;
+    const PlanHeader* header = nullptr;
     const SimulationIndex* index = nullptr;
     std::vector<int> names;
     const CompactRounds* compact() const {
@@ -141,7 +143,7 @@ class PlanPricer {
   absl::StatusOr<Indexed> IndexedFor(const PlanHeader& plan);
   // What the simulator reads for `indexed`: its header, runs and compact rounds, and the
   // transfers the store keeps for it (none for a header alone).
-  PlanRounds RoundsOf(const Indexed& indexed) const;
+  PlanRounds RoundsFor(const Indexed& indexed) const;
   // SimulatePart on `network` instead of this machine's network for a link.
   absl::StatusOr<SimulationResult> SimulatePartOn(const PlanHeader& plan, int begin_round,
                                                   int end_round, double bytes,

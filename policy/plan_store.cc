@@ -1,6 +1,5 @@
 #include "policy/plan_store.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "kernels/plan/plan_memo.h"
@@ -8,10 +7,10 @@
 
 namespace stragglar {
 
-const PlanHeader* PlanStore::Keep(const Key& key, Kept kept) {
-  const Kept& stored = plans_.emplace(key, std::move(kept)).first->second;
+PlanStore::Kept& PlanStore::Keep(Kept kept) {
+  Kept& stored = plans_.emplace(kept.key, std::move(kept)).first->second;
   by_header_.emplace(&stored.header, &stored);
-  return &stored.header;
+  return stored;
 }
 
 absl::StatusOr<const PlanHeader*> PlanStore::Get(Algorithm algorithm, std::optional<int> straggler,
@@ -27,17 +26,17 @@ absl::StatusOr<const PlanHeader*> PlanStore::Get(Algorithm algorithm, std::optio
     if (!machine_.native_is_nccl || !topology.multi_node()) {
       return Get(Algorithm::kRing, std::nullopt, {});
     }
-    absl::StatusOr<PlanHeader> header = SynthesizeRingHeader();
+    absl::StatusOr<PlanHeader> header = SynthesizeRingPlanHeader();
     if (!header.ok()) return header.status();
     header->algorithm = Algorithm::kNative;
-    return Keep(key, {.header = *header});
+    return &Keep({.key = key, .header = *header}).header;
   }
   if (algorithm == Algorithm::kRing && !topology.multi_node()) {
     // Priced by its one ring run, without its transfers, which wait for an executor
     // (Materialized).
-    absl::StatusOr<PlanHeader> header = SynthesizeRingHeader();
+    absl::StatusOr<PlanHeader> header = SynthesizeRingPlanHeader();
     if (!header.ok()) return header.status();
-    return Keep(key, {.header = *header});
+    return &Keep({.key = key, .header = *header}).header;
   }
   const int last = num_ranks_ - 1;
   const bool by_renaming = RenamesStragglars(shape);
@@ -50,7 +49,7 @@ absl::StatusOr<const PlanHeader*> PlanStore::Get(Algorithm algorithm, std::optio
     if (!canonical.ok()) return canonical.status();
     PlanHeader header = **canonical;
     header.straggler = *straggler;
-    const PlanHeader* kept = Keep(key, {.header = header});
+    const PlanHeader* kept = &Keep({.key = key, .header = header}).header;
     const Renamed renamed{.canonical = *canonical,
                           .relabel = shape.hierarchical
                                          ? RankRelabel::KeepingNodes(
@@ -69,14 +68,13 @@ absl::StatusOr<const PlanHeader*> PlanStore::Get(Algorithm algorithm, std::optio
   // way before the plan is handed out.
   const bool ring_on_nodes =
       algorithm == Algorithm::kRing && topology.multi_node() && !machine_.PricedWithQueues();
-  const PlanHeader* kept = Keep(key, {.header = header, .plan = *std::move(plan)});
+  Kept& kept = Keep({.key = key, .header = header, .plan = *std::move(plan)});
   if (on_nodes_by_index || ring_on_nodes) {
-    Kept& stored = plans_.at(key);
-    absl::StatusOr<bool> indexed_alone = index_before_dropping_(*kept, *stored.plan);
+    absl::StatusOr<bool> indexed_alone = index_before_dropping_(kept.header, *kept.plan);
     if (!indexed_alone.ok()) return indexed_alone.status();
-    if (*indexed_alone) stored.plan.reset();
+    if (*indexed_alone) kept.plan.reset();
   }
-  return kept;
+  return &kept.header;
 }
 
 const Plan* PlanStore::TransfersOf(const PlanHeader& header) const {
@@ -113,9 +111,9 @@ absl::StatusOr<Plan> PlanStore::SynthesizeRingPlan() const {
   return SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node);
 }
 
-absl::StatusOr<PlanHeader> PlanStore::SynthesizeRingHeader() const {
+absl::StatusOr<PlanHeader> PlanStore::SynthesizeRingPlanHeader() const {
   const Topology& topology = machine_.topology;
-  if (!topology.multi_node()) return stragglar::SynthesizeRingHeader(num_ranks_);
+  if (!topology.multi_node()) return SynthesizeRingHeader(num_ranks_);
   return SynthesizeHierarchicalRingHeader(topology.nodes, topology.ranks_per_node);
 }
 
@@ -124,12 +122,10 @@ absl::StatusOr<const Plan*> PlanStore::Materialized(const PlanHeader& header) {
   if (owned == by_header_.end()) {
     return absl::InvalidArgumentError("the plan to materialize is not from this plan cache");
   }
-  if (owned->second->plan.has_value()) return &*owned->second->plan;
+  const Kept& kept = *owned->second;
+  if (kept.plan.has_value()) return &*kept.plan;
   if (auto done = materialized_.find(&header); done != materialized_.end()) return &done->second;
-  const auto kept = std::find_if(plans_.begin(), plans_.end(), [&](const auto& entry) {
-    return &entry.second.header == &header;
-  });
-  absl::StatusOr<Plan> whole = WholePlan(kept->first, header);
+  absl::StatusOr<Plan> whole = WholePlan(kept);
   if (!whole.ok()) return whole.status();
   return &materialized_.emplace(&header, *std::move(whole)).first->second;
 }
@@ -140,16 +136,17 @@ const Plan* PlanStore::CanonicalTransfers(const Renamed& renamed) const {
   return done == materialized_.end() ? nullptr : &done->second;
 }
 
-absl::StatusOr<Plan> PlanStore::WholePlan(const Key& key, const PlanHeader& header) {
-  const auto& [algorithm, straggler, pieces, blocks, hierarchical] = key;
+absl::StatusOr<Plan> PlanStore::WholePlan(const Kept& kept) {
+  const auto& [algorithm, straggler, pieces, blocks, hierarchical] = kept.key;
   const StragglarShape shape{
       .pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical};
-  const Renamed* renamed = RenamedOf(header);
-  if (renamed == nullptr) renamed = IndexedByRenaming(header);
+  const Renamed* renamed = RenamedOf(kept.header);
+  if (renamed == nullptr) renamed = IndexedByRenaming(kept.header);
   if (renamed != nullptr) {
-    // The synthesizer's plan is the canonical one renamed. Where the canonical plan's transfers
-    // were dropped once indexed, and no executor has asked for it, it is synthesized again, not
-    // kept (84 MB at 1024 ranks), as the synthesizer's plan around this straggler would be.
+    // Its canonical plan renamed: the synthesizer's own plan around this straggler, but for
+    // hierarchical StragglAR on nodes, renamed keeping nodes. Where the canonical plan's transfers
+    // were dropped once indexed (on nodes, priced by index) and no executor has asked for it, it
+    // is synthesized again, not kept (84 MB at 1024 ranks).
     if (const Plan* canonical = CanonicalTransfers(*renamed)) {
       return renamed->relabel.Apply(*canonical);
     }

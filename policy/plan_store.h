@@ -67,8 +67,11 @@ class PlanStore {
   // its own. Ring on a machine of nodes is the hierarchical ring, what a library runs there.
   absl::StatusOr<const PlanHeader*> Get(Algorithm algorithm, std::optional<int> straggler,
                                         const StragglarShape& shape);
-  // The plan `header` (from this store) stands for, with its transfers, kept since Get; nullptr
-  // for a plan kept as its header alone (until Materialized, which this does not count).
+  // Whether `header` is one of this store's.
+  bool Owns(const PlanHeader& header) const { return by_header_.contains(&header); }
+  // The plan `header` (from this store) stands for, with the transfers Get kept; nullptr for a
+  // plan kept as its header alone, even once Materialized: pricing reads only what Get kept, so a
+  // price does not depend on whether an executor asked.
   const Plan* TransfersOf(const PlanHeader& header) const;
   // The plan `header` (from this store) stands for, with its transfers: the one kept since Get, or
   // built at the first request and kept. InvalidArgument for another store's header.
@@ -99,8 +102,9 @@ class PlanStore {
  private:
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical)
   using Key = std::tuple<Algorithm, int, int, int, bool>;
-  // A plan as kept: its header, and its transfers unless they were left out.
+  // A plan as kept: its key, its header, and its transfers unless they were left out.
   struct Kept {
+    Key key;
     PlanHeader header;
     std::optional<Plan> plan;
   };
@@ -109,8 +113,8 @@ class PlanStore {
     auto it = relations.find(&plan);
     return it == relations.end() ? nullptr : &it->second;
   }
-  // Keeps `kept` under `key`; its header's address.
-  const PlanHeader* Keep(const Key& key, Kept kept);
+  // Keeps `kept` under its key.
+  Kept& Keep(Kept kept);
   // Whether StragglAR's plans of `shape` around stragglers other than the last rank are that plan
   // renamed (renamed_): on one machine the flat and log-depth plans, on nodes hierarchical
   // StragglAR only, whose renaming keeps its cost whoever the straggler is; the synthesizer's
@@ -121,12 +125,12 @@ class PlanStore {
   }
   // Ring's plan on this machine: the flat ring, or the hierarchical ring on nodes; its header.
   absl::StatusOr<Plan> SynthesizeRingPlan() const;
-  absl::StatusOr<PlanHeader> SynthesizeRingHeader() const;
+  absl::StatusOr<PlanHeader> SynthesizeRingPlanHeader() const;
   // The plan for (algorithm, straggler, shape) with its transfers, as the synthesizers build it.
   absl::StatusOr<Plan> Synthesize(Algorithm algorithm, std::optional<int> straggler,
                                   const StragglarShape& shape) const;
-  // The plan with its transfers for `header` (kept under `key`), as Materialized builds it.
-  absl::StatusOr<Plan> WholePlan(const Key& key, const PlanHeader& header);
+  // The plan with its transfers for `kept`, as Materialized builds it.
+  absl::StatusOr<Plan> WholePlan(const Kept& kept);
   // The canonical plan of `renamed` with its transfers, kept or materialized; nullptr if neither.
   const Plan* CanonicalTransfers(const Renamed& renamed) const;
 
@@ -134,7 +138,7 @@ class PlanStore {
   PlanMachine machine_;
   IndexBeforeDropping index_before_dropping_;
   std::map<Key, Kept> plans_;  // node-based, so addresses stay valid
-  std::map<const PlanHeader*, const Kept*> by_header_;
+  std::map<const PlanHeader*, Kept*> by_header_;
   // By header: the plan with its transfers an executor asked for (Materialized), where the store
   // keeps only the header.
   std::map<const PlanHeader*, Plan> materialized_;

@@ -216,7 +216,7 @@ absl::Status ValidateRoundRange(const PlanRounds& rounds, int begin_round, int e
        compact->round_begin.back() != static_cast<int64_t>(compact->moves.size()))) {
     return absl::InvalidArgumentError("the compact rounds are not this plan's");
   }
-  if (rounds.transfers != nullptr && rounds.transfers->num_rounds() != plan.num_rounds()) {
+  if (rounds.transfers != nullptr && HeaderOf(*rounds.transfers) != plan) {
     return absl::InvalidArgumentError("the transfers are not this plan's");
   }
   return absl::OkStatus();
@@ -275,18 +275,18 @@ absl::Status AdvanceRounds(const PlanRounds& rounds, int begin_round, int end_ro
     while (run != runs.end() && run->first_round + run->rounds <= r) ++run;
     if (run != runs.end() && run->first_round <= r) {
       // A run of ring rounds, or the part of it within [r, end_round), in closed form.
-      const int rounds = std::min(run->first_round + run->rounds, end_round) - r;
+      const int run_rounds = std::min(run->first_round + run->rounds, end_round) - r;
       const double bytes_per_transfer = bytes_per_chunk * static_cast<size_t>(run->chunks);
       const double intra_s =
           network.intra_node.TransferSeconds(bytes_per_transfer, run->transfers());
       const double inter_s = node_of.empty() ? intra_s
                                              : network.inter_node.TransferSeconds(
                                                    bytes_per_transfer, run->transfers());
-      AdvanceRun(*run, rounds, node_of, intra_s, inter_s, ready);
+      AdvanceRun(*run, run_rounds, node_of, intra_s, inter_s, ready);
       for (const std::vector<int>& cycle : run->cycles) {
         for (int rank : cycle) next[rank] = ready[rank];
       }
-      r += rounds;
+      r += run_rounds;
       continue;
     }
     if (compact == nullptr && rounds.transfers == nullptr) {

@@ -29,13 +29,6 @@ struct SimulationResult {
 // negative or non-finite inputs, or a non-positive bandwidth.
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes, const LinkModel& link,
                                               absl::Span<const double> arrival_s);
-// A plan known by its header alone: Ring's (SynthesizeRingHeader) is priced by its ring run
-// (RingRunsOfRing), bit for bit what the whole plan costs on one node, up to rounding on nodes, in
-// O(n) per round instead of 33 million transfers at 4096 ranks. Any other is FailedPrecondition:
-// its rounds need their transfers.
-absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
-                                              const LinkModel& link,
-                                              absl::Span<const double> arrival_s);
 // The same over rounds [begin_round, end_round) only (a phase: `arrival_s` are then the ranks'
 // times at begin_round), with `runs` (FindRingRuns(plan), in round order; empty: none) priced in
 // closed form: the same result bit for bit, in one pass per run instead of one per round.
@@ -51,13 +44,21 @@ absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<con
 absl::StatusOr<SimulationResult> SimulatePlan(const Plan& plan, double bytes,
                                               const NetworkModel& network,
                                               absl::Span<const double> arrival_s);
-absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
-                                              const NetworkModel& network,
-                                              absl::Span<const double> arrival_s);
 absl::StatusOr<SimulationResult> SimulateRounds(const Plan& plan, absl::Span<const RingRun> runs,
                                                 int begin_round, int end_round, double bytes,
                                                 const NetworkModel& network,
                                                 absl::Span<const double> arrival_s);
+
+// A plan known by its header alone: Ring's (SynthesizeRingHeader) is priced by its ring run
+// (RingRunsOfRing), bit for bit what the whole plan costs on one node, up to rounding on nodes, in
+// O(n) per round instead of 33 million transfers at 4096 ranks. Any other is FailedPrecondition:
+// its rounds need their transfers.
+absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
+                                              const LinkModel& link,
+                                              absl::Span<const double> arrival_s);
+absl::StatusOr<SimulationResult> SimulatePlan(const PlanHeader& header, double bytes,
+                                              const NetworkModel& network,
+                                              absl::Span<const double> arrival_s);
 
 // What every simulation checks first: as many arrival times as ranks, all finite; bytes finite and
 // >= 0; a valid network whose topology has the plan's rank count. InvalidArgument naming the fault.
@@ -91,8 +92,9 @@ struct PlanRounds {
   PlanHeader header;
   absl::Span<const RingRun> runs;
   const CompactRounds* compact = nullptr;
-  const Plan* transfers = nullptr;  // its num_rounds() is the header's
+  const Plan* transfers = nullptr;  // whose HeaderOf is `header` (else InvalidArgument)
 };
+// `plan` with its transfers, `runs` and `compact`, which must outlive the result.
 PlanRounds RoundsOf(const Plan& plan, absl::Span<const RingRun> runs = {},
                     const CompactRounds* compact = nullptr);
 

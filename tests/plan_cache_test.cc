@@ -384,11 +384,19 @@ TEST(PlanCacheTest, RingOnOneMachineIsPricedWithoutItsTransfersAndMaterializedFo
     EXPECT_EQ(cache.Simulate(plan, 12345678, LinkModel{}, arrival)->finish_s, want.finish_s);
     EXPECT_TRUE(LowerPlan(*whole, n - 1).ok());
   }
-  // Another cache's plan is not filled in behind its owner's back.
+  // Another cache's plan is not filled in behind its owner's back, nor priced, whether its
+  // owner keeps its transfers (StragglAR around the last rank) or not (Ring).
   PlanCache cache(4), other(4);
   const PricedPlan stranger = *other.For(Algorithm::kRing, std::nullopt, 1 << 20, LinkModel{});
   EXPECT_EQ(cache.Materialized(stranger).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(other.KeepsTransfers(stranger));
+  const PricedPlan kept_elsewhere = *other.WithPieces(Algorithm::kStragglar, 3, 1);
+  ASSERT_TRUE(other.KeepsTransfers(kept_elsewhere));
+  for (const PricedPlan& foreign : {stranger, kept_elsewhere}) {
+    EXPECT_EQ(cache.Materialized(foreign).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(cache.Simulate(foreign, 1 << 20, LinkModel{}, {0, 0, 0, 1e-3}).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
   // On a machine of nodes Ring is the hierarchical ring, whose header the cache can keep too
   // (how it is priced there: native_test.cc).
   for (const auto& [nodes, ranks_per_node] :

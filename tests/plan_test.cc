@@ -16,6 +16,25 @@ namespace {
 
 using ::testing::HasSubstr;
 
+TEST(PlanHeaderTest, HeaderOfCopiesEveryFieldButTheRounds) {
+  // Every field away from its default, so that a field HeaderOf leaves out shows.
+  Plan plan{.algorithm = Algorithm::kStragglar,
+            .num_ranks = 9,
+            .num_chunks = 16,
+            .straggler = 4,
+            .pre_arrival_rounds = 2,
+            .variant = PlanVariant::kLogDepth};
+  plan.rounds.resize(5);
+  EXPECT_EQ(HeaderOf(plan), (PlanHeader{.algorithm = Algorithm::kStragglar,
+                                        .num_ranks = 9,
+                                        .num_chunks = 16,
+                                        .straggler = 4,
+                                        .pre_arrival_rounds = 2,
+                                        .variant = PlanVariant::kLogDepth,
+                                        .round_count = 5}));
+  EXPECT_EQ(HeaderOf(plan).post_arrival_rounds(), plan.post_arrival_rounds());
+}
+
 TEST(ChunkElementsTest, CoversEveryElementExactlyOnceForAnyCount) {
   for (int64_t count : {0, 1, 2, 5, 6, 7, 63, 64, 1000003}) {
     for (int chunks : {1, 2, 3, 7, 8, 63}) {

@@ -233,6 +233,20 @@ TEST(SimulatorTest, RingWithoutItsTransfersIsPricedByItsRun) {
   }
 }
 
+TEST(SimulatorTest, AnotherPlansTransfersAreRefused) {
+  // StragglAR around 4 under the header of StragglAR around 3: as many rounds and ranks.
+  const Plan around_four = *SynthesizeStragglar(9, 4, 2);
+  const Plan around_three = *SynthesizeStragglar(9, 3, 2);
+  ASSERT_EQ(around_three.num_rounds(), around_four.num_rounds());
+  const absl::Status mixed =
+      SimulateRounds(PlanRounds{.header = HeaderOf(around_three), .transfers = &around_four}, 0,
+                     around_four.num_rounds(), 1, NetworkModel::Flat(9, kPaperLink),
+                     std::vector<double>(9, 0.0))
+          .status();
+  EXPECT_EQ(mixed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mixed.message(), HasSubstr("the transfers are not this plan's"));
+}
+
 TEST(SimulatorTest, BadInputsAreRejected) {
   const Plan ring = Synthesize(Algorithm::kRing, 4, 0);
   EXPECT_THAT(SimulatePlan(ring, 1e6, kPaperLink, {0, 0, 0}).status().message(),

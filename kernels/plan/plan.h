@@ -75,6 +75,7 @@ struct Round {
   friend bool operator==(const Round&, const Round&) = default;
 };
 
+// A plan's fields other than `rounds` are its header's (PlanHeader, HeaderOf): keep the two alike.
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;
   int num_ranks = 0;
@@ -94,9 +95,10 @@ struct Plan {
 
 // What a plan is without its rounds: for pricing where the model reads no transfer (Ring's plan
 // on one machine is one ring run, policy/ring_runs.h, and its transfers are 1.35 GB at 4096
-// ranks). A type of its own, so that nothing that reads transfers (LowerPlan, VerifyPlan, the
-// simulators' rounds) can be handed one: the policy's plan store (policy/plan_store.h) keeps such
-// headers and builds the whole plan only for an executor.
+// ranks). A type of its own, so that what reads every transfer (LowerPlan, VerifyPlan, the queue
+// simulator) cannot be handed one; the round simulator takes one with what else it reads
+// (PlanRounds) and refuses a round none of that gives. The policy's plan store
+// (policy/plan_store.h) keeps such headers and builds the whole plan only for an executor.
 struct PlanHeader {
   Algorithm algorithm = Algorithm::kRing;
   int num_ranks = 0;
@@ -110,6 +112,7 @@ struct PlanHeader {
   int post_arrival_rounds() const { return round_count - pre_arrival_rounds; }
   friend bool operator==(const PlanHeader&, const PlanHeader&) = default;
 };
+// `plan`'s header: every field but its rounds, and their count.
 PlanHeader HeaderOf(const Plan& plan);
 
 // Elements [begin, end) of a buffer of `count` elements that chunk `chunk` of `num_chunks` covers:
