@@ -503,7 +503,7 @@ class StampingLauncher final : public DeviceLauncher {
                       const DeviceCall& call, const DeviceWatch& watch, int ctas, void* stream,
                       void** order) override {
     if (call.stamps != nullptr) {
-      DeviceStampWriter writer(call.stamps);
+      DeviceStampWriter writer(call.stamps, call.stamps->at);
       for (uint32_t i = 0; i < stamps_per_call_; ++i) {
         writer.Take(DeviceStampEvent::kWaitBegin, program.rank, call.first_sequence * 1000 + i);
       }

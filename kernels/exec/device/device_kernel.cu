@@ -133,7 +133,8 @@ template <typename Codec, typename Op>
 __global__ void __launch_bounds__(kDeviceThreadsPerCta)
     DeviceProgramKernel(DeviceProgramView program, DeviceCall call, DeviceWatch watch) {
   const bool keeps_stamps = call.stamps != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
-  DeviceStampWriter writer(call.stamps);
+  __shared__ DeviceStamp staging[kDeviceStampsPerCall];  // 2 KiB, read only with a timeline
+  DeviceStampWriter writer(call.stamps, staging);
   if (keeps_stamps) writer.Take(DeviceStampEvent::kEnter, -1, GlobalNanoseconds());
   GpuCta<Codec> platform(watch, keeps_stamps ? &writer : nullptr);
   RunDeviceRank<Codec, Op>(platform, program, call, static_cast<int32_t>(blockIdx.x),

@@ -2,8 +2,8 @@
 // (STRAGGLAR_DEVICE_STAMPS, docs/nccl.md "Where a device call's time goes"): the first thread of
 // CTA 0 reads the GPU's global timer (%globaltimer: nanoseconds, one clock for every process on
 // the GPU) when the kernel starts, around each of its waits and posts, and when it ends, and
-// writes the stamps to host-mapped memory. The other CTAs run the same rounds with the same peers,
-// so CTA 0 stands for the call.
+// copies the stamps to host-mapped memory at its end. The other CTAs run the same rounds with the
+// same peers, so CTA 0 stands for the call.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +23,12 @@ enum class DeviceStampEvent : uint32_t {
   kPostEnd = 6,
 };
 
+// Plain data, without initializers: the kernel stages stamps in shared memory, which takes no
+// constructor.
 struct DeviceStamp {
-  uint64_t ns = 0;
-  uint32_t event = 0;  // DeviceStampEvent
-  int32_t peer = -1;   // the rank a wait is for; -1 otherwise
+  uint64_t ns;
+  uint32_t event;  // DeviceStampEvent
+  int32_t peer;    // the rank a wait is for; -1 otherwise
 };
 
 // Enough for Ring on 8 ranks (14 rounds: 22 waits and 28 posts, 2 stamps each); a call with more
@@ -40,24 +42,34 @@ struct DeviceStamps {
   DeviceStamp at[kDeviceStampsPerCall];
 };
 
-// Writes one call's stamps into its slot. The count stays with the writer until Finish, since a
-// read of host-mapped memory crosses the bus while a write does not wait.
+// Takes one call's stamps into `staging` (kDeviceStampsPerCall of them) and copies them into the
+// call's slot at Finish. On the GPU the staging is the CTA's shared memory: a write to host-mapped
+// memory during the call would be one more write that each post's system-scope fence orders,
+// and so part of what the stamps measure.
 class DeviceStampWriter {
  public:
-  STRAGGLAR_HOST_DEVICE explicit DeviceStampWriter(DeviceStamps* slot) : slot_(slot) {}
+  STRAGGLAR_HOST_DEVICE DeviceStampWriter(DeviceStamps* slot, DeviceStamp* staging)
+      : slot_(slot), staging_(staging) {}
 
   STRAGGLAR_HOST_DEVICE void Take(DeviceStampEvent event, int32_t peer, uint64_t ns) {
     if (count_ < kDeviceStampsPerCall) {
-      slot_->at[count_].ns = ns;
-      slot_->at[count_].event = static_cast<uint32_t>(event);
-      slot_->at[count_].peer = peer;
+      staging_[count_].ns = ns;
+      staging_[count_].event = static_cast<uint32_t>(event);
+      staging_[count_].peer = peer;
     }
     ++count_;
   }
-  STRAGGLAR_HOST_DEVICE void Finish() { slot_->count = count_; }
+  STRAGGLAR_HOST_DEVICE void Finish() {
+    const uint32_t kept = count_ < kDeviceStampsPerCall ? count_ : kDeviceStampsPerCall;
+    if (staging_ != slot_->at) {
+      for (uint32_t i = 0; i < kept; ++i) slot_->at[i] = staging_[i];
+    }
+    slot_->count = count_;
+  }
 
  private:
   DeviceStamps* slot_;
+  DeviceStamp* staging_;
   uint32_t count_ = 0;
 };
 
