@@ -44,6 +44,7 @@ std::vector<std::pair<absl::string_view, std::string>> AgreedValues(const Preloa
       {"STRAGGLAR_IPC_BYTES", absl::StrCat(config.ipc_bytes)},
       {"STRAGGLAR_IPC_TIMEOUT", absl::FormatDuration(absl::Seconds(config.ipc_timeout_s))},
       {"STRAGGLAR_IPC_BLOCKS", absl::StrCat(config.ipc_ctas)},
+      {"STRAGGLAR_DEVICE_SCOPE", config.device_system_scope ? "system" : "auto"},
       // Each rank's own would do for the warning; alike, every stuck rank says the same.
       {"STRAGGLAR_WARN_AFTER", absl::FormatDuration(absl::Seconds(config.warn_after_s))},
       {"STRAGGLAR_TIMEOUT", absl::FormatDuration(absl::Seconds(config.timeout_s))},

@@ -187,6 +187,10 @@ void ReadDeviceExecutor(const EnvReader& env, PreloadConfig& config) {
                   absl::StrCat(defaults.ipc_ctas));
     }
   }
+  if (std::optional<bool> automatic = env.IsFirstOfTwo("STRAGGLAR_DEVICE_SCOPE", "auto", "system",
+                                                       !defaults.device_system_scope)) {
+    config.device_system_scope = !*automatic;
+  }
 }
 
 // STRAGGLAR_PIECES, STRAGGLAR_TOPOLOGY, STRAGGLAR_MPI_SEGMENT and STRAGGLAR_MPI_NETWORK_MESSAGE:
@@ -294,6 +298,7 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
                                                  "STRAGGLAR_IPC_BYTES",
                                                  "STRAGGLAR_IPC_TIMEOUT",
                                                  "STRAGGLAR_IPC_BLOCKS",
+                                                 "STRAGGLAR_DEVICE_SCOPE",
                                                  "STRAGGLAR_DEVICE_STAMPS",
                                                  "STRAGGLAR_WARN_AFTER",
                                                  "STRAGGLAR_TIMEOUT"};
@@ -556,7 +561,8 @@ std::string DescribeConfig(const PreloadConfig& config) {
     absl::StrAppend(&text, ", executor device (window ",
                     FormatBytes(static_cast<double>(config.ipc_bytes)), ", ", config.ipc_ctas,
                     " CTAs, timeout ",
-                    config.ipc_timeout_s > 0 ? FormatSeconds(config.ipc_timeout_s) : "none", ")");
+                    config.ipc_timeout_s > 0 ? FormatSeconds(config.ipc_timeout_s) : "none",
+                    config.device_system_scope ? ", system scope" : "", ")");
   }
   if (config.per_class_queues) absl::StrAppend(&text, ", queues per-class");
   if (config.mpi_segment_bytes != defaults.mpi_segment_bytes) {

@@ -124,6 +124,10 @@ struct PreloadConfig {
   //  - STRAGGLAR_IPC_TIMEOUT: how long the kernel waits for a peer before the call fails
   //    (ParseSeconds; 0 waits until the communicator is aborted; default 300 s).
   //  - STRAGGLAR_IPC_BLOCKS: CTAs per call (1 to 64; default 8).
+  //  - STRAGGLAR_DEVICE_SCOPE=auto|system (case-insensitive): how far the kernel's signals
+  //    reach. auto (default): the GPU's scope where every rank shares one GPU, the system's
+  //    where a peer is another GPU (PeerWindows::signal_scope). system: always the system's,
+  //    for measuring what the narrower scope saves.
   //  - STRAGGLAR_DEVICE_STAMPS=PREFIX (each rank its own): the kernel's own timeline of the last
   //    1024 calls, written when the communicator is destroyed to PREFIX-rank<R>.csv
   //    (kernels/exec/device/device_timeline.h); unset: none.
@@ -131,6 +135,7 @@ struct PreloadConfig {
   int64_t ipc_bytes = 32 << 20;
   double ipc_timeout_s = 300;
   int ipc_ctas = 8;
+  bool device_system_scope = false;
   std::string device_stamps;
   // The call watchdog (runtime/call_watchdog.h; on NCCL, of the calls' GPU work:
   // runtime/nccl/nccl_call_watch.h):

@@ -29,8 +29,16 @@
 #           NCCL send/recv, StragglAR and Ring on the device executor, the adaptive mode on it
 #   rounds  the device executor's cost per round, 4 and 8 ranks on one GPU: Ring at 4 KiB
 #           (2(n-1) rounds of almost nothing), without and with the kernel's own timeline
-#           (STRAGGLAR_DEVICE_STAMPS), and with 1 CTA; scripts/device-stamps.py then says where
-#           a call's time goes (host, launch, GPU idle, kernel, waits, start skew)
+#           (STRAGGLAR_DEVICE_STAMPS), with 1 CTA, and with the signals at the system's scope
+#           (STRAGGLAR_DEVICE_SCOPE=system; on one GPU the default is the GPU's), plain and with
+#           the timeline; scripts/device-stamps.py then says where a call's time goes (host,
+#           launch, GPU idle, kernel, waits, posts, start skew)
+#   own-links  scripts/gpu-own-links.py: links of their own on one GPU under MPS, each rank a
+#           fixed share of the SMs and of CTAs: the link check (each rank's copy rate alone and
+#           all at once, stragglar-gpu-link-rate; 85% or more is link-bound), then Ring,
+#           Halving-Doubling, StragglAR flat and log-depth and the adaptive mode on the device
+#           executor, 4 and 8 ranks, 16/25/64/256 MiB, the last rank late by 1x and 2x the
+#           pre-arrival phase: StragglAR's best family / the best baseline after arrival
 #   links   tests/nccl/link_check.sh: 4 processes on one GPU run a send/recv pipeline with link
 #           profiling on; rank 1's transfers slowed on the wire from 8 s in: every transfer
 #           bit-exact, every rank names a link out of rank 1, rank 0 writes the advice; without
@@ -48,7 +56,7 @@
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
 #                            [--only reduce,timer,pass,doctor,links,watchdog,bench,prearrival,
-#                                    device,rounds,sweep,ddp]
+#                                    device,rounds,own-links,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -70,7 +78,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,doctor,links,watchdog,bench,prearrival,device,rounds,sweep,ddp"
+only="reduce,timer,pass,doctor,links,watchdog,bench,prearrival,device,rounds,own-links,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -110,10 +118,10 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | doctor | links | watchdog | bench | prearrival | device | rounds | sweep \
-      | ddp) ;;
+    reduce | timer | pass | doctor | links | watchdog | bench | prearrival | device | rounds \
+      | own-links | sweep | ddp) ;;
     *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, watchdog, bench," \
-      "prearrival, device, rounds, sweep, ddp)" >&2
+      "prearrival, device, rounds, own-links, sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -568,14 +576,42 @@ if wanted rounds; then
         "STRAGGLAR_DEVICE_STAMPS=$out/rounds-$ranks-stamps" -- "${tiny[@]}"
       stamped=$(status_of "$rc")
       bench_run "rounds-$ranks-one-cta" yes "${dev[@]}" STRAGGLAR_IPC_BLOCKS=1 -- "${tiny[@]}"
+      # What the GPU's scope saves: the same two runs with the system's.
+      bench_run "rounds-$ranks-system" yes "${dev[@]}" STRAGGLAR_DEVICE_SCOPE=system -- "${tiny[@]}"
+      bench_run "rounds-$ranks-system-stamped" yes "${dev[@]}" STRAGGLAR_DEVICE_SCOPE=system \
+        "STRAGGLAR_DEVICE_STAMPS=$out/rounds-$ranks-system-stamps" -- "${tiny[@]}"
+      system_stamped=$(status_of "$rc")
       echo "per-round cost, $ranks ranks: each run's time / $((2 * (ranks - 1))) rounds"
-      if [[ -n $python && $stamped == PASS ]]; then
-        $python scripts/device-stamps.py "$out/rounds-$ranks-stamps" --skip 24 \
-          --json "$out/rounds-$ranks-stamps.json" || record "rounds-$ranks-stamps" FAIL \
-          "no timeline (scripts/device-stamps.py)"
-      fi
+      for run in "$stamped stamps" "$system_stamped system-stamps"; do
+        read -r run_status suffix <<<"$run"
+        if [[ -n $python && $run_status == PASS ]]; then
+          echo "--- where a call's time goes: rounds-$ranks-$suffix"
+          $python scripts/device-stamps.py "$out/rounds-$ranks-$suffix" --skip 24 \
+            --json "$out/rounds-$ranks-$suffix.json" || record "rounds-$ranks-$suffix" FAIL \
+            "no timeline (scripts/device-stamps.py)"
+        fi
+      done
     done
     stop_mps
+  fi
+fi
+
+# --- 3e. links of their own: an SM share per rank under MPS -------------------------------------
+if wanted own-links; then
+  header "3e. links of their own on one GPU: an SM share and a CTA count per rank, under MPS"
+  rate=$build_dir/bin/stragglar-gpu-link-rate
+  if [[ -z $python ]]; then
+    record own-links SKIP "python3 not found"
+  elif need own-links "$bench" "$preload" "$rate"; then
+    start_mps
+    own_iters=$iters
+    ((quick)) && own_iters=10
+    run_logged own-links "$limit" "$python" scripts/gpu-own-links.py --bench "$bench" \
+      --rate "$rate" --preload "$preload" --out "$out/own-links" --iters "$own_iters" \
+      --limit $((limit - 10))
+    stop_mps
+    record own-links "$(status_of "$rc")" \
+      "exit $rc; $(grep -c '^- ' "$out/own-links/own-links.md" 2>/dev/null || echo 0) goals missed or runs failed; $out/own-links/own-links.md"
   fi
 fi
 

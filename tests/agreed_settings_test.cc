@@ -54,6 +54,7 @@ const std::map<std::string, std::string>& Samples() {
       {"STRAGGLAR_IPC_BYTES", "64MiB"},
       {"STRAGGLAR_IPC_TIMEOUT", "12.25s"},
       {"STRAGGLAR_IPC_BLOCKS", "16"},
+      {"STRAGGLAR_DEVICE_SCOPE", "system"},
       {"STRAGGLAR_DEVICE_STAMPS", "/tmp/stamps"},
       {"STRAGGLAR_WARN_AFTER", "2.5s"},
       {"STRAGGLAR_TIMEOUT", "10m"},

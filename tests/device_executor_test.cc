@@ -40,6 +40,8 @@ using ::testing::Not;
 class FakePeerMemory final : public PeerMemory {
  public:
   explicit FakePeerMemory(int device) { uuid_.bytes[0] = static_cast<uint8_t>(device); }
+  // The GPU this rank is on, by the first byte of its UUID (its rank, unless moved).
+  void MoveTo(int device) { uuid_.bytes[0] = static_cast<uint8_t>(device); }
 
   // The operation that fails ("allocate", "mapped", "copy", "export", "import", "device",
   // "access"), from its `nth` call on (1-based).
@@ -573,6 +575,73 @@ TEST(DeviceExecutorTest, TheTimelineKeepsTheLastCallsWithTheHostsTimes) {
       EXPECT_EQ(first_gpu_ns[call], (call + 1) * 1000u) << call;
     }
     EXPECT_EQ(rows, expected) << r;
+  }
+}
+
+// The CPU launcher, keeping the signal scope of every call it runs.
+class ScopeRecordingLauncher final : public DeviceLauncher {
+ public:
+  absl::Status Launch(DataType type, ReduceOp op, const DeviceProgramView& program,
+                      const DeviceCall& call, const DeviceWatch& watch, int ctas, void* stream,
+                      void** order) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      scopes_.push_back(call.scope);
+    }
+    return cpu_.Launch(type, op, program, call, watch, ctas, stream, order);
+  }
+  std::vector<DeviceSignalScope> scopes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return scopes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<DeviceSignalScope> scopes_;
+  CpuLauncher cpu_;
+};
+
+// The GPU's scope orders only what that GPU's threads do: it is taken only when every rank's
+// window is on this rank's GPU, and every call carries it to the kernel; the results do not
+// depend on it.
+TEST(DeviceExecutorTest, SignalsReachOnlyAsFarAsThePeersGpus) {
+  constexpr int kRanks = 4;
+  struct Case {
+    const char* name;
+    int odd_rank_device;  // the GPU of rank 3; the others are on GPU 0
+    bool system_scope;    // STRAGGLAR_DEVICE_SCOPE=system
+    DeviceSignalScope expected;
+  };
+  for (const Case& c : {Case{"one GPU", 0, false, DeviceSignalScope::kGpu},
+                        Case{"rank 3 on another GPU", 1, false, DeviceSignalScope::kSystem},
+                        Case{"one GPU, system forced", 0, true, DeviceSignalScope::kSystem}}) {
+    SCOPED_TRACE(c.name);
+    ScopeRecordingLauncher launcher;
+    auto ranks = SetUpRanks(
+        kRanks, {.window_bytes = 4096, .ctas = 2, .system_scope = c.system_scope}, 0,
+        [&](int r, FakePeerMemory& memory, uint64_t&) {
+          memory.MoveTo(r == kRanks - 1 ? c.odd_rank_device : 0);
+        },
+        {}, &launcher);
+    InPlacePrograms programs;
+    const Plan plan = *SynthesizeStragglar(kRanks, kRanks - 1);
+    std::vector<Bytes> inputs;
+    for (int r = 0; r < kRanks; ++r) inputs.push_back(RandomFloats(101, 11 + r));
+    const std::vector<Bytes> expected = HostReference(plan, inputs, 101, ReduceOp::kSum);
+    std::vector<Bytes> buffers = inputs;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(ranks[r]->setup.ok()) << ranks[r]->setup;
+      threads.emplace_back([&, r] {
+        const AllReduceArgs args{
+            .send = buffers[r].data(), .recv = buffers[r].data(), .count = 101};
+        EXPECT_TRUE(ranks[r]->executor->Run(programs.Of(plan, r), args, &ranks[r]->stream).ok());
+        ranks[r]->stream.Synchronize();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(launcher.scopes(), std::vector<DeviceSignalScope>(kRanks, c.expected));
+    EXPECT_EQ(buffers, expected);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "bench/nccl_bench/config.h"
 
+#include <algorithm>
+
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -45,6 +47,7 @@ absl::StatusOr<std::vector<ReduceOp>> ParseOps(const std::string& text) {
 }
 
 std::vector<int64_t> Sizes(const Config& config) {
+  if (!config.sizes.empty()) return config.sizes;
   return GeometricSizes(config.min_bytes, config.max_bytes, config.step_factor);
 }
 
@@ -73,6 +76,18 @@ absl::StatusOr<Config> ConfigFromFlags() {
   config.ops = *ops;
   config.min_bytes = absl::GetFlag(FLAGS_minbytes).bytes;
   config.max_bytes = absl::GetFlag(FLAGS_maxbytes).bytes;
+  for (const std::string& text : absl::GetFlag(FLAGS_sizes)) {
+    BenchSize size;
+    std::string error;
+    if (!AbslParseFlag(text, &size, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--sizes: ", error));
+    }
+    config.sizes.push_back(size.bytes);
+  }
+  if (!config.sizes.empty()) {
+    config.min_bytes = *std::min_element(config.sizes.begin(), config.sizes.end());
+    config.max_bytes = *std::max_element(config.sizes.begin(), config.sizes.end());
+  }
   for (DataType type : config.types) {
     if (config.min_bytes < DataTypeSize(type)) {
       return absl::InvalidArgumentError(absl::StrCat("--minbytes ", config.min_bytes,
@@ -107,6 +122,11 @@ absl::StatusOr<Config> ConfigFromFlags() {
   config.delay_us = absl::GetFlag(FLAGS_delay_us);
   if (!(config.delay_us >= 0 && config.delay_us <= 1e7)) {
     return absl::InvalidArgumentError("--delay_us must be between 0 and 1e7 (10 s)");
+  }
+  config.delay_us_per_mib = absl::GetFlag(FLAGS_delay_us_per_mib);
+  if (!(config.delay_us_per_mib >= 0 && config.DelayUs(config.max_bytes) <= 1e7)) {
+    return absl::InvalidArgumentError(
+        "--delay_us_per_mib must be >= 0, and the delay at the largest size at most 1e7 us");
   }
   config.json = absl::GetFlag(FLAGS_json);
   config.one_gpu = absl::GetFlag(FLAGS_one_gpu);

@@ -18,6 +18,7 @@ struct Config {
   int64_t min_bytes = 0;
   int64_t max_bytes = 0;
   int step_factor = 2;
+  std::vector<int64_t> sizes;  // --sizes: these instead of min_bytes..max_bytes by step_factor
   int iters = 0;
   int warmup = 0;
   std::vector<DataType> types;
@@ -26,6 +27,12 @@ struct Config {
   int ranks = -1;  // -1: from the device count
   int straggler = -1;
   double delay_us = 0;
+  double delay_us_per_mib = 0;
+  // The straggler's spin before a call of `bytes`; a run has a straggler when it is ever > 0.
+  double DelayUs(int64_t bytes) const {
+    return delay_us + delay_us_per_mib * static_cast<double>(bytes) / (1 << 20);
+  }
+  bool delayed() const { return delay_us > 0 || delay_us_per_mib > 0; }
   std::string json;
   bool one_gpu = false;
   std::string executor;  // --executor: "", "nccl" or "device"

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -27,6 +28,10 @@ ABSL_FLAG(int, check, 0, "-c: 1 checks every result bit for bit");
 ABSL_FLAG(int, ranks, -1, "processes, one per rank (-1: one per GPU, 2 on a single GPU)");
 ABSL_FLAG(int, straggler, -1, "the rank that spins --delay_us before each AllReduce (-1: last)");
 ABSL_FLAG(double, delay_us, 0, "the straggler's spin before each AllReduce, in microseconds");
+ABSL_FLAG(double, delay_us_per_mib, 0,
+          "the straggler's spin grows by this many microseconds per MiB of the message");
+ABSL_FLAG(std::vector<std::string>, sizes, {},
+          "the message sizes, a comma-separated list (instead of -b, -e and -f)");
 ABSL_FLAG(std::string, json, "", "also write every row and the metadata to this JSON file");
 ABSL_FLAG(bool, one_gpu, false, "all ranks on device 0, one process and NCCL_HOSTID each");
 ABSL_FLAG(double, timeout_s, 600, "kill every rank and fail after this many seconds");
@@ -62,6 +67,8 @@ bool IsKnownFlag(const std::string& name) {
                                                        "ranks",
                                                        "straggler",
                                                        "delay_us",
+                                                       "delay_us_per_mib",
+                                                       "sizes",
                                                        "json",
                                                        "one_gpu",
                                                        "timeout_s",
@@ -100,12 +107,13 @@ const char kUsage[] =
 With LD_PRELOAD=libstragglar.so the AllReduce is the preload's.
 
 usage: stragglar-bench [-b 1M] [-e 64M] [-f 2] [-n 20] [-w 5] [-d float] [-o sum] [-c 0|1]
-         [--ranks N] [--straggler R --delay_us D] [--one_gpu] [--json FILE] [--timeout_s 600]
-         [--executor nccl|device]
+         [--sizes S,S...] [--ranks N] [--straggler R --delay_us D --delay_us_per_mib P]
+         [--one_gpu] [--json FILE] [--timeout_s 600] [--executor nccl|device]
 
   -b, --minbytes SIZE     smallest size (nccl-tests units: 8, 1K, 64M, 1G; also 64MiB, 1MB)  [1M]
   -e, --maxbytes SIZE     largest size                                                      [64M]
   -f, --stepfactor N      size multiplier between rows (>= 2)                                 [2]
+  --sizes S,S...          these sizes instead of -b, -e and -f, e.g. 16M,25M,64M,256M
   -n, --iters N           timed iterations per size and placement                            [20]
   -w, --warmup_iters N    untimed iterations first (cover a few STRAGGLAR_EPOCH_CALLS with
                           the preload in adapt mode)                                          [5]
@@ -116,6 +124,8 @@ usage: stragglar-bench [-b 1M] [-e 64M] [-f 2] [-n 20] [-w 5] [-d float] [-o sum
   --ranks N               processes to start, one rank each (-1: one per GPU, 2 with one GPU)
   --straggler R           the late rank (-1: the last)                                       [-1]
   --delay_us D            rank R spins D us on its stream before every AllReduce              [0]
+  --delay_us_per_mib P    and P us more per MiB of the message: a delay that is the same
+                          multiple of a bandwidth-bound phase at every size                   [0]
   --one_gpu               every rank on device 0 (each its own NCCL_HOSTID, sockets over lo)
   --json FILE             also write all rows and the metadata as JSON
   --timeout_s S           kill every rank and fail after S seconds                          [600]

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/status/status.h"
@@ -41,6 +42,8 @@ ABSL_DECLARE_FLAG(int, check);
 ABSL_DECLARE_FLAG(int, ranks);
 ABSL_DECLARE_FLAG(int, straggler);
 ABSL_DECLARE_FLAG(double, delay_us);
+ABSL_DECLARE_FLAG(double, delay_us_per_mib);
+ABSL_DECLARE_FLAG(std::vector<std::string>, sizes);
 ABSL_DECLARE_FLAG(std::string, json);
 ABSL_DECLARE_FLAG(bool, one_gpu);
 ABSL_DECLARE_FLAG(double, timeout_s);

@@ -146,7 +146,7 @@ class Rank {
     STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaMemset(recv_, 0, bytes), "cudaMemset"));
     STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start_), "cudaEventCreate"));
     STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop_), "cudaEventCreate"));
-    if (config_.delay_us > 0) {
+    if (config_.delayed()) {
       call_events_.resize(2 * config_.iters);
       for (cudaEvent_t& event : call_events_) {
         STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&event), "cudaEventCreate"));
@@ -198,9 +198,10 @@ class Rank {
   // One AllReduce as the benchmark issues it: the straggler's spin first.
   absl::Status Call(const RowSpec& row, const void* send, void* recv, cudaEvent_t before,
                     cudaEvent_t after) {
-    if (rank_ == config_.straggler && config_.delay_us > 0) {
-      STRAGGLAR_RETURN_IF_ERROR(CudaStatus(
-          LaunchSpinKernel(std::llround(config_.delay_us * 1e3), stream_), "spin kernel launch"));
+    if (rank_ == config_.straggler && config_.delayed()) {
+      STRAGGLAR_RETURN_IF_ERROR(
+          CudaStatus(LaunchSpinKernel(std::llround(config_.DelayUs(row.bytes) * 1e3), stream_),
+                     "spin kernel launch"));
     }
     if (before != nullptr) {
       STRAGGLAR_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(before, stream_), "cudaEventRecord"));

@@ -100,8 +100,9 @@ void AddLayout(const Config& config, const Layout& layout, const Probe& probe,
   report["device_count"] = layout.devices;
   report["devices"] = probe.devices;
   report["one_gpu_mode"] = layout.shared_gpu;
-  report["straggler"] = config.delay_us > 0 ? nlohmann::json(layout.straggler) : nullptr;
+  report["straggler"] = config.delayed() ? nlohmann::json(layout.straggler) : nullptr;
   report["delay_us"] = config.delay_us;
+  report["delay_us_per_mib"] = config.delay_us_per_mib;
   report["iters"] = config.iters;
   report["warmup_iters"] = config.warmup;
   report["check"] = config.check;
@@ -157,18 +158,18 @@ void PrintHeader(const Config& config, const Layout& layout, const Probe& probe,
       "# minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d validation: %d\n",
       config.min_bytes, config.max_bytes, config.step_factor, config.warmup, config.iters,
       config.check ? 1 : 0);
-  if (config.delay_us > 0) {
+  if (config.delayed()) {
     std::cout << absl::StrFormat(
-        "# straggler: rank %d spins %g us on its stream before every AllReduce; \"after\" is the "
-        "time after its arrival\n",
-        layout.straggler, config.delay_us);
+        "# straggler: rank %d spins %g us + %g us per MiB on its stream before every AllReduce; "
+        "\"after\" is the time after its arrival\n",
+        layout.straggler, config.delay_us, config.delay_us_per_mib);
   }
   std::cout << "#\n# Using devices" << std::endl;
 }
 
 void PrintTableHeader(const Config& config, const std::vector<std::string>& hello) {
   for (const std::string& line : hello) std::cout << line << "\n";
-  const bool after = config.delay_us > 0;
+  const bool after = config.delayed();
   std::string line1 = absl::StrFormat("#\n#%51s  %-34s  %-34s", "", "out-of-place", "in-place");
   std::string line2 =
       absl::StrFormat("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");

@@ -260,9 +260,10 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
       // Collective, like the creation, and before it: the link probe at creation measures the
       // executor that will run the plans.
       if (settings->device_executor) {
-        state->backend->StartDeviceExecutor(
-            {.window_bytes = settings->ipc_bytes, .ctas = settings->ipc_ctas},
-            settings->ipc_timeout_s, settings->device_stamps);
+        state->backend->StartDeviceExecutor({.window_bytes = settings->ipc_bytes,
+                                             .ctas = settings->ipc_ctas,
+                                             .system_scope = settings->device_system_scope},
+                                            settings->ipc_timeout_s, settings->device_stamps);
       }
       options.native_pre_arrival = settings->native_pre_arrival;
       absl::StatusOr<std::optional<Topology>> topology =

@@ -57,6 +57,10 @@ bad_flag '--ranks 0 must be >= 1' --ranks 0
 bad_flag '--executor gpu is not nccl or device' --executor gpu
 bad_flag '--check must be 0 or 1' -c 2
 bad_flag 'bad value "abc" for --iters: expected an integer' -n abc
+bad_flag 'malformed size "64Q"' --sizes 16M,64Q
+bad_flag '--sizes: malformed size' --sizes=1M,,2M
+bad_flag '--delay_us_per_mib must be >= 0' --delay_us_per_mib -1
+bad_flag 'the delay at the largest size at most 1e7 us' --sizes 1G --delay_us_per_mib 1e5
 bad_flag 'unknown flag "--bogus"' --bogus 1
 bad_flag 'unexpected argument "extra"' extra
 

@@ -151,7 +151,8 @@ absl::Status DeviceExecutor::Run(const RankProgram& program, const AllReduceArgs
                         .window_elements = window_elements,
                         .first_sequence = first_sequence,
                         .num_ranks_divisor = args.op == ReduceOp::kAvg ? program.num_ranks : 0,
-                        .stamps = stamps};
+                        .stamps = stamps,
+                        .scope = windows_->signal_scope()};
   if (absl::Status status =
           launcher_.Launch(args.type, args.op, *view, call, windows_->Watch(timeout_ns_),
                            windows_->options().ctas, stream, &launch_order_);

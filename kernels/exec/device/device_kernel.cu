@@ -1,8 +1,10 @@
 // The GPU platform of kernels/exec/device/device_rank.h: one CTA. Thread 0 polls a signal with
-// acquire loads at system scope (the signal lives in a peer's memory, or is written by one) and the
-// CTA's barrier hands what it saw to the other threads; a post waits for every thread's writes at
-// the barrier, then thread 0 fences at system scope and stores with release. Data moves with the
-// element loops of cuda_elementwise.h, over the CTA's threads.
+// acquire loads (the signal lives in a peer's memory, or is written by one) and the CTA's barrier
+// hands what it saw to the other threads; a post waits for every thread's writes at the barrier,
+// then thread 0 stores with release, which orders them before the signal (a release is
+// cumulative over what the barrier ordered before it). Both at the call's DeviceSignalScope: the
+// GPU's when every peer shares it, else the system's. Data moves with the element loops of
+// cuda_elementwise.h, over the CTA's threads.
 #include <cuda/atomic>
 
 #include "absl/strings/str_cat.h"
@@ -36,17 +38,16 @@ class GpuCta {
   static constexpr DeviceFault kFault = DeviceFault::kNone;
 
   // `stamps`: the call's timeline for the thread that keeps it (thread 0 of CTA 0), else null.
-  __device__ GpuCta(const DeviceWatch& watch, DeviceStampWriter* stamps)
-      : watch_(watch), stamps_(stamps) {}
+  __device__ GpuCta(const DeviceWatch& watch, DeviceSignalScope scope, DeviceStampWriter* stamps)
+      : watch_(watch), scope_(scope), stamps_(stamps) {}
 
   __device__ bool Wait(uint64_t* signal, uint64_t awaited, int32_t peer) {
     int gave_up = 0;
     if (threadIdx.x == 0) {
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(*signal);
       const uint64_t started = GlobalNanoseconds();
       if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kWaitBegin, peer, started);
       for (uint32_t poll = 1;; ++poll) {
-        const SignalState state = CheckSignal(word.load(cuda::memory_order_acquire), awaited);
+        const SignalState state = CheckSignal(Acquire(signal), awaited);
         if (state == SignalState::kReached) break;
         if (state == SignalState::kOutOfStep) {
           gave_up = static_cast<int>(DeviceGiveUp::kOutOfStep);
@@ -78,13 +79,18 @@ class GpuCta {
     return __syncthreads_or(stopped) != 0;
   }
 
+  // One release store: it is its own fence (a separate fence before it would be a second one).
   __device__ void Post(uint64_t* signal, uint64_t value) {
     __syncthreads();
     if (threadIdx.x == 0) {
       if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kPostBegin, -1, GlobalNanoseconds());
-      cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*signal).store(
-          value, cuda::memory_order_release);
+      if (scope_ == DeviceSignalScope::kGpu) {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*signal).store(
+            value, cuda::memory_order_release);
+      } else {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*signal).store(
+            value, cuda::memory_order_release);
+      }
       if (stamps_ != nullptr) stamps_->Take(DeviceStampEvent::kPostEnd, -1, GlobalNanoseconds());
     }
   }
@@ -113,6 +119,15 @@ class GpuCta {
   }
 
  private:
+  __device__ uint64_t Acquire(uint64_t* signal) const {
+    if (scope_ == DeviceSignalScope::kGpu) {
+      return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*signal).load(
+          cuda::memory_order_acquire);
+    }
+    return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*signal).load(
+        cuda::memory_order_acquire);
+  }
+
   // The claim is an atomic in device memory, the record plain stores to host memory.
   __device__ void Record(uint32_t reason, int32_t peer, uint64_t sequence) {
     if (atomicCAS(watch_.claim, 0u, 1u) != 0u) return;  // another CTA did
@@ -126,6 +141,7 @@ class GpuCta {
   }
 
   const DeviceWatch& watch_;
+  const DeviceSignalScope scope_;
   DeviceStampWriter* const stamps_;
 };
 
@@ -136,7 +152,7 @@ __global__ void __launch_bounds__(kDeviceThreadsPerCta)
   __shared__ DeviceStamp staging[kDeviceStampsPerCall];  // 2 KiB, read only with a timeline
   DeviceStampWriter writer(call.stamps, staging);
   if (keeps_stamps) writer.Take(DeviceStampEvent::kEnter, -1, GlobalNanoseconds());
-  GpuCta<Codec> platform(watch, keeps_stamps ? &writer : nullptr);
+  GpuCta<Codec> platform(watch, call.scope, keeps_stamps ? &writer : nullptr);
   RunDeviceRank<Codec, Op>(platform, program, call, static_cast<int32_t>(blockIdx.x),
                            static_cast<int32_t>(gridDim.x));
   if (keeps_stamps) {

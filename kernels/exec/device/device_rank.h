@@ -2,9 +2,8 @@
 // kernel (kernels/program/device_program.h says what it runs). It is written once for two
 // platforms:
 //   - the GPU (kernels/exec/device/device_kernel.cu): a platform is one CTA; its waits poll with
-//   acquire
-//     loads at system scope and its posts are release stores, its copies and reductions spread
-//     over the CTA's threads;
+//     acquire loads and its posts are release stores, both at the call's DeviceSignalScope, its
+//     copies and reductions spread over the CTA's threads;
 //   - the CPU (tests/device_rank_test.cc): a platform is one thread, ranks are threads over
 //     shared memory, so CI runs every path of this file against the host executor, bit for bit.
 //
@@ -76,6 +75,14 @@ inline DeviceProgramView ViewOf(const DeviceProgram& program) {
           .chunk_flags = program.chunk_flags.data()};
 }
 
+// How far a post's release and a wait's acquire reach. A release at system scope makes the
+// writes before it visible to the host and every GPU before the signal; that is needed only when
+// a peer's window is on another GPU (over NVLink or PCIe). Ranks that share one GPU (under MPS)
+// read each other's windows through that GPU's memory, which a GPU-scope release orders, at a
+// fraction of the cost (scripts/gpu-check.sh --only rounds measures both).
+// PeerWindows::signal_scope says which a communicator needs.
+enum class DeviceSignalScope : uint8_t { kSystem, kGpu };
+
 // What one call of one rank touches.
 struct DeviceCall {
   // Every rank's window, as mapped here (windows[rank] is this rank's own): window_elements
@@ -94,6 +101,7 @@ struct DeviceCall {
   // This call's slot of the kernel's timeline (kernels/exec/device/device_stamps.h), host-mapped;
   // null when none is kept. Only the GPU's kernel writes it.
   DeviceStamps* stamps = nullptr;
+  DeviceSignalScope scope = DeviceSignalScope::kSystem;  // the same for every call of a rank
 };
 
 inline constexpr int32_t DeviceSignalSlots(int32_t ctas, int32_t num_ranks) {

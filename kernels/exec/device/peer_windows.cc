@@ -1,5 +1,6 @@
 #include "kernels/exec/device/peer_windows.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <utility>
@@ -120,6 +121,11 @@ absl::StatusOr<std::unique_ptr<PeerWindows>> PeerWindows::Create(int rank, int n
   absl::StatusOr<std::vector<Record>> identities = Exchange(gather, identity, num_ranks);
   if (!identities.ok()) return identities.status();
   if (absl::Status status = FirstFailure(*identities, rank, failure); !status.ok()) return status;
+
+  const bool one_gpu =
+      std::all_of(identities->begin(), identities->end(),
+                  [&](const Record& other) { return other.device == identity.device; });
+  if (one_gpu && !options.system_scope) windows->signal_scope_ = DeviceSignalScope::kGpu;
 
   Record exported = Eligibility(*identities, rank, memory, &failure);
   if (exported.verdict == Verdict::kOk) {

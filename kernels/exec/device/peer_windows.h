@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/peer_memory.h"
+#include "kernels/exec/device/device_rank.h"
 #include "kernels/exec/device/device_watch.h"
 
 namespace stragglar {
@@ -35,6 +36,9 @@ struct PeerWindowsOptions {
   // Device memory for the executor's programs, allocated with the rest at setup so that a new
   // plan's first call does not allocate (which may wait for the whole device).
   int64_t program_bytes = 1 << 20;
+  // Signals at the system's scope even where every rank shares this rank's GPU (where the GPU's
+  // scope would do): for measuring what the narrower scope saves.
+  bool system_scope = false;
 };
 
 // Gathers `bytes` from every rank into `all` (rank order), on every rank, synchronously.
@@ -63,6 +67,9 @@ class PeerWindows {
   std::byte* scratch() const { return scratch_; }
   // Device memory for programs: options().program_bytes bytes, 256-byte aligned.
   std::byte* program_arena() const { return program_arena_; }
+  // kGpu when every rank's GPU is this rank's (and options().system_scope is off), else kSystem:
+  // the same on every rank, from the identities every rank exchanged.
+  DeviceSignalScope signal_scope() const { return signal_scope_; }
   DeviceWatch Watch(uint64_t timeout_ns) const {
     return {.abort = device_abort_,
             .claim = device_claim_,
@@ -98,6 +105,7 @@ class PeerWindows {
   std::vector<void*> imported_;  // by rank; nullptr for this rank and what is not imported
   Shared* shared_ = nullptr;     // host address
   const uint32_t* device_abort_ = nullptr;
+  DeviceSignalScope signal_scope_ = DeviceSignalScope::kSystem;
   DeviceFailure* device_failure_ = nullptr;
 };
 
