@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # cluster.slowdown: a link slows 5x mid-run on the emulated cluster of RUN_CHECK_CLUSTER (4 hosts
 # of one rank, tests/cluster/on_cluster.sh). One job of 224 calls of 1 MiB in epochs of 16, rank 3
-# late by 30 ms throughout, every result checked (tests/mpi/lateness.cc). At call 112, once the
-# policy runs StragglAR around rank 3 (in most of calls 48-111: a loaded machine may move it for
-# an epoch), host 2's link goes from 200 to 40 Mbit/s: every algorithm now waits on it, and
-# StragglAR, Ring and Halving-Doubling take about the same time.
+# late by 30 ms throughout, every result checked (tests/mpi/lateness.cc). At call 112 host 2's
+# link goes from 200 to 40 Mbit/s: every algorithm now waits on it, and StragglAR, Ring and
+# Halving-Doubling take about the same time.
+# Before the change the policy must have settled on a fast algorithm: in calls 48-111 no epoch's
+# median time is more than 1.4x the fastest of them. Which one it is, is not asserted: at 4 ranks
+# StragglAR's gain after a 30 ms straggler is about 8% at 1 MiB (86 against 93 ms a call), and
+# on a loaded 2-core machine StragglAR, Ring and Halving-Doubling each took 82-95 ms, so the
+# policy may rightly move among them (a fresh clone's test once failed asserting StragglAR).
 # The policy must follow within 3 epochs of the change: from call 160 on, no epoch's median time
 # is more than 1.4x the fastest of them. Among StragglAR, Ring and Halving-Doubling, within 10% of
 # one another here, it may move on what it measures (epoch medians vary 1.2x with Ring alone);
@@ -67,9 +71,14 @@ for first in range(0, len(ran), epoch):
     majority[first] = collections.Counter(letters).most_common(1)[0][0]
     medians[first] = statistics.median(shortest[c] for c in calls)
     print(f"  {first:3d} {letters} {medians[first] * 1e3:5.0f} ms")
-before = [ran[c][0] for c in range(3 * epoch, change)]
-if 2 * before.count("stragglar") <= len(before):
-    sys.exit(f"FAIL: StragglAR ran {before.count('stragglar')} of calls {3 * epoch}-{change - 1}")
+settled = range(3 * epoch, change, epoch)
+fastest = min(medians[first] for first in settled)
+slow = [first for first in settled if medians[first] > 1.4 * fastest]
+if slow:
+    sys.exit(f"FAIL: before the change, the epoch from call {slow[0]} ran {majority[slow[0]]} at "
+             f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {settled[0]} on")
+print(f"calls {settled[0]}-{change - 1}: {''.join(majority[first] for first in settled)}, the "
+      f"slowest epoch {max(medians[f] for f in settled) / fastest:.2f}x the fastest")
 followed = range(change + 3 * epoch, len(ran), epoch)
 fastest = min(medians[first] for first in followed)
 slow = [first for first in followed if medians[first] > 1.4 * fastest]
