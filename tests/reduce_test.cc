@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/reduce/reduce_element.h"
@@ -60,7 +61,7 @@ TEST(NamesTest, UnknownDataTypeListsTheNames) {
 }
 
 TEST(NamesTest, ReduceOpNamesRoundTrip) {
-  for (ReduceOp op : kAllReduceOps) {
+  for (ReduceOp op : kEveryReduceOp) {
     absl::StatusOr<ReduceOp> parsed = ParseReduceOp(ReduceOpName(op));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, op);
@@ -69,7 +70,8 @@ TEST(NamesTest, ReduceOpNamesRoundTrip) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(parsed.status().message(),
-            "unknown reduction operator \"mean\"; expected one of sum, prod, max, min, avg");
+            "unknown reduction operator \"mean\"; expected one of sum, prod, max, min, avg, "
+            "max-nan, min-nan");
 }
 
 TEST(NamesTest, DataTypeSizes) {
@@ -99,8 +101,10 @@ T ReferenceIntegerOp(ReduceOp op, T accumulated, T incoming) {
     case ReduceOp::kProd:
       return static_cast<T>(a * b);
     case ReduceOp::kMax:
+    case ReduceOp::kMaxNan:
       return std::max(accumulated, incoming);
     case ReduceOp::kMin:
+    case ReduceOp::kMinNan:
       return std::min(accumulated, incoming);
   }
   return T{};
@@ -115,8 +119,10 @@ double ReferenceFloatOp(ReduceOp op, double accumulated, double incoming) {
     case ReduceOp::kProd:
       return accumulated * incoming;
     case ReduceOp::kMax:
+    case ReduceOp::kMaxNan:
       return std::max(accumulated, incoming);
     case ReduceOp::kMin:
+    case ReduceOp::kMinNan:
       return std::min(accumulated, incoming);
   }
   return 0;
@@ -254,10 +260,13 @@ TEST_P(ReduceIntoTest, ThreeOperandFormMatchesInPlaceForm) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceIntoTest,
                          ::testing::Combine(::testing::ValuesIn(kAllDataTypes),
-                                            ::testing::ValuesIn(kAllReduceOps)),
+                                            ::testing::ValuesIn(kEveryReduceOp)),
                          [](const auto& info) {
-                           return absl::StrCat(DataTypeName(std::get<0>(info.param)), "_",
-                                               ReduceOpName(std::get<1>(info.param)));
+                           // "max-nan": a test name takes no dash.
+                           return absl::StrReplaceAll(
+                               absl::StrCat(DataTypeName(std::get<0>(info.param)), "_",
+                                            ReduceOpName(std::get<1>(info.param))),
+                               {{"-", "_"}});
                          });
 
 // ---------------------------------------------------------------------------------------------
@@ -353,10 +362,61 @@ TEST(ReduceIntoCraftedTest, FloatMaxMinIgnoreNanAgainstNumbers) {
                                 ReferenceBfloat16Value);
 }
 
-TEST(ReduceIntoCraftedTest, FloatMaxMinKeepTheAccumulatorOnEqualZeros) {
-  EXPECT_TRUE(std::signbit(Reduced<float>(DataType::kFloat32, ReduceOp::kMax, {-0.0f}, {0.0f})[0]));
-  EXPECT_FALSE(
-      std::signbit(Reduced<float>(DataType::kFloat32, ReduceOp::kMin, {0.0f}, {-0.0f})[0]));
+// -0 below +0 whichever comes first, under both NaN rules: every rank of a plan gets one answer.
+TEST(ReduceIntoCraftedTest, FloatMaxMinOrderMinusZeroBelowPlusZero) {
+  for (ReduceOp max : {ReduceOp::kMax, ReduceOp::kMaxNan}) {
+    EXPECT_FALSE(std::signbit(Reduced<float>(DataType::kFloat32, max, {-0.0f}, {0.0f})[0]));
+    EXPECT_FALSE(std::signbit(Reduced<float>(DataType::kFloat32, max, {0.0f}, {-0.0f})[0]));
+  }
+  for (ReduceOp min : {ReduceOp::kMin, ReduceOp::kMinNan}) {
+    EXPECT_TRUE(std::signbit(Reduced<double>(DataType::kFloat64, min, {0.0}, {-0.0})[0]));
+    EXPECT_TRUE(std::signbit(Reduced<double>(DataType::kFloat64, min, {-0.0}, {0.0})[0]));
+  }
+}
+
+// Sums and products of two NaNs give the same NaN either way round, wherever they meet in a long
+// buffer (the CPU loops check 4 KiB spans, then reduce a span with two NaNs in it apart): in the
+// first span, the last element, and elsewhere, for every floating-point type, in place and not.
+TEST(ReduceIntoCraftedTest, TwoNansGiveOneNanEitherWayRound) {
+  std::mt19937_64 random(7);
+  for (DataType type :
+       {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64}) {
+    const int size = DataTypeSize(type);
+    const int64_t count = 3 * 4096 / size + 5;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd}) {
+      std::vector<uint8_t> a(count * size), b(count * size);
+      for (uint8_t& byte : a) byte = 0;  // +0: sums and products stay ordinary
+      b = a;
+      // NaNs with different payloads at the same places, a few spans apart.
+      for (int64_t at : {int64_t{3}, count / 2, count - 1}) {
+        for (std::vector<uint8_t>* buffer : {&a, &b}) {
+          const uint64_t payload = random() | 1;
+          for (int k = 0; k < size; ++k) {
+            (*buffer)[at * size + k] = static_cast<uint8_t>(payload >> (8 * k));
+          }
+          (*buffer)[at * size + size - 1] |= 0x7f;  // exponent of all ones (and the sign
+          (*buffer)[at * size + size - 2] |= 0xf0;  // may be set): a NaN, payload nonzero
+        }
+      }
+      std::vector<uint8_t> ab(count * size), ba(count * size), in_place = a;
+      Reduce(type, op, ab.data(), a.data(), b.data(), count);
+      Reduce(type, op, ba.data(), b.data(), a.data(), count);
+      ReduceInto(type, op, in_place.data(), b.data(), count);
+      EXPECT_EQ(ab, ba) << DataTypeName(type) << " " << ReduceOpName(op);
+      EXPECT_EQ(ab, in_place) << DataTypeName(type) << " " << ReduceOpName(op);
+    }
+  }
+}
+
+// MPI's max and min keep a NaN against a number, either way round; NCCL's drop it.
+TEST(ReduceIntoCraftedTest, MpiMaxMinKeepNan) {
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  for (ReduceOp op : {ReduceOp::kMaxNan, ReduceOp::kMinNan}) {
+    const std::vector<float> kept =
+        Reduced<float>(DataType::kFloat32, op, {kNan, 1.0f, kNan}, {-1.0f, kNan, kNan});
+    EXPECT_TRUE(std::isnan(kept[0]) && std::isnan(kept[1]) && std::isnan(kept[2]));
+  }
+  EXPECT_EQ(Reduced<float>(DataType::kFloat32, ReduceOp::kMax, {kNan}, {-1.0f})[0], -1.0f);
 }
 
 TEST(ReduceIntoCraftedTest, FloatSumAndProdSpecialValues) {

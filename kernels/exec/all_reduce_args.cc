@@ -12,7 +12,7 @@ absl::Status CheckAllReduceArgs(const RankProgram& program, const AllReduceArgs&
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ": unknown data type ", static_cast<int>(args.type)));
   }
-  if (static_cast<size_t>(args.op) >= kAllReduceOps.size()) {
+  if (static_cast<size_t>(args.op) >= kEveryReduceOp.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ": unknown reduce op ", static_cast<int>(args.op)));
   }

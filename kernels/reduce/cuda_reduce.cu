@@ -134,7 +134,7 @@ cudaError_t LaunchReduce(DataType type, ReduceOp op, void* out, const void* firs
   const bool in_place = first == nullptr || first == out;
   cudaError_t result = cudaErrorInvalidValue;  // unless `type` and `op` are known
   reduce_element::DispatchOnType(type, [&]<typename Codec>(CodecTag<Codec>) {
-    reduce_element::DispatchOnOp(op, [&]<typename Op>(OpTag<Op>) {
+    reduce_element::DispatchOnNcclOp(op, [&]<typename Op>(OpTag<Op>) {
       using Storage = typename Codec::Storage;
       const auto function = ReduceFunction<Codec, Op>{};
       result = in_place ? LaunchElementwise<Operands::kInPlace, Storage>(out, nullptr, second,

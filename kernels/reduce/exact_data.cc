@@ -151,15 +151,22 @@ void StoreEach(DataType type, int64_t count, void* out, Element&& element) {
   }
 }
 
+// The data has no NaN: MPI's max and min are NCCL's on it.
+Spec WithoutNanRule(Spec spec) {
+  if (spec.op == ReduceOp::kMaxNan) spec.op = ReduceOp::kMax;
+  if (spec.op == ReduceOp::kMinNan) spec.op = ReduceOp::kMin;
+  return spec;
+}
+
 // The rules of one Spec (see exact_data.h), with what every element shares computed once.
 class Generator {
  public:
   explicit Generator(const Spec& spec)
-      : spec_(spec),
+      : spec_(WithoutNanRule(spec)),
         is_float_(IsFloat(spec.type)),
         mask_(WidthMask(spec.type)),
         rounds_inputs_(spec.type == DataType::kBfloat16 &&
-                       (spec.op == ReduceOp::kMax || spec.op == ReduceOp::kMin)),
+                       (spec_.op == ReduceOp::kMax || spec_.op == ReduceOp::kMin)),
         magnitude_(std::max<uint64_t>(
             1, ExactLimit(spec.type) / static_cast<uint64_t>(std::max(spec.ranks, 1)))) {}
 
@@ -210,7 +217,9 @@ class Generator {
         return (noise & 1) != 0 ? -magnitude : magnitude;
       }
       case ReduceOp::kMax:
-      case ReduceOp::kMin: {
+      case ReduceOp::kMin:
+      case ReduceOp::kMaxNan:  // as kMax and kMin: WithoutNanRule
+      case ReduceOp::kMinNan: {
         const double steps = static_cast<double>(1 + Below(noise, kMaxMinSteps));
         return ((noise & 1) != 0 ? -steps : steps) / 8;
       }
@@ -225,6 +234,8 @@ class Generator {
                                            : UpTo(noise, magnitude_);
       case ReduceOp::kMax:
       case ReduceOp::kMin:
+      case ReduceOp::kMaxNan:  // as kMax and kMin: WithoutNanRule
+      case ReduceOp::kMinNan:
         return noise;
       case ReduceOp::kProd:
         return noise | 1;
@@ -253,6 +264,9 @@ class Generator {
         return std::max(accumulator, value);
       case ReduceOp::kMin:
         return std::min(accumulator, value);
+      case ReduceOp::kMaxNan:  // never: WithoutNanRule
+      case ReduceOp::kMinNan:
+        break;
     }
     return accumulator;
   }
@@ -266,7 +280,9 @@ class Generator {
       case ReduceOp::kProd:
         return accumulator * value;
       case ReduceOp::kMax:
-      case ReduceOp::kMin: {
+      case ReduceOp::kMin:
+      case ReduceOp::kMaxNan:  // as kMax and kMin: WithoutNanRule
+      case ReduceOp::kMinNan: {
         const bool value_larger = IsSignedInteger(spec_.type)
                                       ? SignExtend(value, BitWidth(spec_.type)) >
                                             SignExtend(accumulator, BitWidth(spec_.type))

@@ -1,5 +1,7 @@
 #include "kernels/reduce/reduce.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -18,7 +20,8 @@ namespace {
 constexpr std::array<absl::string_view, 10> kDataTypeNames = {
     "int8",   "uint8",   "int32",   "uint32",  "int64",
     "uint64", "float16", "float32", "float64", "bfloat16"};
-constexpr std::array<absl::string_view, 5> kReduceOpNames = {"sum", "prod", "max", "min", "avg"};
+constexpr std::array<absl::string_view, 7> kReduceOpNames = {"sum", "prod",    "max",    "min",
+                                                             "avg", "max-nan", "min-nan"};
 
 struct DataTypeAlias {
   absl::string_view name;
@@ -42,8 +45,11 @@ using reduce_element::FloatToBfloat16Bits;
 using reduce_element::FloatToHalfBits;
 using reduce_element::HalfBitsToFloat;
 using reduce_element::kIsSixteenBitFloat;
+using reduce_element::MaxNanOp;
 using reduce_element::MaxOp;
+using reduce_element::MinNanOp;
 using reduce_element::MinOp;
+using reduce_element::NanSymmetric;
 using reduce_element::ProdOp;
 using reduce_element::ReduceElement;
 using reduce_element::SumOp;
@@ -63,6 +69,58 @@ constexpr int64_t kBlockElements = 64 / sizeof(Storage);
 // the first operand and the result; otherwise the three buffers must not overlap. Keeping the two
 // cases apart lets every parameter be `__restrict` (GCC ignores it on local variables), so the
 // vectorizer skips run-time alias checks, which -O2 will not emit.
+//
+// A sum or product of floats checks each span first for two NaNs that may meet, and reduces such
+// a span with NanSymmetric<Op>, whose per-element selects would cost the common span 2-5x
+// (reduce_element.h says why it is needed). The check is integer adds and ands on the top word of
+// each element, 32 bits or narrower, which SSE2 vectorizes (it has no unsigned or 64-bit
+// compares): an exponent of all ones in both operands (two NaNs, or an infinity with a NaN or
+// another infinity), a superset of two NaNs.
+template <typename Codec, typename Op>
+inline constexpr bool kChecksNans =
+    Op::kArithmetic&& std::is_floating_point_v<typename Codec::Compute>;
+
+// Whether any element of `incoming[0, count)` is an infinity or a NaN, in 16-byte vectors of its
+// words (GCC's vector extension, which every target lowers): each word, sign cleared, plus
+// kTopBit - kSpecial has its top bit set exactly when it is an infinity's or a NaN's top word
+// (the sum stays below twice kTopBit). A double's low word is masked out.
+template <typename Codec>
+bool HasSpecialValues(const typename Codec::Storage* incoming, int64_t count) {
+  using Storage = typename Codec::Storage;
+  using Word = std::conditional_t<sizeof(Storage) == 2, uint16_t, uint32_t>;
+  using Vector [[gnu::vector_size(16)]] = Word;
+  constexpr Word kTopBit = static_cast<Word>(Word{1} << (8 * sizeof(Word) - 1));
+  constexpr Word kSpecial = std::is_same_v<Codec, reduce_element::HalfCodec>       ? 0x7c00
+                            : std::is_same_v<Codec, reduce_element::Bfloat16Codec> ? 0x7f80
+                            : sizeof(Storage) == 4                                 ? 0x7f800000u
+                                                                                   : 0x7ff00000u;
+  constexpr int kWords = 16 / sizeof(Word);
+  Vector top_words;  // ~0 in the words that hold a sign and exponent (little-endian)
+  for (int k = 0; k < kWords; ++k) {
+    top_words[k] = sizeof(Storage) == 8 && k % 2 == 0 ? 0 : static_cast<Word>(~Word{0});
+  }
+  const auto* bytes = reinterpret_cast<const char*>(incoming);
+  const int64_t total = count * static_cast<int64_t>(sizeof(Storage));
+  Vector found = {};
+  int64_t at = 0;
+  for (; at + 16 <= total; at += 16) {
+    Vector words;
+    std::memcpy(&words, bytes + at, 16);
+    found |= ((words & static_cast<Word>(kTopBit - 1)) + static_cast<Word>(kTopBit - kSpecial)) &
+             top_words;
+  }
+  Word any = 0;
+  for (int k = 0; k < kWords; ++k) any |= found[k];
+  for (int64_t j = at / static_cast<int64_t>(sizeof(Storage)); j < count; ++j) {
+    Word word;
+    std::memcpy(&word, reinterpret_cast<const char*>(incoming + j) + sizeof(Storage) - sizeof(Word),
+                sizeof(Word));
+    any |= static_cast<Word>((word & static_cast<Word>(kTopBit - 1)) +
+                             static_cast<Word>(kTopBit - kSpecial));
+  }
+  return (any & kTopBit) != 0;
+}
+
 template <typename Codec, typename Op, bool kInPlace>
 void ReduceLoop(typename Codec::Storage* __restrict out,
                 const typename Codec::Storage* __restrict first,
@@ -121,11 +179,32 @@ void ReduceWithCodec(ReduceOp op, void* out_bytes, const void* first_bytes,
   Storage* out = static_cast<Storage*>(out_bytes);
   const Storage* first = static_cast<const Storage*>(first_bytes);
   const Storage* second = static_cast<const Storage*>(second_bytes);
-  auto run = [&]<typename Op, bool kInPlace>() {
+  // Elements [begin, end) with `Op`.
+  auto loop = [&]<typename Op, bool kInPlace>(int64_t begin, int64_t end) {
+    const Storage* const from = kInPlace ? nullptr : first + begin;
     if constexpr (kIsSixteenBitFloat<Codec>) {
-      ReducePairsLoop<Codec, Op, kInPlace>(out, first, second, count);
+      ReducePairsLoop<Codec, Op, kInPlace>(out + begin, from, second + begin, end - begin);
     } else {
-      ReduceLoop<Codec, Op, kInPlace>(out, first, second, count);
+      ReduceLoop<Codec, Op, kInPlace>(out + begin, from, second + begin, end - begin);
+    }
+  };
+  auto run = [&]<typename Op, bool kInPlace>() {
+    if constexpr (kChecksNans<Codec, Op>) {
+      // Checked at once: spans of L1-resident size, so that the check's fold and branch are paid
+      // once per 4 KiB and its read of the incoming operand hits the cache in the reduction.
+      constexpr int64_t kCheckedSpanBytes = 4096;
+      // A span at a time: NanSymmetric<Op> where the incoming span has an infinity or a NaN.
+      constexpr int64_t kSpan = kCheckedSpanBytes / sizeof(Storage);
+      for (int64_t begin = 0; begin < count; begin += kSpan) {
+        const int64_t end = std::min(count, begin + kSpan);
+        if (HasSpecialValues<Codec>(second + begin, end - begin)) {
+          loop.template operator()<NanSymmetric<Op>, kInPlace>(begin, end);
+        } else {
+          loop.template operator()<Op, kInPlace>(begin, end);
+        }
+      }
+    } else {
+      loop.template operator()<Op, kInPlace>(0, count);
     }
   };
   auto reduce = [&]<typename Op>() {
@@ -145,6 +224,10 @@ void ReduceWithCodec(ReduceOp op, void* out_bytes, const void* first_bytes,
       return reduce.template operator()<MaxOp>();
     case ReduceOp::kMin:
       return reduce.template operator()<MinOp>();
+    case ReduceOp::kMaxNan:
+      return reduce.template operator()<MaxNanOp>();
+    case ReduceOp::kMinNan:
+      return reduce.template operator()<MinNanOp>();
   }
 }
 
@@ -194,7 +277,7 @@ absl::StatusOr<DataType> ParseDataType(absl::string_view name) {
 absl::string_view ReduceOpName(ReduceOp op) { return kReduceOpNames[static_cast<size_t>(op)]; }
 
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
-  for (ReduceOp op : kAllReduceOps) {
+  for (ReduceOp op : kEveryReduceOp) {
     if (ReduceOpName(op) == name) return op;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown reduction operator \"", name,

@@ -32,10 +32,20 @@ inline constexpr std::array<DataType, 10> kAllDataTypes = {
     DataType::kInt64,   DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
     DataType::kFloat64, DataType::kBfloat16};
 
-enum class ReduceOp : uint8_t { kSum, kProd, kMax, kMin, kAvg };
+// NCCL's operators, then MPI's max and min of floating-point types: NCCL's max and min let a
+// number beat a NaN (fmax, fmin), MPI programs expect a NaN to survive (kMaxNan, kMinNan; the same
+// as kMax and kMin on integers). Every operator gives the same bits whatever the order of its two
+// operands (kernels/reduce/reduce_element.h), so that every rank of a plan ends with the same
+// bytes.
+enum class ReduceOp : uint8_t { kSum, kProd, kMax, kMin, kAvg, kMaxNan, kMinNan };
 
+// NCCL's operators: what the NCCL library and its CUDA kernels reduce.
 inline constexpr std::array<ReduceOp, 5> kAllReduceOps = {
     ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+// Every operator the CPU kernels reduce.
+inline constexpr std::array<ReduceOp, 7> kEveryReduceOp = {
+    ReduceOp::kSum, ReduceOp::kProd,   ReduceOp::kMax,   ReduceOp::kMin,
+    ReduceOp::kAvg, ReduceOp::kMaxNan, ReduceOp::kMinNan};
 
 // Bytes per element: 1, 1, 4, 4, 8, 8, 2, 4, 8, 2.
 int DataTypeSize(DataType type);
@@ -44,7 +54,7 @@ int DataTypeSize(DataType type);
 // "fp32", "fp64".
 absl::string_view DataTypeName(DataType type);
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
-// "sum", "prod", "max", "min", "avg".
+// "sum", "prod", "max", "min", "avg", "max-nan", "min-nan".
 absl::string_view ReduceOpName(ReduceOp op);
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 

@@ -1,7 +1,8 @@
 // The per-element rules of a reduction, shared by the CPU kernels (reduce.cc) and the CUDA kernels
 // (cuda_reduce.cu), so that both give the same bits by construction: the fp16 / bf16 conversions
 // (compute in float, round to nearest even once per element), the element codecs, the operators
-// (wrapping integer sums and products, fmax/fmin's NaN rule) and the average's division.
+// (wrapping integer sums and products, max and min with their NaN rules, every one symmetric bit
+// for bit) and the average's division.
 //
 // Everything here is STRAGGLAR_HOST_DEVICE: `__host__ __device__ __forceinline__` under nvcc, a
 // forced-inline function for the host compiler. It is written for both: no library calls, and
@@ -164,6 +165,7 @@ struct NativeCodec {
   using Compute = T;
   STRAGGLAR_HOST_DEVICE static T Load(T value) { return value; }
   STRAGGLAR_HOST_DEVICE static T Store(T value) { return value; }
+  STRAGGLAR_HOST_DEVICE static bool IsNan(T value) { return value != value; }  // false for ints
 };
 
 // The 16-bit float codecs take and return bit patterns widened to uint32_t (see above).
@@ -172,6 +174,7 @@ struct HalfCodec {
   using Compute = float;
   STRAGGLAR_HOST_DEVICE static float Load(uint32_t bits) { return HalfBitsToFloat(bits); }
   STRAGGLAR_HOST_DEVICE static uint32_t Store(float value) { return FloatToHalfBits(value); }
+  STRAGGLAR_HOST_DEVICE static bool IsNan(uint16_t bits) { return (bits & 0x7fffu) > 0x7c00u; }
 };
 
 struct Bfloat16Codec {
@@ -179,6 +182,7 @@ struct Bfloat16Codec {
   using Compute = float;
   STRAGGLAR_HOST_DEVICE static float Load(uint32_t bits) { return Bfloat16BitsToFloat(bits); }
   STRAGGLAR_HOST_DEVICE static uint32_t Store(float value) { return FloatToBfloat16Bits(value); }
+  STRAGGLAR_HOST_DEVICE static bool IsNan(uint16_t bits) { return (bits & 0x7fffu) > 0x7f80u; }
 };
 
 template <typename Codec>
@@ -187,6 +191,47 @@ inline constexpr bool kIsSixteenBitFloat =
 
 // ---------------------------------------------------------------------------------------------
 // Operators.
+//
+// Every reduction is symmetric bit for bit: a (op) b and b (op) a have the same bits. Plans finish
+// a chunk on two ranks at once (StragglAR's exchange with the straggler, a Halving-Doubling
+// pair), each with its own operand first, and an AllReduce must leave every rank with the same
+// bytes: replicas whose parameters differ in one NaN's payload or one zero's sign stay different.
+//  - A max or min must choose between +0 and -0 and between two NaNs: each choice here depends on
+//    the values only (ExtremeOp).
+//  - IEEE arithmetic is symmetric but for which NaN a sum or product of two NaNs returns. The GPU
+//    returns one canonical NaN; x86 returns the first operand's. The CPU loops (reduce.cc) check
+//    each block for two NaNs meeting and reduce such a block with NanSymmetric<Op>, so that the
+//    common block pays one compare per element.
+
+// The unsigned integer of a floating-point type's width.
+template <typename T>
+using BitsOf = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
+// `condition ? if_true : if_false` on bits, written with masks (see SelectBits).
+template <typename Bits>
+STRAGGLAR_HOST_DEVICE Bits Select(bool condition, Bits if_true, Bits if_false) {
+  const Bits mask = Bits{0} - static_cast<Bits>(condition);
+  return (if_true & mask) | (if_false & ~mask);
+}
+
+// Of two NaNs, the one with the larger bit pattern once both are quiet (the top bit of the
+// mantissa set), quiet: the same whichever comes first, and whichever of them an earlier
+// operation quieted (arithmetic does, and so does storing a NaN as fp16 or bf16), so that max and
+// min stay associative.
+template <typename T>
+STRAGGLAR_HOST_DEVICE BitsOf<T> LargerNanBits(T first, T second) {
+  constexpr BitsOf<T> kQuiet = BitsOf<T>{1} << (sizeof(T) == 4 ? 22 : 51);
+  const BitsOf<T> a = BitCast<BitsOf<T>>(first) | kQuiet, b = BitCast<BitsOf<T>>(second) | kQuiet;
+  return a > b ? a : b;
+}
+
+// `result` of first (op) second, except that two NaN operands give LargerNanBits: the hardware
+// returns one of the two payloads by position.
+template <typename T>
+STRAGGLAR_HOST_DEVICE T WithSymmetricNan(T result, T first, T second) {
+  const bool both_nan = first != first && second != second;
+  return BitCast<T>(Select(both_nan, LargerNanBits(first, second), BitCast<BitsOf<T>>(result)));
+}
 
 // Integer sums and products run in an unsigned type at least as wide as `unsigned`, where
 // overflow is defined to wrap; converting back to T keeps the low bits (two's complement).
@@ -194,6 +239,7 @@ template <typename T>
 using WrappingType = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
 
 struct SumOp {
+  static constexpr bool kArithmetic = true;
   template <typename T>
   STRAGGLAR_HOST_DEVICE static T Apply(T accumulated, T incoming) {
     if constexpr (std::is_integral_v<T>) {
@@ -206,6 +252,7 @@ struct SumOp {
 };
 
 struct ProdOp {
+  static constexpr bool kArithmetic = true;
   template <typename T>
   STRAGGLAR_HOST_DEVICE static T Apply(T accumulated, T incoming) {
     if constexpr (std::is_integral_v<T>) {
@@ -217,34 +264,61 @@ struct ProdOp {
   }
 };
 
-// Floating-point max/min follow C's fmax/fmin, as NCCL does (fmaxf/fminf, __hmax/__hmin on the
-// GPU): a NaN loses to a number, and the result is NaN only when both are NaN. Written as
-// compares and a select rather than calling std::fmax, which the compiler does not inline or
-// vectorize for the baseline ISA (and whose choice between +0 and -0 is unspecified). When the
-// operands compare equal (+0 and -0) the accumulated value is kept.
-struct MaxOp {
+// `Op` (SumOp or ProdOp) with two NaN operands giving LargerNanBits: what the CPU loops apply to a
+// block in which two NaNs meet.
+template <typename Op>
+struct NanSymmetric {
+  static constexpr bool kArithmetic = false;  // needs no check of its own
   template <typename T>
   STRAGGLAR_HOST_DEVICE static T Apply(T accumulated, T incoming) {
     if constexpr (std::is_floating_point_v<T>) {
-      const bool incoming_is_nan = incoming != incoming;
-      return (accumulated >= incoming || incoming_is_nan) ? accumulated : incoming;
+      return WithSymmetricNan(Op::Apply(accumulated, incoming), accumulated, incoming);
     } else {
-      return accumulated < incoming ? incoming : accumulated;
+      return Op::Apply(accumulated, incoming);
     }
   }
 };
 
-struct MinOp {
+// The larger (kLarger) or smaller of two floats, -0 below +0, with NaNs by `kNanWins`: a NaN
+// beats a number (IEEE 754-2019's maximum and minimum: MPI programs expect a NaN to survive), or
+// loses to it (maximumNumber and minimumNumber: C's fmax and fmin, as NCCL's max and min); two
+// NaNs give LargerNanBits. Compares and selects on bits, which vectorize, rather than std::fmax,
+// which the compiler neither inlines nor vectorizes for the baseline ISA. Operands that compare
+// equal are +0 and -0 or the same value: the larger is their bits ANDed (the sign is set only if
+// both are -0), the smaller ORed.
+template <bool kLarger, bool kNanWins, typename T>
+STRAGGLAR_HOST_DEVICE T FloatExtreme(T first, T second) {
+  using Bits = BitsOf<T>;
+  const Bits a = BitCast<Bits>(first), b = BitCast<Bits>(second);
+  const bool a_nan = first != first, b_nan = second != second;
+  const bool a_wins = kLarger ? first > second : first < second;
+  const bool b_wins = kLarger ? second > first : second < first;
+  const Bits tie = kLarger ? (a & b) : (a | b);
+  const Bits numbers = Select(a_wins, a, Select(b_wins, b, tie));
+  const Bits one_nan = kNanWins ? Select(a_nan, a, b) : Select(a_nan, b, a);
+  return BitCast<T>(Select(a_nan && b_nan, LargerNanBits(first, second),
+                           Select(a_nan || b_nan, one_nan, numbers)));
+}
+
+template <bool kLarger, bool kNanWins>
+struct ExtremeOp {
+  static constexpr bool kArithmetic = false;
   template <typename T>
   STRAGGLAR_HOST_DEVICE static T Apply(T accumulated, T incoming) {
     if constexpr (std::is_floating_point_v<T>) {
-      const bool incoming_is_nan = incoming != incoming;
-      return (accumulated <= incoming || incoming_is_nan) ? accumulated : incoming;
+      return FloatExtreme<kLarger, kNanWins>(accumulated, incoming);
+    } else if constexpr (kLarger) {
+      return accumulated < incoming ? incoming : accumulated;
     } else {
       return incoming < accumulated ? incoming : accumulated;
     }
   }
 };
+
+using MaxOp = ExtremeOp</*kLarger=*/true, /*kNanWins=*/false>;
+using MinOp = ExtremeOp</*kLarger=*/false, /*kNanWins=*/false>;
+using MaxNanOp = ExtremeOp</*kLarger=*/true, /*kNanWins=*/true>;
+using MinNanOp = ExtremeOp</*kLarger=*/false, /*kNanWins=*/true>;
 
 // ---------------------------------------------------------------------------------------------
 // Whole elements: what one element of a reduction or of the average's division computes.
@@ -332,10 +406,10 @@ bool DispatchOnType(DataType type, Function&& function) {
   return false;
 }
 
-// Calls `function(OpTag<Op>{})` with the operator that the reduction of `op` applies: kAvg sums
-// (FinalizeReduction divides at the end). Returns false for a value outside the enum.
+// DispatchOnOp for NCCL's operators only (the CUDA kernels, which only NCCL's calls reach): false,
+// calling nothing, for the others.
 template <typename Function>
-bool DispatchOnOp(ReduceOp op, Function&& function) {
+bool DispatchOnNcclOp(ReduceOp op, Function&& function) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
@@ -350,8 +424,25 @@ bool DispatchOnOp(ReduceOp op, Function&& function) {
     case ReduceOp::kMin:
       function(OpTag<MinOp>{});
       return true;
+    default:
+      return false;
   }
-  return false;
+}
+
+// Calls `function(OpTag<Op>{})` with the operator that the reduction of `op` applies: kAvg sums
+// (FinalizeReduction divides at the end). Returns false for a value outside the enum.
+template <typename Function>
+bool DispatchOnOp(ReduceOp op, Function&& function) {
+  switch (op) {
+    case ReduceOp::kMaxNan:
+      function(OpTag<MaxNanOp>{});
+      return true;
+    case ReduceOp::kMinNan:
+      function(OpTag<MinNanOp>{});
+      return true;
+    default:
+      return DispatchOnNcclOp(op, function);
+  }
 }
 
 }  // namespace stragglar::reduce_element

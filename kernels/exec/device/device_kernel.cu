@@ -169,7 +169,7 @@ cudaError_t LaunchDeviceProgram(DataType type, ReduceOp op, const DeviceProgramV
   if (ctas < 1) return cudaErrorInvalidValue;
   cudaError_t result = cudaErrorInvalidValue;  // unless `type` and `op` are known
   reduce_element::DispatchOnType(type, [&]<typename Codec>(reduce_element::CodecTag<Codec>) {
-    reduce_element::DispatchOnOp(op, [&]<typename Op>(reduce_element::OpTag<Op>) {
+    reduce_element::DispatchOnNcclOp(op, [&]<typename Op>(reduce_element::OpTag<Op>) {
       // clang-format off
       DeviceProgramKernel<Codec, Op><<<ctas, kDeviceThreadsPerCta, 0, stream>>>(
           program, call, watch);

@@ -46,6 +46,9 @@ inline ncclRedOp_t NcclRedOp(ReduceOp op) {
       return ncclMin;
     case ReduceOp::kAvg:
       return ncclAvg;
+    case ReduceOp::kMaxNan:  // MPI's, never an NCCL call's
+    case ReduceOp::kMinNan:
+      break;
   }
   return ncclSum;
 }
