@@ -71,22 +71,18 @@ for first in range(0, len(ran), epoch):
     majority[first] = collections.Counter(letters).most_common(1)[0][0]
     medians[first] = statistics.median(shortest[c] for c in calls)
     print(f"  {first:3d} {letters} {medians[first] * 1e3:5.0f} ms")
-settled = range(3 * epoch, change, epoch)
-fastest = min(medians[first] for first in settled)
-slow = [first for first in settled if medians[first] > 1.4 * fastest]
-if slow:
-    sys.exit(f"FAIL: before the change, the epoch from call {slow[0]} ran {majority[slow[0]]} at "
-             f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {settled[0]} on")
-print(f"calls {settled[0]}-{change - 1}: {''.join(majority[first] for first in settled)}, the "
-      f"slowest epoch {max(medians[f] for f in settled) / fastest:.2f}x the fastest")
-followed = range(change + 3 * epoch, len(ran), epoch)
-fastest = min(medians[first] for first in followed)
-slow = [first for first in followed if medians[first] > 1.4 * fastest]
-if slow:
-    sys.exit(f"FAIL: epochs from call {slow[0]} ran {majority[slow[0]]} at "
-             f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {followed[0]} on")
-print(f"from call {followed[0]} on: {''.join(majority[first] for first in followed)}, "
-      f"the slowest epoch {max(medians[f] for f in followed) / fastest:.2f}x the fastest")
+def settled(firsts, when):
+    # No epoch among `firsts` over 1.4x the fastest of them: the policy runs a fast algorithm.
+    fastest = min(medians[first] for first in firsts)
+    slow = [first for first in firsts if medians[first] > 1.4 * fastest]
+    if slow:
+        sys.exit(f"FAIL: {when}, the epoch from call {slow[0]} ran {majority[slow[0]]} at "
+                 f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {firsts[0]} on")
+    print(f"{when}, calls {firsts[0]}-{firsts[-1] + epoch - 1}: "
+          f"{''.join(majority[first] for first in firsts)}, the slowest epoch "
+          f"{max(medians[f] for f in firsts) / fastest:.2f}x the fastest")
+settled(range(3 * epoch, change, epoch), "before the change")
+settled(range(change + 3 * epoch, len(ran), epoch), "3 epochs after it")
 PY
 (($? == 0)) || exit 1
 echo "cluster.slowdown: ok"
