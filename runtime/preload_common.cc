@@ -80,6 +80,13 @@ absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& confi
     return absl::InternalError(
         absl::StrCat("node ids: gathered ", all->size(), " values from ", size, " ranks"));
   }
+  return TopologyOfNodes(config, std::vector<int64_t>(all->begin(), all->end()), comm);
+}
+
+std::optional<Topology> TopologyOfNodes(const PreloadConfig& config,
+                                        const std::vector<int64_t>& node_of_rank,
+                                        absl::string_view comm) {
+  const int size = static_cast<int>(node_of_rank.size());
   if (config.topology.has_value()) {
     if (config.topology->num_ranks() == size) {
       Log(LogLevel::kInfo, absl::StrCat(comm, ": topology ", TopologyName(*config.topology),
@@ -91,7 +98,6 @@ absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& confi
                          config.topology->num_ranks(), " ranks, ", comm, " has ", size,
                          "; using the nodes the ranks report"));
   }
-  const std::vector<int64_t> node_of_rank(all->begin(), all->end());
   absl::StatusOr<Topology> learned = TopologyFromNodeIds(node_of_rank);
   if (!learned.ok()) {
     LogOnce(LogLevel::kInfo, "topology-learned",

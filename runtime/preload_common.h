@@ -47,6 +47,11 @@ int LocalRankFromEnv();
 absl::StatusOr<std::optional<Topology>> LearnTopology(const PreloadConfig& config,
                                                       CommBackend& backend, int size,
                                                       int64_t node_id, absl::string_view comm);
+// LearnTopology's verdict once every rank's node id is known (`node_of_rank`, one per rank),
+// without a gather: for a library that knows them already.
+std::optional<Topology> TopologyOfNodes(const PreloadConfig& config,
+                                        const std::vector<int64_t>& node_of_rank,
+                                        absl::string_view comm);
 
 // A node identity from this host's name: 52 bits of its hash, exact in the doubles the gather
 // carries. The same on every rank of a host (one binary), different across hosts but for hash

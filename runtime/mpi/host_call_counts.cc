@@ -4,8 +4,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,10 +18,13 @@ constexpr int kNameBytes = 64;
 
 }  // namespace
 
-std::unique_ptr<HostCallCounts> HostCallCounts::Create(MPI_Comm node, std::vector<int> comm_ranks) {
-  int self = 0;
-  PMPI_Comm_rank(node, &self);
-  const size_t bytes = comm_ranks.size() * sizeof(int64_t);
+std::unique_ptr<HostCallCounts> HostCallCounts::Create(MPI_Comm comm, std::vector<int> host_ranks) {
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  const int self =
+      static_cast<int>(std::find(host_ranks.begin(), host_ranks.end(), rank) - host_ranks.begin());
+  const size_t bytes = host_ranks.size() * sizeof(int64_t);
   // The host's lowest rank makes the segment and names it; every rank maps it, then it is
   // unlinked, so that nothing is left behind whatever happens to the job.
   char name[kNameBytes] = {};
@@ -32,18 +37,21 @@ std::unique_ptr<HostCallCounts> HostCallCounts::Create(MPI_Comm node, std::vecto
       std::strncpy(name, chosen.c_str(), kNameBytes - 1);
     }
   }
-  PMPI_Bcast(name, kNameBytes, MPI_CHAR, 0, node);
-  if (self != 0 && name[0] != '\0') fd = shm_open(name, O_RDWR, 0600);
+  // Every host's name in one gather of the communicator, each rank reading its host's.
+  std::vector<char> names(static_cast<size_t>(size) * kNameBytes);
+  PMPI_Allgather(name, kNameBytes, MPI_CHAR, names.data(), kNameBytes, MPI_CHAR, comm);
+  const char* leaders = names.data() + static_cast<size_t>(host_ranks.front()) * kNameBytes;
+  if (self != 0 && leaders[0] != '\0') fd = shm_open(leaders, O_RDWR, 0600);
   void* mapped = MAP_FAILED;
-  if (fd >= 0 && name[0] != '\0') {
+  if (fd >= 0 && leaders[0] != '\0') {
     mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   if (fd >= 0) close(fd);
-  PMPI_Barrier(node);  // every rank has opened it
+  PMPI_Barrier(comm);  // every rank has opened it
   if (self == 0 && name[0] != '\0') shm_unlink(name);
   if (mapped == MAP_FAILED) return nullptr;
   return std::unique_ptr<HostCallCounts>(
-      new HostCallCounts(static_cast<int64_t*>(mapped), std::move(comm_ranks), self));
+      new HostCallCounts(static_cast<int64_t*>(mapped), std::move(host_ranks), self));
 }
 
 HostCallCounts::~HostCallCounts() { munmap(counts_, comm_ranks_.size() * sizeof(int64_t)); }

@@ -14,10 +14,10 @@ namespace stragglar {
 
 class HostCallCounts {
  public:
-  // Collective over `node`, the communicator's ranks on this host; comm_ranks[i] is node rank i's
-  // rank in the communicator. nullptr where shared memory cannot be had (this rank then counts
-  // nothing; the others still do).
-  static std::unique_ptr<HostCallCounts> Create(MPI_Comm node, std::vector<int> comm_ranks);
+  // Collective over `comm` (two of its collectives: a gather of the segments' names, a barrier):
+  // `host_ranks` are the ranks of `comm` on this host, in order, this rank among them. nullptr
+  // where shared memory cannot be had (this rank then counts nothing; the others still do).
+  static std::unique_ptr<HostCallCounts> Create(MPI_Comm comm, std::vector<int> host_ranks);
   ~HostCallCounts();
   HostCallCounts(const HostCallCounts&) = delete;
   HostCallCounts& operator=(const HostCallCounts&) = delete;
@@ -31,9 +31,9 @@ class HostCallCounts {
   HostCallCounts(int64_t* counts, std::vector<int> comm_ranks, int self)
       : counts_(counts), comm_ranks_(std::move(comm_ranks)), self_(self) {}
 
-  int64_t* counts_;  // mapped: one per node rank
+  int64_t* counts_;  // mapped: one per rank of this host
   std::vector<int> comm_ranks_;
-  int self_;  // this rank's node rank
+  int self_;  // this rank's place among them
 };
 
 }  // namespace stragglar

@@ -22,8 +22,12 @@ std::string MpiLibraryVersion() {
 }
 
 std::optional<int64_t> TcpEagerLimit() {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  // The program's own thread level: OpenMPI's MPI_T_init_thread sets the whole library's level to
+  // the one it is given (MPI_THREAD_SINGLE here once dropped a MPI_THREAD_MULTIPLE program's
+  // locking, and its threads crashed).
+  int level = MPI_THREAD_SINGLE, provided = 0;
+  if (PMPI_Query_thread(&level) != MPI_SUCCESS) return std::nullopt;
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return std::nullopt;
   std::optional<int64_t> limit;
   int index = 0;
   char name[256];
@@ -127,7 +131,7 @@ CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const RankProgra
     if (code == MPI_SUCCESS) return {};
     return {.status = MpiCallFailed("MPI_Allreduce", code)};
   }
-  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, progress_)};
+  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, progress_, alarm_)};
 }
 
 }  // namespace stragglar

@@ -22,7 +22,8 @@ std::string MpiLibraryVersion();
 
 // The largest message the MPI library's TCP transport sends eagerly (without a rendezvous
 // handshake), header included, read through the MPI tool interface: OpenMPI's
-// btl_tcp_eager_limit (64 KiB by default). nullopt where the library has no such variable.
+// btl_tcp_eager_limit (64 KiB by default). nullopt where the library has no such variable. After
+// MPI_Init; the tool interface is opened at the program's thread level (MPI_Query_thread).
 std::optional<int64_t> TcpEagerLimit();
 
 // Rank 0's `text` on every rank of `comm` (collective); an error naming MPI_Bcast, carrying its
@@ -58,7 +59,7 @@ class MpiAllReduceWork final : public CallWork {
  public:
   MpiAllReduceWork(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm user, const AllReduceArgs& args, const MpiExecutorOptions& options,
-                   MPI_Comm own, CallProgress* progress = nullptr)
+                   MPI_Comm own, CallProgress* progress = nullptr, MpiAlarm* alarm = nullptr)
       : sendbuf_(sendbuf),
         recvbuf_(recvbuf),
         count_(count),
@@ -68,7 +69,8 @@ class MpiAllReduceWork final : public CallWork {
         args_(args),
         options_(options),
         own_(own),
-        progress_(progress) {}
+        progress_(progress),
+        alarm_(alarm) {}
 
   CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
 
@@ -87,6 +89,7 @@ class MpiAllReduceWork final : public CallWork {
   const MpiExecutorOptions& options_;
   MPI_Comm own_;
   CallProgress* progress_;  // may be null: what the call's watchdog reads
+  MpiAlarm* alarm_;         // may be null: kernels/exec/mpi/mpi_alarm.h
   bool ran_native_ = false;
 };
 

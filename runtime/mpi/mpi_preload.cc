@@ -8,8 +8,19 @@
 // MPI library's own Allreduce for the default algorithm, priced as Ring, or a plan over
 // point-to-point; every STRAGGLAR_EPOCH_CALLS calls an allgather of every rank's timings at the
 // same call index, so that they all switch together).
+//
+// The state hangs on the communicator as an MPI attribute, not in a table keyed by its handle: the
+// library calls the attribute's delete function when the communicator ends, by MPI_Comm_free,
+// MPI_Comm_disconnect or MPI_Finalize, and a later communicator that gets the same handle starts
+// without it. Duplicates of a communicator do not inherit it (MPI_COMM_NULL_COPY_FN).
+//
+// Threads: the thread level is the program's. Nothing here initializes MPI or its tool interface
+// at another level (TcpEagerLimit asks for the level MPI_Query_thread gives). The process-wide
+// state is under Global::mutex; a communicator's state is used by one thread at a time, as MPI
+// requires of collective calls on one communicator.
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -30,7 +41,9 @@
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 #include "runtime/log.h"
+#include "runtime/mpi/comm_layout.h"
 #include "runtime/mpi/host_call_counts.h"
+#include "runtime/mpi/link_cache.h"
 #include "runtime/mpi/mpi_backend.h"
 #include "runtime/preload_common.h"
 #include "runtime/version.h"
@@ -60,11 +73,13 @@ std::optional<DataType> MapType(MPI_Datatype type) {
   return std::nullopt;
 }
 
+// MPI's max and min keep a NaN, as the library's own do wherever a NaN meets the accumulated value
+// (their order decides otherwise, and every rank must end with the same bytes).
 std::optional<ReduceOp> MapOp(MPI_Op op) {
   if (op == MPI_SUM) return ReduceOp::kSum;
   if (op == MPI_PROD) return ReduceOp::kProd;
-  if (op == MPI_MAX) return ReduceOp::kMax;
-  if (op == MPI_MIN) return ReduceOp::kMin;
+  if (op == MPI_MAX) return ReduceOp::kMaxNan;
+  if (op == MPI_MIN) return ReduceOp::kMinNan;
   return std::nullopt;
 }
 
@@ -80,6 +95,10 @@ struct CommState {
   std::atomic<int64_t> calls{0};
   std::unique_ptr<HostCallCounts> host_calls;
   bool whole_comm_on_host = false;
+  // Raised when a call could not finish on some rank (kernels/exec/mpi/mpi_alarm.h). From then on
+  // `own`'s messages are out of step, and every call passes through (`broken`).
+  std::unique_ptr<MpiAlarm> alarm;
+  bool broken = false;
 
   // For the watchdog's thread: who of this host has not entered the call in progress.
   std::string AbsentRanks() const;
@@ -90,13 +109,22 @@ struct CommState {
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                          MPI_Op op, DataType type, ReduceOp reduce_op) {
+  if (broken || alarm->Raised()) {
+    if (!broken) {
+      Log(LogLevel::kWarn, absl::StrCat(comm->name(),
+                                        ": a call failed on some rank (counts that differ across "
+                                        "ranks?); every later call passes through"));
+    }
+    broken = true;
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, user);
+  }
   const AllReduceArgs args{.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
                            .recv = recvbuf,
                            .count = count,
                            .type = type,
                            .op = reduce_op};
   MpiAllReduceWork work(sendbuf, recvbuf, count, datatype, op, user, args, options, backend->own(),
-                        &progress);
+                        &progress, alarm.get());
   const int64_t entered = calls.fetch_add(1, std::memory_order_relaxed) + 1;
   if (host_calls != nullptr) host_calls->Entered(entered);
   progress.Start();
@@ -105,6 +133,7 @@ int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Data
                       /*in_place=*/args.send == args.recv, work);
   progress.Finish();
   if (ran.ok()) return MPI_SUCCESS;
+  broken = broken || alarm->Raised();
   // The edge: MPI's own code where MPI failed, else an internal error.
   const int code = LibraryCode(ran.status()).value_or(MPI_ERR_INTERN);
   // What MPI itself does with an error: the communicator's handler decides (fatal by default).
@@ -124,13 +153,19 @@ std::string CommState::AbsentRanks() const {
 
 struct Global {
   std::mutex mutex;
-  bool active = false;  // MPI initialized through us, and not off
+  std::atomic<bool> active{false};  // MPI initialized through us, and not off
   PreloadConfig config;
   int world_rank = 0;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<MetricsServer> server;
   BuildInfo build;  // for stragglar_build_info
-  std::map<MPI_Comm, std::unique_ptr<CommState>> comms;
+  // The attribute that carries each communicator's CommState (MPI_KEYVAL_INVALID until OnInit).
+  int keyval = MPI_KEYVAL_INVALID;
+  std::vector<int> world_nodes;  // runtime/mpi/comm_layout.h, gathered at MPI_Init
+  LinkCache links;
+  // Every live state, owned here; the attributes point into it. A communicator passed through
+  // keeps a state without `comm`, so that it is looked at once.
+  std::map<CommState*, std::unique_ptr<CommState>> comms;
   bool traced = false;  // the communicator that traces and summarizes has been chosen
   // STRAGGLAR_WARN_AFTER / STRAGGLAR_TIMEOUT: watches every communicator's calls; null when both
   // are 0. After `comms`, so that it stops before the states it reads go.
@@ -176,6 +211,7 @@ std::optional<PreloadConfig> AgreedConfig(PreloadConfig mine, int world_rank) {
 }
 
 void WriteOutputs(Global& g, CommState& state);
+int DeleteState(MPI_Comm comm, int keyval, void* attribute, void* extra);
 
 // STRAGGLAR_TIMEOUT, on the watchdog's thread, after its line: rank 0 writes the trace and
 // summary of the calls so far, then ends the job. The other ranks wait a little first, so that
@@ -186,9 +222,7 @@ void EndOnTimeout() {
   if (g.world_rank == 0) {
     std::unique_lock<std::mutex> lock(g.mutex, std::try_to_lock);
     if (lock.owns_lock()) {
-      for (auto& [comm, state] : g.comms) {
-        if (state != nullptr) WriteOutputs(g, *state);
-      }
+      for (auto& [key, state] : g.comms) WriteOutputs(g, *state);
     }
   } else {
     std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -207,20 +241,25 @@ void OnInit() {
   std::optional<PreloadConfig> agreed =
       AgreedConfig(ConfigureFromEnv("libstragglar_mpi.so", g.build.backend_version), g.world_rank);
   if (!agreed.has_value()) return;
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, DeleteState, &g.keyval, nullptr) !=
+      MPI_SUCCESS) {
+    Log(LogLevel::kWarn, "every MPI call passes through: MPI_Comm_create_keyval failed");
+    return;
+  }
   g.config = *std::move(agreed);
   if (g.config.mode == RuntimeMode::kOff) {
     Log(LogLevel::kInfo, "STRAGGLAR_MODE=off: every MPI call passes through");
     return;
   }
-  // The node-local rank picks the metrics port (base + local rank). MPI_Init is collective over
-  // the world, so this collective split is safe here.
-  MPI_Comm node = MPI_COMM_NULL;
-  int local_rank = 0;
-  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-      MPI_SUCCESS) {
-    PMPI_Comm_rank(node, &local_rank);
-    PMPI_Comm_free(&node);
-  }
+  // Every world rank's node, once (MPI_Init is collective over the world): each communicator's
+  // layout then needs no collective. The node-local rank picks the metrics port (base + local
+  // rank).
+  g.world_nodes = GatherWorldNodes();
+  const int local_rank =
+      static_cast<int>(g.world_nodes.empty()
+                           ? 0
+                           : std::count(g.world_nodes.begin(), g.world_nodes.begin() + g.world_rank,
+                                        g.world_nodes[g.world_rank]));
   MetricsSetup metrics = StartMetricsFromEnv(local_rank);
   g.registry = std::move(metrics.registry);
   g.server = std::move(metrics.server);
@@ -262,13 +301,15 @@ void UsePerClassQueues(RuntimeConfig& runtime, MpiExecutorOptions& executor,
 }
 
 // The state of `comm`, created at its first handled call (collective: every rank is in the same
-// MPI_Allreduce). nullptr: pass this communicator through (an inter-communicator, one rank, or
-// setup failed).
+// MPI_Allreduce) and kept as its attribute. nullptr: pass this communicator through (an
+// inter-communicator, one rank, or setup failed).
 CommState* StateFor(Global& g, MPI_Comm comm) {
-  {
-    std::lock_guard<std::mutex> lock(g.mutex);
-    auto it = g.comms.find(comm);
-    if (it != g.comms.end()) return it->second.get();
+  void* attribute = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, g.keyval, &attribute, &found) != MPI_SUCCESS) return nullptr;
+  if (found) {
+    auto* known = static_cast<CommState*>(attribute);
+    return known->comm != nullptr ? known : nullptr;
   }
   int inter = 0, size = 0, rank = 0;
   PMPI_Comm_test_inter(comm, &inter);
@@ -277,20 +318,14 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
   auto state = std::make_unique<CommState>();
   state->user = comm;
   MPI_Comm own = MPI_COMM_NULL;
-  if (inter || size < 2 || PMPI_Comm_dup(comm, &own) != MPI_SUCCESS) {
-    state.reset();
-  } else {
-    // The ranks that share memory with this one: its node, named by its lowest rank.
-    MPI_Comm node = MPI_COMM_NULL;
-    int node_size = 0, node_leader = rank;
-    PMPI_Comm_split_type(own, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    PMPI_Comm_size(node, &node_size);
-    PMPI_Allreduce(&rank, &node_leader, 1, MPI_INT, MPI_MIN, node);
-    std::vector<int> node_ranks(node_size);
-    PMPI_Allgather(&rank, 1, MPI_INT, node_ranks.data(), 1, MPI_INT, node);
-    state->host_calls = HostCallCounts::Create(node, std::move(node_ranks));
-    PMPI_Comm_free(&node);
-    const bool one_host = node_size == size;
+  if (!inter && size >= 2 && PMPI_Comm_dup(comm, &own) == MPI_SUCCESS) {
+    // The ranks that share memory with this one, from the world's nodes (or, for ranks of
+    // another world, gathered: every rank of `comm` takes the same way).
+    std::optional<CommLayout> known = LayoutFromWorld(comm, g.world_nodes);
+    const CommLayout layout =
+        known.has_value() ? *std::move(known) : GatheredLayout(own, HostNodeId());
+    state->host_calls = HostCallCounts::Create(own, layout.host_ranks);
+    const bool one_host = layout.whole_comm_on_host();
     state->whole_comm_on_host = one_host;
     CommOptions options =
         PreloadCommOptions(g.config, kBackend, "MPI_Allreduce", CommName(comm),
@@ -301,38 +336,53 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .large_repeats = 2,
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
+    absl::StatusOr<std::unique_ptr<MpiAlarm>> alarm = MpiAlarm::Post(own);
+    state->alarm = alarm.ok() ? *std::move(alarm) : nullptr;
     const int64_t network_message_bytes = g.config.mpi_network_message_bytes.value_or(0);
     state->options = {.reduce_segment_bytes = g.config.mpi_segment_bytes,
                       .network_message_bytes = network_message_bytes};
-    absl::StatusOr<std::optional<Topology>> topology =
-        LearnTopology(g.config, *state->backend, size, node_leader, CommName(comm));
-    if (topology.ok()) {
-      options.runtime.topology = *topology;
-      if (topology->has_value()) {
-        state->options.ranks_per_node = (*topology)->ranks_per_node;
-        if (network_message_bytes > 0) {
-          Log(LogLevel::kInfo,
-              absl::StrCat(CommName(comm), ": transfers between nodes in messages of at most ",
-                           FormatBytes(static_cast<double>(network_message_bytes))));
-        }
+    const std::optional<Topology> topology =
+        TopologyOfNodes(g.config, layout.node_of_rank, CommName(comm));
+    options.runtime.topology = topology;
+    if (topology.has_value()) {
+      state->options.ranks_per_node = topology->ranks_per_node;
+      if (network_message_bytes > 0) {
+        Log(LogLevel::kInfo,
+            absl::StrCat(CommName(comm), ": transfers between nodes in messages of at most ",
+                         FormatBytes(static_cast<double>(network_message_bytes))));
       }
-    } else {
-      Log(LogLevel::kWarn, absl::StrCat("priced as one node: ", topology.status().message()));
     }
     if (g.config.per_class_queues)
       UsePerClassQueues(options.runtime, state->options, CommName(comm));
+    // The links of an earlier communicator of this shape, if every rank has them; else probed.
+    const LinkShape shape{
+        .ranks = size, .nodes = topology.has_value() ? topology->nodes : 1, .one_host = one_host};
+    if (std::optional<ProbedLinks> links = g.links.Agreed(own, shape); links.has_value()) {
+      options.link = links->intra_node;
+      if (links->inter_node.has_value()) options.runtime.inter_node_link = *links->inter_node;
+    }
+    const bool probes = !options.link.has_value();
     absl::StatusOr<std::unique_ptr<Communicator>> created =
         Communicator::Create(rank, size, std::move(options), *state->backend);
+    if (created.ok() && state->alarm == nullptr) {
+      created = absl::InternalError("the call alarm's receive could not be posted");
+    }
     if (created.ok()) {
       state->comm = *std::move(created);
+      if (probes) {
+        std::optional<LinkModel> between;
+        if (topology.has_value()) between = state->comm->core().config().inter_node_link;
+        g.links.Keep(shape, {.intra_node = state->comm->link(), .inter_node = between});
+      }
     } else {
       Log(LogLevel::kWarn, absl::StrCat("passing through: ", created.status().message()));
+      state->backend.reset();
+      state->alarm.reset();
       PMPI_Comm_free(&own);
-      state.reset();
     }
   }
   std::lock_guard<std::mutex> lock(g.mutex);
-  if (state != nullptr) {
+  if (state->comm != nullptr) {
     // The trace and the end-of-run summary follow the first world-sized communicator.
     int compare = MPI_UNEQUAL;
     PMPI_Comm_compare(comm, MPI_COMM_WORLD, &compare);
@@ -344,22 +394,58 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
                         [state = state.get()] { return state->AbsentRanks(); });
     }
   }
-  return g.comms.emplace(comm, std::move(state)).first->second.get();
+  CommState* const kept = state.get();
+  g.comms.emplace(kept, std::move(state));
+  PMPI_Comm_set_attr(comm, g.keyval, kept);
+  return kept->comm != nullptr ? kept : nullptr;
+}
+
+// The attribute's delete function: `comm` ends (MPI_Comm_free, MPI_Comm_disconnect, or
+// MPI_Finalize for the predefined ones), collectively, so freeing our duplicate here keeps the
+// ranks in step. After OnFinalize the states are gone and nothing is left to do.
+int DeleteState(MPI_Comm, int, void* attribute, void*) {
+  Global& g = G();
+  std::unique_ptr<CommState> state;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    auto it = g.comms.find(static_cast<CommState*>(attribute));
+    if (it == g.comms.end()) return MPI_SUCCESS;
+    state = std::move(it->second);
+    g.comms.erase(it);
+  }
+  if (state->comm == nullptr) return MPI_SUCCESS;
+  if (g.watchdog != nullptr) g.watchdog->Unwatch(&state->progress);
+  state->comm->Close();
+  WriteOutputs(g, *state);
+  MPI_Comm own = state->backend->own();
+  state->comm.reset();
+  state->alarm.reset();  // its receive cancelled before its communicator goes
+  PMPI_Comm_free(&own);
+  return MPI_SUCCESS;
 }
 
 // Rank 0 of the traced communicator writes the trace and the summary.
 void WriteOutputs(Global& g, CommState& state) {
+  if (state.comm == nullptr) return;
   const std::shared_ptr<TraceRecorder>& recorder = state.comm->observers().recorder();
   if (recorder == nullptr || state.comm->rank() != 0) return;
   WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (MPI)");
 }
 
+// The communicators still alive: their last outputs, then their states go (their duplicates stay,
+// for MPI_Finalize to end). Their attributes' delete functions, if the library calls them, find
+// nothing left.
 void OnFinalize() {
   Global& g = G();
   if (!g.active) return;
   g.watchdog.reset();  // no call is in progress from here on
-  for (auto& [comm, state] : g.comms) {
-    if (state == nullptr) continue;
+  std::map<CommState*, std::unique_ptr<CommState>> comms;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    comms.swap(g.comms);
+  }
+  for (auto& [key, state] : comms) {
+    if (state->comm == nullptr) continue;
     // Only the traced communicator spans the world, so only its ranks all reach this point
     // together: the one safe place for a last, partial exchange.
     if (state->comm->observers().recorder() != nullptr) (void)state->comm->Flush();
@@ -393,35 +479,15 @@ int MPI_Finalize(void) {
   return PMPI_Finalize();
 }
 
-int MPI_Comm_free(MPI_Comm* comm) {
-  stragglar::Global& g = G();
-  if (comm != nullptr && g.active) {
-    std::unique_ptr<stragglar::CommState> state;
-    {
-      std::lock_guard<std::mutex> lock(g.mutex);
-      auto it = g.comms.find(*comm);
-      if (it != g.comms.end()) {
-        state = std::move(it->second);
-        g.comms.erase(it);
-      }
-    }
-    if (state != nullptr) {
-      if (g.watchdog != nullptr) g.watchdog->Unwatch(&state->progress);
-      // MPI_Comm_free is collective, so freeing our duplicate here keeps the ranks in step.
-      state->comm->Close();
-      stragglar::WriteOutputs(g, *state);
-      MPI_Comm own = state->backend->own();
-      state->comm.reset();
-      PMPI_Comm_free(&own);
-    }
-  }
-  return PMPI_Comm_free(comm);
-}
-
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
   stragglar::Global& g = G();
-  if (!g.active || count <= 0 || comm == MPI_COMM_NULL) {
+  // Erroneous buffers go to the library, which says so as MPI does (MPI_ERR_BUFFER, to the
+  // communicator's error handler): MPI_IN_PLACE as the receive buffer, or one buffer for both
+  // without MPI_IN_PLACE.
+  const bool erroneous_buffers =
+      recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && sendbuf != nullptr);
+  if (!g.active || count <= 0 || comm == MPI_COMM_NULL || erroneous_buffers) {
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   }
   const std::optional<stragglar::DataType> type = stragglar::MapType(datatype);

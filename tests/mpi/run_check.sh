@@ -34,6 +34,14 @@ if [[ $preload == yes ]]; then
 fi
 # Under ASan, leaks are not checked: OpenMPI keeps its own allocations until exit.
 [[ -z $asan ]] || args+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+# Under TSan (scripts/sanitize.sh's thread tree): OpenMPI is not instrumented, so what it does in
+# the program's buffers, and its own locks, are not checked (tests/mpi/tsan.supp), and only the
+# shared-memory transport runs (its TCP transport's setup reports a lock order of its own).
+if { ldd "$(command -v "$1" || true)" 2>/dev/null || true; } | grep -q libtsan; then
+  tsan="suppressions=$(cd "$(dirname "$0")" && pwd)/tsan.supp ignore_noninstrumented_modules=1"
+  args+=(-x "TSAN_OPTIONS=${TSAN_OPTIONS:+$TSAN_OPTIONS }$tsan report_signal_unsafe=0")
+  [[ -n ${RUN_CHECK_CLUSTER:-} ]] || args=("${args[@]/self,vader,tcp/self,vader}")
+fi
 # A test that passes on its output (PASS_REGULAR_EXPRESSION, which makes ctest ignore the exit
 # status) must still fail when any rank failed: this line is every MPI test's FAIL pattern.
 status=0

@@ -46,12 +46,13 @@ struct StepLayout {
 class MpiCall {
  public:
   MpiCall(const RankProgram& program, const AllReduceArgs& args, const MpiExecutorOptions& options,
-          MPI_Comm comm, CallProgress* progress)
+          MPI_Comm comm, CallProgress* progress, MpiAlarm* alarm)
       : program_(program),
         messages_(program, args),
         options_(options),
         comm_(comm),
-        progress_(progress) {}
+        progress_(progress),
+        alarm_(alarm) {}
 
   absl::Status Run();
 
@@ -82,6 +83,15 @@ class MpiCall {
   void Waiting(int32_t peer, int32_t round) {
     if (progress_ != nullptr) progress_->Waiting(peer, round);
   }
+  // PMPI_Waitany over `requests` and the alarm: the index that completed (MPI_UNDEFINED at once
+  // when every one is MPI_REQUEST_NULL), or Interrupted() when the alarm came first.
+  absl::StatusOr<int> WaitAny(absl::Span<MPI_Request> requests, MPI_Status* status);
+  // After a failed step: cancels the receives still posted, and lets go of the sends.
+  void Abandon();
+  absl::Status Wait(MPI_Request* request, MPI_Status* status) {
+    absl::StatusOr<int> done = WaitAny(absl::MakeSpan(request, 1), status);
+    return done.ok() ? absl::OkStatus() : done.status();
+  }
   // The tag of round `round`'s ready message: above every round's own tag (Run checks that the
   // rounds fit below half of MPI_TAG_UB).
   int ReadyTag(int32_t round) const { return ready_tags_ + round; }
@@ -99,6 +109,7 @@ class MpiCall {
   MPI_Comm comm_;
   int ready_tags_ = 0;
   CallProgress* progress_;                // may be null
+  MpiAlarm* alarm_;                       // may be null
   std::byte* target_ = nullptr;           // where the current step's receive lands
   const std::byte* send_data_ = nullptr;  // what the current step sends
   int64_t sends_posted_ = 0;              // of the current step's send segments
@@ -109,6 +120,27 @@ class MpiCall {
 // not adjacent in memory, and the requests.
 thread_local std::vector<std::byte> incoming, outgoing;
 thread_local std::vector<MPI_Request> send_requests, receive_requests;
+
+absl::StatusOr<int> MpiCall::WaitAny(absl::Span<MPI_Request> requests, MPI_Status* status) {
+  MPI_Request pending[3];
+  const int count = static_cast<int>(requests.size());
+  bool any = false;
+  for (int i = 0; i < count; ++i) {
+    pending[i] = requests[i];
+    any = any || pending[i] != MPI_REQUEST_NULL;
+  }
+  // Nothing to wait for: as MPI_Wait on MPI_REQUEST_NULL, not a wait for the alarm alone.
+  if (!any) return MPI_UNDEFINED;
+  const bool alarmed = alarm_ != nullptr;
+  if (alarmed) pending[count] = alarm_->request();
+  int index = MPI_UNDEFINED;
+  const int code = PMPI_Waitany(count + (alarmed ? 1 : 0), pending, &index, status);
+  for (int i = 0; i < count; ++i) requests[i] = pending[i];
+  if (alarmed) alarm_->request() = pending[count];
+  if (code != MPI_SUCCESS) return MpiCallFailed("MPI_Waitany", code);
+  if (alarmed && index == count) return MpiAlarm::Interrupted();
+  return index;
+}
 
 StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   StepLayout layout;
@@ -148,11 +180,12 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
 absl::Status MpiCall::PostReceive(const ProgramStep& step, const StepLayout& layout,
                                   int64_t segment) {
   const int64_t slot = layout.streaming ? segment % layout.window : segment;
-  if (int code =
-          PMPI_Irecv(target_ + slot * layout.segment_bytes,
-                     static_cast<int>(SegmentLength(layout.receive_bytes, layout.segment_bytes,
-                                                    layout.segments, segment)),
-                     MPI_BYTE, step.receive_peer, step.round, comm_, &receive_requests[slot]);
+  absl::StatusOr<WireMessage> wire = WireMessage::Of(
+      SegmentLength(layout.receive_bytes, layout.segment_bytes, layout.segments, segment),
+      options_.max_message_bytes);
+  if (!wire.ok()) return wire.status();
+  if (int code = PMPI_Irecv(target_ + slot * layout.segment_bytes, wire->count(), wire->type(),
+                            step.receive_peer, step.round, comm_, &receive_requests[slot]);
       code != MPI_SUCCESS) {
     return MpiCallFailed("MPI_Irecv", code);
   }
@@ -171,11 +204,13 @@ absl::Status MpiCall::PostMoreSends(const ProgramStep& step, const StepLayout& l
   for (; sends_posted_ < layout.send_segments && sends_posted_ - sends_done_ < kSendsInFlight;
        ++sends_posted_) {
     const int64_t segment = sends_posted_;
-    const int64_t length =
-        SegmentLength(layout.send_bytes, layout.send_segment_bytes, layout.send_segments, segment);
+    absl::StatusOr<WireMessage> wire = WireMessage::Of(
+        SegmentLength(layout.send_bytes, layout.send_segment_bytes, layout.send_segments, segment),
+        options_.max_message_bytes);
+    if (!wire.ok()) return wire.status();
     if (int code =
-            PMPI_Isend(send_data_ + segment * layout.send_segment_bytes, static_cast<int>(length),
-                       MPI_BYTE, step.send_peer, step.round, comm_, &send_requests[segment]);
+            PMPI_Isend(send_data_ + segment * layout.send_segment_bytes, wire->count(),
+                       wire->type(), step.send_peer, step.round, comm_, &send_requests[segment]);
         code != MPI_SUCCESS) {
       return MpiCallFailed("MPI_Isend", code);
     }
@@ -186,8 +221,8 @@ absl::Status MpiCall::PostMoreSends(const ProgramStep& step, const StepLayout& l
 absl::Status MpiCall::FinishSendsThrough(const ProgramStep& step, const StepLayout& layout,
                                          int64_t last) {
   for (; sends_done_ <= last && sends_done_ < sends_posted_; ++sends_done_) {
-    if (int code = PMPI_Wait(&send_requests[sends_done_], MPI_STATUS_IGNORE); code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Wait", code);
+    if (absl::Status sent = Wait(&send_requests[sends_done_], MPI_STATUS_IGNORE); !sent.ok()) {
+      return sent;
     }
     if (absl::Status status = PostMoreSends(step, layout); !status.ok()) return status;
   }
@@ -200,27 +235,19 @@ absl::Status MpiCall::WaitReceive(const ProgramStep& step, const StepLayout& lay
                                   MPI_Request* receive, MPI_Status* status) {
   while (sends_posted_ < layout.send_segments) {
     MPI_Request pending[2] = {*receive, send_requests[sends_done_]};
-    int index = MPI_UNDEFINED;
-    if (int code = PMPI_Waitany(2, pending, &index, status); code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Waitany", code);
-    }
+    absl::StatusOr<int> index = WaitAny(absl::MakeSpan(pending), status);
     *receive = pending[0];
     send_requests[sends_done_] = pending[1];
-    if (index == 0) return absl::OkStatus();
+    if (!index.ok()) return index.status();
+    if (*index == 0) return absl::OkStatus();
     ++sends_done_;
     if (absl::Status posted = PostMoreSends(step, layout); !posted.ok()) return posted;
   }
-  if (int code = PMPI_Wait(receive, status); code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Wait", code);
-  }
-  return absl::OkStatus();
+  return Wait(receive, status);
 }
 
 absl::Status MpiCall::RunStep(const ProgramStep& step) {
   const StepLayout layout = LayoutOf(step);
-  if (std::max(layout.send_bytes, layout.receive_bytes) > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError("a transfer of 2 GiB or more does not fit one message");
-  }
   if (step.receive_peer >= 0) {
     if (layout.received_in_place) {
       target_ = messages_.ResultChunk(program_.extents[step.first_receive].first_chunk);
@@ -251,10 +278,16 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
   }
   if (layout.send_waits_for_ready) {
     Waiting(step.send_peer, step.round);
-    if (int code = PMPI_Recv(nullptr, 0, MPI_BYTE, step.send_peer, ReadyTag(step.round), comm_,
-                             MPI_STATUS_IGNORE);
+    MPI_Request peer_ready = MPI_REQUEST_NULL;
+    if (int code = PMPI_Irecv(nullptr, 0, MPI_BYTE, step.send_peer, ReadyTag(step.round), comm_,
+                              &peer_ready);
         code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Recv", code);
+      return MpiCallFailed("MPI_Irecv", code);
+    }
+    if (absl::Status came = Wait(&peer_ready, MPI_STATUS_IGNORE); !came.ok()) {
+      PMPI_Cancel(&peer_ready);
+      PMPI_Wait(&peer_ready, MPI_STATUS_IGNORE);
+      return came;
     }
   }
   if (absl::Status status = PostSends(step, layout); !status.ok()) return status;
@@ -268,12 +301,11 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
     }
     const int64_t length =
         SegmentLength(layout.receive_bytes, layout.segment_bytes, layout.segments, segment);
-    int received = 0;
-    PMPI_Get_count(&status, MPI_BYTE, &received);
+    absl::StatusOr<WireMessage> wire = WireMessage::Of(length, options_.max_message_bytes);
+    if (!wire.ok()) return wire.status();
+    const int64_t received = wire->ReceivedBytes(status);
     if (received != length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mismatched counts across ranks: rank ", step.receive_peer, " sent ", received,
-          " bytes in round ", step.round, ", rank ", program_.rank, " expected ", length));
+      return MismatchedCounts(step.receive_peer, received, step.round, program_.rank, length);
     }
     if (layout.overlap) {
       // Streaming: segment j of the send; otherwise all of it.
@@ -294,10 +326,7 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
   if (absl::Status sent = FinishSendsThrough(step, layout, layout.send_segments - 1); !sent.ok()) {
     return sent;
   }
-  if (int code = PMPI_Wait(&ready, MPI_STATUS_IGNORE); code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Wait", code);
-  }
-  return absl::OkStatus();
+  return Wait(&ready, MPI_STATUS_IGNORE);
 }
 
 absl::Status MpiCall::Run() {
@@ -310,17 +339,33 @@ absl::Status MpiCall::Run() {
     }
     ready_tags_ = found ? *tag_ub / 2 + 1 : 16384;
     const int32_t last_round = program_.steps.empty() ? 0 : program_.steps.back().round;
-    if (last_round >= ready_tags_) {
+    if (last_round >= ready_tags_ - 1) {  // MPI_TAG_UB itself is the alarm's (mpi_alarm.h)
       return absl::InvalidArgumentError(absl::StrCat("a plan of ", last_round + 1,
                                                      " rounds needs more tags than MPI_TAG_UB (",
                                                      found ? *tag_ub : 32767, ") gives"));
     }
   }
   for (const ProgramStep& step : program_.steps) {
-    if (absl::Status status = RunStep(step); !status.ok()) return status;
+    if (absl::Status status = RunStep(step); !status.ok()) {
+      Abandon();
+      return status;
+    }
   }
   messages_.Finish();
   return absl::OkStatus();
+}
+
+void MpiCall::Abandon() {
+  // A receive left posted would land in buffers that later calls use, should a message of a
+  // peer's later call match it.
+  for (MPI_Request& receive : receive_requests) {
+    if (receive == MPI_REQUEST_NULL) continue;
+    PMPI_Cancel(&receive);
+    PMPI_Wait(&receive, MPI_STATUS_IGNORE);
+  }
+  for (MPI_Request& send : send_requests) {
+    if (send != MPI_REQUEST_NULL) PMPI_Request_free(&send);
+  }
 }
 
 }  // namespace
@@ -333,9 +378,19 @@ absl::Status MpiCallFailed(absl::string_view call, int code) {
       absl::InternalError(absl::StrCat(call, " failed: ", absl::string_view(text, length))), code);
 }
 
-absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
-                                   const MpiExecutorOptions& options, MPI_Comm comm,
-                                   CallProgress* progress) {
+absl::Status MismatchedCounts(int32_t peer, int64_t received, int32_t round, int32_t rank,
+                              int64_t expected) {
+  return WithLibraryCode(absl::InvalidArgumentError(absl::StrCat(
+                             "mismatched counts across ranks: rank ", peer, " sent ", received,
+                             " bytes in round ", round, ", rank ", rank, " expected ", expected)),
+                         MPI_ERR_TRUNCATE);
+}
+
+namespace {
+
+absl::Status RunProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
+                               const MpiExecutorOptions& options, MPI_Comm comm,
+                               CallProgress* progress, MpiAlarm* alarm) {
   int size = 0;
   if (int code = PMPI_Comm_size(comm, &size); code != MPI_SUCCESS) {
     return MpiCallFailed("MPI_Comm_size", code);
@@ -354,6 +409,11 @@ absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceAr
           absl::StrCat(name, " of ", bytes, " bytes: not a multiple of 16"));
     }
   }
+  if (options.max_message_bytes < 1 ||
+      options.max_message_bytes > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "messages of at most ", options.max_message_bytes, " bytes: from 1 byte to INT_MAX"));
+  }
   if (options.ranks_per_node < 0 || (options.per_class_queues && options.ranks_per_node == 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(options.per_class_queues ? "per-class queues" : "a machine", " of nodes of ",
@@ -362,14 +422,28 @@ absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceAr
   if (options.per_class_queues) {
     const LinkClassQueues queues = SplitByLinkClass(program, options.ranks_per_node);
     if (!queues.OneClass()) {
-      return RunMpiOnLinkClassQueues(queues, MpiMessages(program, args), comm);
+      return RunMpiOnLinkClassQueues(queues, MpiMessages(program, args), comm,
+                                     options.max_message_bytes, alarm);
     }
     // A rank whose peers are all in one class runs its rounds in order, but its messages must
     // still be cut as its peers on queues cut theirs: one per transfer.
-    const MpiExecutorOptions whole{.ranks_per_node = options.ranks_per_node};
-    return MpiCall(program, args, whole, comm, progress).Run();
+    const MpiExecutorOptions whole{.ranks_per_node = options.ranks_per_node,
+                                   .max_message_bytes = options.max_message_bytes};
+    return MpiCall(program, args, whole, comm, progress, alarm).Run();
   }
-  return MpiCall(program, args, options, comm, progress).Run();
+  return MpiCall(program, args, options, comm, progress, alarm).Run();
+}
+
+}  // namespace
+
+absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
+                                   const MpiExecutorOptions& options, MPI_Comm comm,
+                                   CallProgress* progress, MpiAlarm* alarm) {
+  absl::Status status = RunProgramWithMpi(program, args, options, comm, progress, alarm);
+  // This rank cannot finish the call: its peers must not wait for it (unless one of them said
+  // so first).
+  if (!status.ok() && alarm != nullptr && !alarm->Raised()) alarm->Raise();
+  return status;
 }
 
 }  // namespace stragglar

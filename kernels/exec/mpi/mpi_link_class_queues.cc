@@ -1,11 +1,13 @@
 #include "kernels/exec/mpi/mpi_link_class_queues.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/exec/mpi/mpi_executor.h"
+#include "kernels/exec/mpi/mpi_wire.h"
 
 namespace stragglar {
 namespace {
@@ -19,18 +21,23 @@ thread_local std::vector<std::vector<std::byte>> spare_packs;
 // sends of it have completed; per queue, the next send to post and the receive in flight.
 class MpiQueueRun {
  public:
-  MpiQueueRun(const LinkClassQueues& queues, const MpiMessages& messages, MPI_Comm comm)
+  MpiQueueRun(const LinkClassQueues& queues, const MpiMessages& messages, MPI_Comm comm,
+              int64_t max_message_bytes, MpiAlarm* alarm)
       : queues_(queues),
         messages_(messages),
         program_(messages.program()),
         comm_(comm),
+        max_message_bytes_(max_message_bytes),
+        alarm_(alarm),
         writes_done_(program_.num_chunks, 0),
         sends_done_(program_.num_chunks, 0),
         requests_(kNumLinkClasses, MPI_REQUEST_NULL) {}
 
+  // RunQueues, then on a failure: the receives still posted cancelled, the sends let go.
   absl::Status Run();
 
  private:
+  absl::Status RunQueues();
   struct Receiving {
     bool landed = false;    // its message is in
     bool in_place = false;  // it landed in the result: nothing left to apply
@@ -60,6 +67,8 @@ class MpiQueueRun {
   const MpiMessages& messages_;
   const RankProgram& program_;
   MPI_Comm comm_;
+  const int64_t max_message_bytes_;
+  MpiAlarm* alarm_;  // may be null
   std::vector<int32_t> writes_done_;
   std::vector<int32_t> sends_done_;
   size_t next_send_[kNumLinkClasses] = {};
@@ -86,10 +95,12 @@ absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
         spare_packs.pop_back();
       }
       const std::byte* data = messages_.SendData(step, pack);
+      absl::StatusOr<WireMessage> wire = WireMessage::Of(
+          messages_.ExtentsBytes(step.first_send, step.num_sends), max_message_bytes_);
+      if (!wire.ok()) return wire.status();
       MPI_Request request = MPI_REQUEST_NULL;
-      if (int code = PMPI_Isend(
-              data, static_cast<int>(messages_.ExtentsBytes(step.first_send, step.num_sends)),
-              MPI_BYTE, step.send_peer, step.round, comm_, &request);
+      if (int code = PMPI_Isend(data, wire->count(), wire->type(), step.send_peer, step.round,
+                                comm_, &request);
           code != MPI_SUCCESS) {
         return MpiCallFailed("MPI_Isend", code);
       }
@@ -115,8 +126,10 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
                           ? messages_.ResultChunk(program_.extents[step.first_receive].first_chunk)
                           : buffer.data();
   receiving_[link_class] = {.landed = false, .in_place = in_place};
-  if (int code = PMPI_Irecv(target, static_cast<int>(bytes), MPI_BYTE, step.receive_peer,
-                            step.round, comm_, &requests_[link_class]);
+  absl::StatusOr<WireMessage> wire = WireMessage::Of(bytes, max_message_bytes_);
+  if (!wire.ok()) return wire.status();
+  if (int code = PMPI_Irecv(target, wire->count(), wire->type(), step.receive_peer, step.round,
+                            comm_, &requests_[link_class]);
       code != MPI_SUCCESS) {
     return MpiCallFailed("MPI_Irecv", code);
   }
@@ -141,26 +154,40 @@ absl::Status MpiQueueRun::ApplyLandedReceives(bool& progressed) {
 }
 
 absl::Status MpiQueueRun::WaitForAny() {
+  // Nothing in flight: as MPI_Waitsome says of an array of MPI_REQUEST_NULL, not a wait for the
+  // alarm alone.
+  if (std::all_of(requests_.begin(), requests_.end(),
+                  [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
+    return Stuck();
+  }
+  // The alarm waits last, for the time of the wait.
+  const bool alarmed = alarm_ != nullptr;
+  if (alarmed) requests_.push_back(alarm_->request());
   completed_.resize(requests_.size());
   statuses_.resize(requests_.size());
   int count = 0;
-  if (int code = PMPI_Waitsome(static_cast<int>(requests_.size()), requests_.data(), &count,
-                               completed_.data(), statuses_.data());
-      code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Waitsome", code);
+  const int code = PMPI_Waitsome(static_cast<int>(requests_.size()), requests_.data(), &count,
+                                 completed_.data(), statuses_.data());
+  const int alarm_index = static_cast<int>(requests_.size()) - 1;
+  if (alarmed) {
+    alarm_->request() = requests_.back();
+    requests_.pop_back();
   }
+  if (code != MPI_SUCCESS) return MpiCallFailed("MPI_Waitsome", code);
   if (count == MPI_UNDEFINED) return Stuck();
+  for (int k = 0; k < count; ++k) {
+    if (alarmed && completed_[k] == alarm_index) return MpiAlarm::Interrupted();
+  }
   for (int k = 0; k < count; ++k) {
     const int index = completed_[k];
     if (index < kNumLinkClasses) {
       const ProgramStep& step = program_.steps[queues_.receives[index][next_receive_[index]].step];
-      int received = 0;
-      PMPI_Get_count(&statuses_[k], MPI_BYTE, &received);
+      absl::StatusOr<WireMessage> wire = WireMessage::Of(ReceiveBytes(step), max_message_bytes_);
+      if (!wire.ok()) return wire.status();
+      const int64_t received = wire->ReceivedBytes(statuses_[k]);
       if (received != ReceiveBytes(step)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("mismatched counts across ranks: rank ", step.receive_peer, " sent ",
-                         received, " bytes in round ", step.round, ", rank ", program_.rank,
-                         " expected ", ReceiveBytes(step)));
+        return MismatchedCounts(step.receive_peer, received, step.round, program_.rank,
+                                ReceiveBytes(step));
       }
       receiving_[index].landed = true;
       continue;
@@ -208,9 +235,23 @@ absl::Status MpiQueueRun::Stuck() const {
 }
 
 absl::Status MpiQueueRun::Run() {
-  if (messages_.LargestTransferBytes() > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError("a transfer of 2 GiB or more does not fit one message");
+  absl::Status status = RunQueues();
+  if (status.ok()) return status;
+  // A receive left posted would land in buffers that later calls use, should a message of a
+  // peer's later call match it.
+  for (size_t i = 0; i < requests_.size(); ++i) {
+    if (requests_[i] == MPI_REQUEST_NULL) continue;
+    if (i < kNumLinkClasses) {
+      PMPI_Cancel(&requests_[i]);
+      PMPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
+    } else {
+      PMPI_Request_free(&requests_[i]);
+    }
   }
+  return status;
+}
+
+absl::Status MpiQueueRun::RunQueues() {
   for (int c = 0; c < kNumLinkClasses; ++c) {
     if (absl::Status status = PostReceive(c); !status.ok()) return status;
   }
@@ -222,10 +263,8 @@ absl::Status MpiQueueRun::Run() {
     if (absl::Status status = WaitForAny(); !status.ok()) return status;
   }
   // The result may change (kAvg, chunks no transfer wrote) only once no send reads it.
-  if (int code =
-          PMPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-      code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Waitall", code);
+  while (requests_.size() > kNumLinkClasses) {
+    if (absl::Status status = WaitForAny(); !status.ok()) return status;
   }
   for (std::vector<std::byte>& pack : packs_) {
     if (pack.capacity() > 0) spare_packs.push_back(std::move(pack));
@@ -237,8 +276,8 @@ absl::Status MpiQueueRun::Run() {
 }  // namespace
 
 absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
-                                     MPI_Comm comm) {
-  return MpiQueueRun(queues, messages, comm).Run();
+                                     MPI_Comm comm, int64_t max_message_bytes, MpiAlarm* alarm) {
+  return MpiQueueRun(queues, messages, comm, max_message_bytes, alarm).Run();
 }
 
 }  // namespace stragglar

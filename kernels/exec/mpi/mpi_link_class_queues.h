@@ -14,19 +14,25 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "kernels/exec/mpi/mpi_alarm.h"
 #include "kernels/exec/mpi/mpi_messages.h"
 #include "kernels/program/link_class_queues.h"
 
 namespace stragglar {
 
 // Runs `messages`' program on `queues` (SplitByLinkClass of it) as its rank of `comm`, each
-// transfer one MPI message tagged with its round. Errors as ExecuteProgramWithMpi's: a transfer
-// of 2 GiB or more, or a peer's message of another size, is InvalidArgument; a failed MPI call
-// is Internal, carrying its code (LibraryCode). Nothing in flight with transfers left is Internal
-// too; SplitByLinkClass cannot give that (every wait is for an earlier transfer of the program,
-// and each queue is in program order), so it is a check, not a path.
+// transfer one MPI message tagged with its round, one element of a derived type when it is larger
+// than `max_message_bytes` (kernels/exec/mpi/mpi_wire.h). Errors as ExecuteProgramWithMpi's: a
+// peer's message of another size is InvalidArgument; a failed MPI call is Internal, carrying its
+// code (LibraryCode). Nothing in flight with transfers left is Internal too; SplitByLinkClass
+// cannot give that (every wait is for an earlier transfer of the program, and each queue is in
+// program order), so it is a check, not a path.
+// With `alarm`, every wait waits for it too (kernels/exec/mpi/mpi_alarm.h).
 absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
-                                     MPI_Comm comm);
+                                     MPI_Comm comm, int64_t max_message_bytes,
+                                     MpiAlarm* alarm = nullptr);
 
 }  // namespace stragglar

@@ -5,15 +5,6 @@
 
 namespace stragglar {
 
-int64_t MpiMessages::LargestTransferBytes() const {
-  int64_t largest = 0;
-  for (const ProgramStep& step : program().steps) {
-    largest = std::max({largest, ExtentsBytes(step.first_send, step.num_sends),
-                        ExtentsBytes(step.first_receive, step.num_receives)});
-  }
-  return largest;
-}
-
 const std::byte* MpiMessages::SendData(const ProgramStep& step,
                                        std::vector<std::byte>& packed) const {
   if (step.num_sends == 0) return input();

@@ -17,8 +17,6 @@ class MpiMessages : public CallBuffers {
  public:
   using CallBuffers::CallBuffers;
 
-  // The largest message any step sends or receives (one per transfer, unsegmented).
-  int64_t LargestTransferBytes() const;
   // Where a step's send reads its message: its one extent in place, or its extents packed into
   // `packed` (resized as needed), or the input for a send of no extents.
   const std::byte* SendData(const ProgramStep& step, std::vector<std::byte>& packed) const;

@@ -1,0 +1,42 @@
+// The links communicators price plans with, probed once per shape of communicator and reused by
+// every later one of that shape in the job: a probe (a ring round of 64 B and of 4 MiB messages,
+// runtime/link_probe.h) took about 65 ms of each new communicator's 70 ms on the 2-vCPU VM, and
+// frameworks make communicators often. A shape is what the probe measures: the rank count, the
+// nodes, and whether the ranks share one host's cores.
+//
+// Every rank of a communicator must take the same model (its decisions depend on it), and only
+// the ranks that made an earlier communicator of the shape have it: Agreed asks them all, and
+// hands out rank 0's when every rank has one.
+#pragma once
+
+#include <mpi.h>
+
+#include <compare>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "runtime/link_probe.h"
+
+namespace stragglar {
+
+struct LinkShape {
+  int ranks = 0;
+  int nodes = 1;  // ranks numbered node by node, ranks / nodes on each
+  bool one_host = false;
+  friend auto operator<=>(const LinkShape&, const LinkShape&) = default;
+};
+
+class LinkCache {
+ public:
+  // Rank 0's links for `shape` when every rank of `comm` has links for it, else nullopt (probe,
+  // then Keep). Collective over `comm`: two small collectives.
+  std::optional<ProbedLinks> Agreed(MPI_Comm comm, const LinkShape& shape);
+  void Keep(const LinkShape& shape, const ProbedLinks& links);
+
+ private:
+  std::mutex mutex_;  // communicators are made on any of the program's threads
+  std::map<LinkShape, ProbedLinks> links_;
+};
+
+}  // namespace stragglar
