@@ -109,12 +109,20 @@ struct CommState {
 
 int CommState::AllReduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                          MPI_Op op, DataType type, ReduceOp reduce_op) {
-  if (broken || alarm->Raised()) {
-    if (!broken) {
-      Log(LogLevel::kWarn, absl::StrCat(comm->name(),
-                                        ": a call failed on some rank (counts that differ across "
-                                        "ranks?); every later call passes through"));
-    }
+  const MpiAlarm::Entry entry = alarm->Enter();
+  if (entry != MpiAlarm::Entry::kRun && !broken) {
+    Log(LogLevel::kWarn, absl::StrCat(comm->name(),
+                                      ": a call failed on some rank (counts that differ across "
+                                      "ranks?); every later call passes through"));
+  }
+  if (entry == MpiAlarm::Entry::kFailed) {
+    // Its peers have returned from this call: passed to the library, it would wait for them.
+    broken = true;
+    const int code = LibraryCode(MpiAlarm::Interrupted()).value_or(MPI_ERR_INTERN);
+    PMPI_Comm_call_errhandler(user, code);
+    return code;
+  }
+  if (broken || entry == MpiAlarm::Entry::kPassThrough) {
     broken = true;
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, user);
   }

@@ -6,12 +6,15 @@
 // passes to the library is the library's), on a communicator of its own, counts that differ
 // across ranks (rank 0 twice the others'): every rank must return (run_check's timeout fails a
 // hang), with MPI_ERR_TRUNCATE, MPI's class for it, or success, at least one rank failing, and
-// the next call on that communicator (passed to the library) exact. The library's own is not
+// the next call on that communicator (passed to the library) exact. The last rank enters that
+// call only after the others have returned from it, so that the alarm reaches it before its call
+// begins (it must fail the call too, not pass it to the library). The library's own is not
 // called so: OpenMPI 4.1.4's own Allreduce corrupts its heap there ("double free or corruption"
 // at 256 KiB on 4 ranks).
 // Prints one line per case and "errors: ok" on rank 0; exits 1 on a mismatch.
 // usage: errors_check [--counts-differ]
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -42,6 +45,35 @@ std::string ErrorName(int error_class) {
   int length = 0;
   MPI_Error_string(error_class, text, &length);
   return std::string(text, length);
+}
+
+// Receives one note on `tag` from every rank but `self` within `seconds`; true when all came.
+// Receives still posted then are cancelled: a note sent later (one int, sent eagerly) is left
+// unmatched.
+bool AwaitNotes(int self, int tag, double seconds) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<int> notes(size);
+  std::vector<MPI_Request> requests;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == self) continue;
+    requests.emplace_back();
+    PMPI_Irecv(&notes[peer], 1, MPI_INT, peer, tag, MPI_COMM_WORLD, &requests.back());
+  }
+  const double deadline = MPI_Wtime() + seconds;
+  int all = 0;
+  while (!all && MPI_Wtime() < deadline) {
+    PMPI_Testall(static_cast<int>(requests.size()), requests.data(), &all, MPI_STATUSES_IGNORE);
+    if (!all) usleep(1000);
+  }
+  if (!all) {
+    for (MPI_Request& request : requests) {
+      if (request == MPI_REQUEST_NULL) continue;
+      PMPI_Cancel(&request);
+      PMPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
+  }
+  return all != 0;
 }
 
 }  // namespace
@@ -86,9 +118,22 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--counts-differ") {
     MPI_Comm differing = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &differing);
+    // A correct call first: the preload sets a communicator up (collectively) at its first call.
+    MPI_Allreduce(in.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, differing);
     const int count = rank == 0 ? kCount : kCount / 2;
+    // The last rank enters the call only once the others have returned from it (or after 10 s,
+    // should a plan need it for them to return): the alarm has then come before its call began.
+    const int last = size - 1;
+    constexpr int kReturnedTag = 7;
+    bool entered_late = false;
+    if (rank == last) entered_late = AwaitNotes(last, kReturnedTag, 10.0);
     const int got =
         ClassOf(MPI_Allreduce(in.data(), out.data(), count, MPI_FLOAT, MPI_SUM, differing));
+    if (rank != last) PMPI_Send(&rank, 1, MPI_INT, last, kReturnedTag, MPI_COMM_WORLD);
+    if (rank == last) {
+      std::printf("errors: the last rank entered the call %s\n",
+                  entered_late ? "after the others had returned" : "before the others returned");
+    }
     const bool expected = got == MPI_SUCCESS || got == MPI_ERR_TRUNCATE;
     ok = ok && expected;
     std::printf("errors: counts that differ, rank %d: %s%s\n", rank,

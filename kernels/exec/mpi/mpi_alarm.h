@@ -6,10 +6,14 @@
 // MPI_Allreduce's promise: an erroneous call returns on every rank, with MPI's error class.
 //
 // Once raised, the communicator's messages are out of step: its owner runs no more plans on it.
+// The alarm names the call that failed (each rank counts its calls, Enter()), so that a rank that
+// enters that call only after the alarm came returns its error too, rather than passing it to the
+// library, where its peers, already returned, would never meet it.
 #pragma once
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -27,9 +31,17 @@ class MpiAlarm {
   MpiAlarm(const MpiAlarm&) = delete;
   MpiAlarm& operator=(const MpiAlarm&) = delete;
 
+  // What a call on the communicator does, said as it starts (it counts the call).
+  enum class Entry {
+    kRun,          // no alarm: run the call
+    kFailed,       // the alarm names this very call: return Interrupted(), running nothing
+    kPassThrough,  // an earlier call failed: the communicator's plans are out of step
+  };
+  Entry Enter();
+
   // Whether a peer raised it, or this rank did (MPI_Test: it never waits).
   bool Raised();
-  // Tells every other rank (sends that need no completion), once.
+  // Tells every other rank that the call in progress failed (sends that need no completion), once.
   void Raise();
   // The request a wait adds to its own; MPI_REQUEST_NULL once the alarm came.
   MPI_Request& request() { return request_; }
@@ -42,7 +54,8 @@ class MpiAlarm {
 
   MPI_Comm comm_;
   int tag_;
-  int raised_by_ = -1;  // the received alarm's payload
+  int64_t calls_ = 0;         // calls entered on this rank; the one in progress is number calls_
+  int64_t failed_call_ = -1;  // the received alarm's payload: the call that failed on its sender
   MPI_Request request_ = MPI_REQUEST_NULL;
   bool raised_ = false;
 };
