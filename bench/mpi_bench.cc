@@ -47,7 +47,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "kernels/reduce/exact_data.h"
 #include "nlohmann/json.hpp"
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "exporters/units.h"
+#include "base/units.h"
 
 namespace stragglar {
 namespace {

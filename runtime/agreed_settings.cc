@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace stragglar {
 namespace {

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "kernels/plan/plan.h"
 
 namespace stragglar {

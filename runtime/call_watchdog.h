@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "absl/strings/string_view.h"
+#include "base/log.h"
 #include "kernels/exec/call_progress.h"
-#include "runtime/log.h"
 
 namespace stragglar {
 

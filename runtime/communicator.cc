@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "runtime/state_file.h"
 
 namespace stragglar {

@@ -27,13 +27,13 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/log.h"
 #include "kernels/program/program.h"
 #include "policy/reports.h"
 #include "runtime/comm_backend.h"
 #include "runtime/comm_observers.h"
 #include "runtime/env_config.h"
 #include "runtime/link_probe.h"
-#include "runtime/log.h"
 #include "runtime/runtime_core.h"
 
 namespace stragglar {

@@ -19,7 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "kernels/plan/plan.h"
 #include "kernels/synth/synthesizers.h"
 

@@ -12,12 +12,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "base/log.h"
 #include "pipeline/pipeline_schedule.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
 #include "policy/stragglar_shape.h"
 #include "policy/topology.h"
-#include "runtime/log.h"
 
 namespace stragglar {
 

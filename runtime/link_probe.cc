@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "exporters/units.h"
+#include "base/units.h"
 
 namespace stragglar {
 

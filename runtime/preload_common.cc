@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/log.h"
 #include "exporters/run_summary.h"
-#include "runtime/log.h"
 #include "runtime/version.h"
 
 namespace stragglar {

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
 #include "nlohmann/json.hpp"
-#include "runtime/atomic_file.h"
 
 namespace stragglar {
 namespace {

@@ -31,6 +31,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # included folders, why): "only" lets the folders include nothing but those (and themselves),
 # "never" forbids those. Every rule that matches a folder applies.
 LAYER_RULES = [
+    ("base", "only", [],
+     "the base layer (logging, atomic files, units) stands below every layer that uses it"),
     ("kernels/**", "only", ["kernels/**"],
      "the collective layer knows no policy, clock, communicator or library glue"),
     ("kernels/plan", "only", [], "the plan IR stands alone: every other layer reads it"),

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "base/log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/log.h"
 #include "tests/fake_env.h"
 
 namespace stragglar {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/log.h"
 #include "tests/fake_env.h"
 
 namespace stragglar {

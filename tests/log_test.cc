@@ -1,6 +1,6 @@
-// The log lines every part of the preloads writes (runtime/log.h): levels, the line's prefix, one
+// The log lines every part of the preloads writes (base/log.h): levels, the line's prefix, one
 // line per message, and lines that stay whole when threads log at once.
-#include "runtime/log.h"
+#include "base/log.h"
 
 #include <fcntl.h>
 #include <unistd.h>

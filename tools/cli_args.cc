@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "exporters/units.h"
+#include "base/units.h"
 
 namespace stragglar {
 

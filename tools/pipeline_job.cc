@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "pipeline/links/link_profiler.h"
 
 namespace stragglar {

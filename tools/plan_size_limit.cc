@@ -3,7 +3,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "kernels/synth/synthesizers.h"
 
 namespace stragglar {

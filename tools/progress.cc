@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/units.h"
+#include "base/units.h"
 
 namespace stragglar {
 

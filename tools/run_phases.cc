@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/units.h"
 #include "exporters/build_info.h"
 #include "exporters/prometheus_exporter.h"
-#include "exporters/units.h"
 #include "runtime/host_runtime.h"
 #include "runtime/version.h"
 

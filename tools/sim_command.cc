@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "exporters/units.h"
+#include "base/units.h"
 #include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "policy/nccl_models.h"

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/units.h"
 #include "bench/nccl_bench/flags.h"
-#include "exporters/units.h"
 
 namespace stragglar::nccl_bench {
 namespace {

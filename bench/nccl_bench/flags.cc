@@ -13,7 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "exporters/units.h"
+#include "base/units.h"
 
 ABSL_FLAG(stragglar::nccl_bench::BenchSize, minbytes, stragglar::nccl_bench::BenchSize{1 << 20},
           "-b: smallest message size in bytes");

@@ -1,7 +1,7 @@
 #include "pipeline/links/link_exchange.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace stragglar {
 

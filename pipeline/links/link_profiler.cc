@@ -2,9 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "exporters/units.h"
-#include "runtime/atomic_file.h"
-#include "runtime/log.h"
+#include "base/atomic_file.h"
+#include "base/log.h"
+#include "base/units.h"
 
 namespace stragglar {
 namespace {

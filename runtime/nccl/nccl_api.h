@@ -10,9 +10,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "kernels/exec/nccl/nccl_executor.h"
 #include "kernels/reduce/reduce.h"
-#include "runtime/log.h"
 
 namespace stragglar {
 

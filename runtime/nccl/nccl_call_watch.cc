@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace stragglar {
 

@@ -1,8 +1,8 @@
 #include "runtime/nccl/nccl_links.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "pipeline/links/tcp_report_transport.h"
-#include "runtime/log.h"
 #include "runtime/nccl/nccl_api.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
 

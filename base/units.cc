@@ -1,4 +1,4 @@
-#include "exporters/units.h"
+#include "base/units.h"
 
 #include <algorithm>
 #include <array>
