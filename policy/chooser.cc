@@ -134,16 +134,23 @@ absl::StatusOr<Chooser::Priced> Chooser::FlatOrFastestOther(const Call& call,
 absl::StatusOr<Choice> Chooser::Choose(double bytes, absl::Span<const double> predicted_arrival_s,
                                        std::optional<int> straggler, const LinkModel& link,
                                        const Calibration* calibration) {
-  // StragglAR's straggler: the named one, and the rank predicted to arrive last. With none named,
-  // StragglAR around the latest rank is priced for exploration but cannot be chosen.
+  // StragglAR's straggler: the named one, the rank behind a slow link (LinkModel::slow_rank:
+  // StragglAR around it moves the least any AllReduce can over that link, its buffer in and the
+  // result out), and the rank predicted to arrive last. With neither of the first two, StragglAR
+  // around the latest rank is priced for exploration but cannot be chosen.
   std::vector<int> stragglers;
-  if (straggler.has_value()) stragglers.push_back(*straggler);
-  const bool stragglar_choosable = straggler.has_value();
+  const auto add_straggler = [&stragglers](int rank) {
+    if (std::find(stragglers.begin(), stragglers.end(), rank) == stragglers.end()) {
+      stragglers.push_back(rank);
+    }
+  };
+  if (straggler.has_value()) add_straggler(*straggler);
+  if (link.has_slow_rank()) add_straggler(link.slow_rank);
+  const bool stragglar_choosable = straggler.has_value() || link.has_slow_rank();
   if (!predicted_arrival_s.empty()) {
-    const int latest =
+    add_straggler(
         static_cast<int>(std::max_element(predicted_arrival_s.begin(), predicted_arrival_s.end()) -
-                         predicted_arrival_s.begin());
-    if (!straggler.has_value() || latest != *straggler) stragglers.push_back(latest);
+                         predicted_arrival_s.begin()));
   }
   std::optional<Choice> default_choice;  // the first candidate that applies
   double default_after_last_arrival_s = 0;

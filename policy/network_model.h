@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "policy/topology.h"
@@ -17,6 +19,13 @@ struct LinkModel {
   // transfers of a round share P lanes, e.g. ranks that are threads on P cores, so a round of k
   // transfers moves each one max(1, k/P) times slower.
   double shared_lanes = 0;
+  // One rank's link slower than the others (a degraded NIC, a bad cable, a congested port):
+  // every transfer to or from `slow_rank` moves its bytes `slow_factor` times slower, in both
+  // directions. -1: every link alike. Priced where every link is of one class: on one node, or on
+  // nodes of one rank (ValidateNetwork), where it is the intra-node link's (both classes are
+  // that one link).
+  int slow_rank = -1;
+  double slow_factor = 1;
 
   double TransferSeconds(double bytes) const { return alpha_s + bytes / bandwidth_bytes_per_s; }
   double TransferSeconds(double bytes, int transfers_in_round) const {
@@ -25,9 +34,26 @@ struct LinkModel {
     return alpha_s + bytes * slowdown / bandwidth_bytes_per_s;
   }
   double beta() const { return 1.0 / bandwidth_bytes_per_s; }
+  bool has_slow_rank() const { return slow_rank >= 0; }
+  // This link with its slow rank renamed (`rename`: a rank's new name), for pricing a plan through
+  // the plan it renames.
+  template <typename Rename>
+  LinkModel WithSlowRankRenamed(Rename rename) const {
+    LinkModel renamed = *this;
+    if (has_slow_rank()) renamed.slow_rank = rename(slow_rank);
+    return renamed;
+  }
 };
 
-// InvalidArgument unless alpha >= 0 and finite, bandwidth > 0 and shared lanes >= 0.
+// What a memo of prices on a link is keyed by: the message size and every field of the link.
+using LinkKey = std::tuple<int64_t, double, double, double, int, double>;
+inline LinkKey KeyOf(double bytes, const LinkModel& link) {
+  return {static_cast<int64_t>(bytes), link.alpha_s,   link.bandwidth_bytes_per_s,
+          link.shared_lanes,           link.slow_rank, link.slow_factor};
+}
+
+// InvalidArgument unless alpha >= 0 and finite, bandwidth > 0, shared lanes >= 0, the slow rank
+// >= -1 and the slow factor finite and >= 1.
 absl::Status ValidateLink(const LinkModel& link);
 
 // What a typical H100 node has between nodes: one 400 Gb/s NIC per GPU (about 50 GB/s each way)
@@ -50,7 +76,8 @@ struct NetworkModel {
   const LinkModel& Between(int a, int b) const { return Of(topology.Between(a, b)); }
 };
 
-// ValidateLink for both classes, naming the class at fault.
+// ValidateLink for both classes, naming the class at fault; a slow rank only where every link is
+// of one class (one node, or nodes of one rank), within the topology's ranks.
 absl::Status ValidateNetwork(const NetworkModel& network);
 
 }  // namespace stragglar

@@ -27,9 +27,12 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::FastestAfterArrival(
     absl::Span<const StragglarShape> shapes, double bytes, const LinkModel& link) {
   StragglarShape best = shapes.front();
   double best_s = std::numeric_limits<double>::infinity();
+  // Around the last rank, or around the rank behind a slow link, whose plan differs from the
+  // others' there (StragglAR around it moves the least over that link).
+  const int straggler = link.has_slow_rank() ? link.slow_rank : num_ranks_ - 1;
   for (const StragglarShape& shape : shapes) {
     absl::StatusOr<const PlanHeader*> plan =
-        parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, shape);
+        parts_->store.Get(Algorithm::kStragglar, straggler, shape);
     if (!plan.ok()) return plan.status();
     absl::StatusOr<double> seconds = parts_->pricer.PostArrivalSeconds(**plan, bytes, link);
     if (!seconds.ok()) return seconds.status();

@@ -161,12 +161,6 @@ class PlanCache {
   absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
   bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
 
-  using LinkKey = std::tuple<int64_t, double, double, double>;  // (bytes, alpha, bw, lanes)
-  static LinkKey KeyOf(double bytes, const LinkModel& link) {
-    return {static_cast<int64_t>(bytes), link.alpha_s, link.bandwidth_bytes_per_s,
-            link.shared_lanes};
-  }
-
   int num_ranks_;
   int forced_pieces_;
   std::unique_ptr<Parts> parts_;

@@ -11,6 +11,11 @@
 namespace stragglar {
 namespace {
 
+// `link` for a renamed plan's canonical plan: its slow rank by its canonical name.
+LinkModel ForCanonical(const PlanStore::Renamed& renamed, const LinkModel& link) {
+  return link.WithSlowRankRenamed([&](int rank) { return renamed.relabel.Canonical(rank); });
+}
+
 // `result` of a renamed plan's canonical plan, per rank of the renamed one.
 absl::StatusOr<SimulationResult> FromCanonical(const PlanStore::Renamed& renamed,
                                                absl::StatusOr<SimulationResult> result) {
@@ -46,7 +51,8 @@ absl::StatusOr<CalibrationRegime> RegimeFromPhase(
 absl::StatusOr<double> PlanPricer::PostArrivalSeconds(const PlanHeader& plan, double bytes,
                                                       const LinkModel& link) {
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
-    return PostArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
+    // Every rank's links alike but the slow one's, which is renamed too.
+    return PostArrivalSeconds(*renamed->canonical, bytes, ForCanonical(*renamed, link));
   }
   if (machine().PricedWithQueues()) {
     // Later than the pre-arrival rounds take round by round, which queues never make longer.
@@ -74,7 +80,7 @@ absl::StatusOr<double> PlanPricer::PreArrivalSeconds(const PlanHeader& plan, dou
                                                      const LinkModel& link) {
   if (plan.pre_arrival_rounds == 0) return 0.0;
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
-    return PreArrivalSeconds(*renamed->canonical, bytes, link);  // every rank alike
+    return PreArrivalSeconds(*renamed->canonical, bytes, ForCanonical(*renamed, link));
   }
   const std::pair<const PlanHeader*, LinkKey> key = {&plan, KeyOf(bytes, link)};
   if (auto it = pre_arrival_s_.find(key); it != pre_arrival_s_.end()) return it->second;
@@ -134,8 +140,9 @@ absl::StatusOr<SimulationResult> PlanPricer::Simulate(const PlanHeader& plan, do
                                                       const LinkModel& link,
                                                       absl::Span<const double> arrival_s) {
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
-    return FromCanonical(*renamed, Simulate(*renamed->canonical, bytes, link,
-                                            renamed->relabel.ToCanonical(arrival_s)));
+    return FromCanonical(*renamed,
+                         Simulate(*renamed->canonical, bytes, ForCanonical(*renamed, link),
+                                  renamed->relabel.ToCanonical(arrival_s)));
   }
   ++simulate_calls_;
   // Only a header of native's on nodes with PlanMachine::native_is_nccl has native as its
@@ -204,7 +211,7 @@ absl::StatusOr<double> PlanPricer::AfterLastArrivalAtLeast(const PlanHeader& pla
     return 0.0;
   }
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
-    return AfterLastArrivalAtLeast(*renamed->canonical, bytes, link,
+    return AfterLastArrivalAtLeast(*renamed->canonical, bytes, ForCanonical(*renamed, link),
                                    renamed->relabel.ToCanonical(arrival_s));
   }
   double straggler_path_s = 0;
@@ -248,10 +255,13 @@ absl::StatusOr<const PlanPricer::RenamingBounds*> PlanPricer::RenamingBoundsOf(
       {.alpha_s = std::min(intra.alpha_s, inter.alpha_s),
        .bandwidth_bytes_per_s = std::max(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s),
        .shared_lanes = most_lanes});
+  // A slow link's factor on every transfer: the slowest any transfer can be.
+  const double slow_factor = std::max(intra.slow_factor, inter.slow_factor);
   const NetworkModel slowest = NetworkModel::Flat(
       num_ranks(),
       {.alpha_s = std::max(intra.alpha_s, inter.alpha_s),
-       .bandwidth_bytes_per_s = std::min(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s),
+       .bandwidth_bytes_per_s =
+           std::min(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s) / slow_factor,
        .shared_lanes = fewest_lanes});
   const int pre_rounds = canonical.pre_arrival_rounds;
   const std::vector<double> zeros(static_cast<size_t>(num_ranks()), 0.0);
@@ -298,7 +308,8 @@ absl::StatusOr<SimulationResult> PlanPricer::SimulatePart(const PlanHeader& plan
                                                           absl::Span<const double> arrival_s) {
   if (const PlanStore::Renamed* renamed = store_->RenamedOf(plan)) {
     return FromCanonical(*renamed, SimulatePart(*renamed->canonical, begin_round, end_round, bytes,
-                                                link, renamed->relabel.ToCanonical(arrival_s)));
+                                                ForCanonical(*renamed, link),
+                                                renamed->relabel.ToCanonical(arrival_s)));
   }
   return SimulatePartOn(plan, begin_round, end_round, bytes, NetworkOf(link), arrival_s);
 }

@@ -100,11 +100,6 @@ class PlanPricer {
   int64_t renamed_simulations() const { return renamed_simulations_; }
 
  private:
-  using LinkKey = std::tuple<int64_t, double, double, double>;  // (bytes, alpha, bw, lanes)
-  static LinkKey KeyOf(double bytes, const LinkModel& link) {
-    return {static_cast<int64_t>(bytes), link.alpha_s, link.bandwidth_bytes_per_s,
-            link.shared_lanes};
-  }
   int num_ranks() const { return store_->num_ranks(); }
   const PlanMachine& machine() const { return store_->machine(); }
   NetworkModel NetworkOf(const LinkModel& link) const;

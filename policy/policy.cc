@@ -53,6 +53,13 @@ absl::StatusOr<Policy> Policy::Create(RuntimeConfig config, int num_ranks, LinkM
   if (absl::Status link_ok = ValidateLink(config.inter_node_link); !link_ok.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("inter-node link: ", link_ok.message()));
   }
+  if (link.has_slow_rank() || link.slow_factor != 1) {
+    // A slow link is priced where every link is of one class, on one of the ranks.
+    const NetworkModel network{.topology = config.topology.value_or(Topology::Flat(num_ranks)),
+                               .intra_node = link,
+                               .inter_node = config.inter_node_link};
+    if (absl::Status slow_ok = ValidateNetwork(network); !slow_ok.ok()) return slow_ok;
+  }
   return Policy(std::move(config), num_ranks, link);
 }
 

@@ -146,17 +146,30 @@ Lanes<K> After(Lanes<K> time, double cost) {
   return time;
 }
 
+// Which links each of a plan's ranks takes: node_of[rank], the node whose links it uses (empty on
+// one node), and the plan's rank behind the slow link (LinkModel::slow_rank, -1: none), whose
+// transfers move their bytes slow_factor times slower.
+struct RankLinks {
+  std::vector<int> node_of;
+  int slow = -1;
+  double slow_factor = 1;
+
+  bool Touches(int src, int dst) const { return slow >= 0 && (src == slow || dst == slow); }
+};
+
 // One round of `moves` (each with src, dst and a chunk count), the simulator's rule: a transfer
 // starts when both of its ranks are ready and ends its cost later; a rank is ready again when all
 // of its transfers of the round have ended. Consecutive transfers of one chunk count and class
 // share their cost, computed once: the same expression, so the same bits.
 template <typename Time, typename Moves, typename ChunksOf>
 void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk,
-                  const NetworkModel& network, const std::vector<int>& node_of,
-                  std::vector<Time>& ready, std::vector<Time>& next) {
+                  const NetworkModel& network, const RankLinks& links, std::vector<Time>& ready,
+                  std::vector<Time>& next) {
+  const std::vector<int>& node_of = links.node_of;
   const int transfers = static_cast<int>(moves.size());
   size_t cached_chunks = 0;
   const LinkModel* cached_link = nullptr;
+  bool cached_slow = false;
   double cost = 0;
   for (const auto& move : moves) {
     const Time start = Later(ready[move.src], ready[move.dst]);
@@ -164,10 +177,13 @@ void AdvanceRound(const Moves& moves, ChunksOf chunks_of, double bytes_per_chunk
                                 ? network.intra_node
                                 : network.inter_node;
     const size_t chunks = chunks_of(move);
-    if (&link != cached_link || chunks != cached_chunks) {
-      cost = link.TransferSeconds(bytes_per_chunk * chunks, transfers);
+    const bool slow = links.Touches(move.src, move.dst);
+    if (&link != cached_link || chunks != cached_chunks || slow != cached_slow) {
+      const double bytes = bytes_per_chunk * chunks;
+      cost = link.TransferSeconds(slow ? bytes * links.slow_factor : bytes, transfers);
       cached_link = &link;
       cached_chunks = chunks;
+      cached_slow = slow;
     }
     const Time end = After(start, cost);
     next[move.src] = Later(next[move.src], end);
@@ -246,24 +262,39 @@ absl::Status ValidateRenaming(const PlanHeader& plan, absl::Span<const int> rena
   return absl::OkStatus();
 }
 
-// The node whose links each of `plan`'s ranks takes under `renamed` (empty: none): its new name's.
-// Empty on one node, where AdvanceRounds prices every transfer alike.
-std::vector<int> NodesOf(const PlanHeader& plan, absl::Span<const int> renamed,
-                         const NetworkModel& network) {
-  std::vector<int> node_of;
-  if (!network.topology.multi_node()) return node_of;
-  node_of.resize(plan.num_ranks);
-  for (int c = 0; c < plan.num_ranks; ++c) {
-    node_of[c] = network.topology.NodeOf(renamed.empty() ? c : renamed[c]);
+// The links each of `plan`'s ranks takes under `renamed` (empty: none): its new name's. The nodes
+// are empty on one node, where AdvanceRounds prices every transfer alike but the slow rank's.
+RankLinks LinksOf(const PlanHeader& plan, absl::Span<const int> renamed,
+                  const NetworkModel& network) {
+  RankLinks links;
+  // Where a slow rank is, every link is of one class, and the slow rank is the intra-node link's
+  // (ValidateNetwork).
+  const LinkModel& link = network.intra_node;
+  for (int c = 0; link.has_slow_rank() && c < plan.num_ranks; ++c) {
+    if ((renamed.empty() ? c : renamed[c]) == link.slow_rank) links.slow = c;
   }
+  links.slow_factor = link.slow_factor;
+  if (!network.topology.multi_node()) return links;
+  links.node_of.resize(plan.num_ranks);
+  for (int c = 0; c < plan.num_ranks; ++c) {
+    links.node_of[c] = network.topology.NodeOf(renamed.empty() ? c : renamed[c]);
+  }
+  return links;
+}
+
+// A ring run's hops in two classes where every link is of one class: to and from `slow` (node 1),
+// and the others.
+std::vector<int> SlowRankAsANode(int num_ranks, int slow) {
+  std::vector<int> node_of(static_cast<size_t>(num_ranks), 0);
+  node_of[slow] = 1;
   return node_of;
 }
 
 // Rounds [begin_round, end_round) of `rounds` from `ready` (each rank's start, by the plan's
-// ranks), with node_of[rank] the node whose links a rank's transfers take (empty on one node).
+// ranks), with `links` the links each rank's transfers take.
 template <typename Time>
 absl::Status AdvanceRounds(const PlanRounds& rounds, int begin_round, int end_round, double bytes,
-                           const NetworkModel& network, const std::vector<int>& node_of,
+                           const NetworkModel& network, const RankLinks& links,
                            std::vector<Time>& ready) {
   const PlanHeader& plan = rounds.header;
   const absl::Span<const RingRun> runs = rounds.runs;
@@ -279,10 +310,21 @@ absl::Status AdvanceRounds(const PlanRounds& rounds, int begin_round, int end_ro
       const double bytes_per_transfer = bytes_per_chunk * static_cast<size_t>(run->chunks);
       const double intra_s =
           network.intra_node.TransferSeconds(bytes_per_transfer, run->transfers());
-      const double inter_s = node_of.empty() ? intra_s
-                                             : network.inter_node.TransferSeconds(
-                                                   bytes_per_transfer, run->transfers());
-      AdvanceRun(*run, run_rounds, node_of, intra_s, inter_s, ready);
+      if (links.slow >= 0) {
+        // Every hop is of one class (ValidateNetwork): the hops to and from the slow rank are the
+        // run's second.
+        const LinkModel& link = links.node_of.empty() ? network.intra_node : network.inter_node;
+        const double hop_s = link.TransferSeconds(bytes_per_transfer, run->transfers());
+        const double slow_s =
+            link.TransferSeconds(bytes_per_transfer * links.slow_factor, run->transfers());
+        AdvanceRun(*run, run_rounds, SlowRankAsANode(plan.num_ranks, links.slow), hop_s, slow_s,
+                   ready);
+      } else {
+        const double inter_s = links.node_of.empty() ? intra_s
+                                                     : network.inter_node.TransferSeconds(
+                                                           bytes_per_transfer, run->transfers());
+        AdvanceRun(*run, run_rounds, links.node_of, intra_s, inter_s, ready);
+      }
       for (const std::vector<int>& cycle : run->cycles) {
         for (int rank : cycle) next[rank] = ready[rank];
       }
@@ -301,12 +343,12 @@ absl::Status AdvanceRounds(const PlanRounds& rounds, int begin_round, int end_ro
           compact->round_begin[r + 1] - compact->round_begin[r]);
       AdvanceRound(
           moves, [](const CompactRounds::Move& move) -> size_t { return move.chunks; },
-          bytes_per_chunk, network, node_of, ready, next);
+          bytes_per_chunk, network, links, ready, next);
     } else {
       AdvanceRound(
           rounds.transfers->rounds[r].transfers,
           [](const Transfer& transfer) -> size_t { return transfer.chunks.size(); },
-          bytes_per_chunk, network, node_of, ready, next);
+          bytes_per_chunk, network, links, ready, next);
     }
     ++r;
   }
@@ -342,10 +384,10 @@ absl::StatusOr<SimulationResult> SimulateRounds(const PlanRounds& rounds, int be
       !status.ok()) {
     return status;
   }
-  const std::vector<int> node_of = NodesOf(rounds.header, {}, network);
+  const RankLinks links = LinksOf(rounds.header, {}, network);
   std::vector<double> ready(arrival_s.begin(), arrival_s.end());
   if (absl::Status status =
-          AdvanceRounds(rounds, begin_round, end_round, bytes, network, node_of, ready);
+          AdvanceRounds(rounds, begin_round, end_round, bytes, network, links, ready);
       !status.ok()) {
     return status;
   }
@@ -380,7 +422,7 @@ absl::StatusOr<SimulationResult> SimulateRenamedRounds(const PlanRounds& rounds,
   std::vector<double> ready(plan.num_ranks);
   for (int c = 0; c < plan.num_ranks; ++c) ready[c] = arrival_s[renamed[c]];
   if (absl::Status status = AdvanceRounds(rounds, begin_round, end_round, bytes, network,
-                                          NodesOf(plan, renamed, network), ready);
+                                          LinksOf(plan, renamed, network), ready);
       !status.ok()) {
     return status;
   }
@@ -421,7 +463,7 @@ absl::StatusOr<std::array<std::vector<double>, 2>> SimulateFromTwoStarts(
     ready[c] = {start_s[0][name_of(c)], start_s[1][name_of(c)]};
   }
   if (absl::Status status = AdvanceRounds(rounds, begin_round, end_round, bytes, network,
-                                          NodesOf(plan, renamed, network), ready);
+                                          LinksOf(plan, renamed, network), ready);
       !status.ok()) {
     return status;
   }

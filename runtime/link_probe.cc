@@ -1,6 +1,8 @@
 #include "runtime/link_probe.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,6 +55,59 @@ absl::StatusOr<LinkModel> ProbeLink(CommBackend& backend, int num_ranks, RingPee
                             spec.shared_lanes);
 }
 
+std::optional<LinkModel> SlowRankFromRounds(const LinkModel& link, absl::Span<const double> round_s,
+                                            int64_t large_bytes) {
+  const int num_ranks = static_cast<int>(round_s.size());
+  if (num_ranks < kSlowRankMinRanks) return std::nullopt;
+  std::vector<double> sorted(round_s.begin(), round_s.end());
+  std::nth_element(sorted.begin(), sorted.begin() + num_ranks / 2, sorted.end());
+  const double median_s = sorted[num_ranks / 2];
+  const int slowest =
+      static_cast<int>(std::max_element(round_s.begin(), round_s.end()) - round_s.begin());
+  // Above the round of small messages: what the bytes cost.
+  const double median_bytes_s = median_s - link.alpha_s;
+  const double slowest_bytes_s = round_s[slowest] - link.alpha_s;
+  if (!(median_bytes_s > 0) || !(slowest_bytes_s >= kSlowRankRatio * median_bytes_s)) {
+    return std::nullopt;
+  }
+  LinkModel slow =
+      LinkFromRingRounds(link.alpha_s, median_s, large_bytes, num_ranks, link.shared_lanes);
+  slow.alpha_s = link.alpha_s;
+  slow.slow_rank = slowest;
+  slow.slow_factor = slowest_bytes_s / median_bytes_s;
+  return slow;
+}
+
+absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_ranks,
+                                        const LinkModel& link) {
+  double least_s = std::numeric_limits<double>::infinity();
+  for (int offset : {1, 2}) {
+    const RingPeers peers{.next = (rank + offset) % num_ranks,
+                          .previous = (rank + num_ranks - offset) % num_ranks};
+    absl::StatusOr<double> round = backend.RingRoundSeconds(kProbeLargeBytes, 1, peers);
+    if (!round.ok()) return round.status();
+    least_s = std::min(least_s, *round);
+  }
+  if (absl::Status status = backend.StartGather({&least_s, 1}); !status.ok()) return status;
+  absl::StatusOr<std::vector<double>> gathered = backend.FinishGather();
+  if (!gathered.ok()) return gathered.status();
+  if (static_cast<int>(gathered->size()) != num_ranks) {
+    return absl::InternalError(absl::StrCat("the slow-link probe gathered ", gathered->size(),
+                                            " times from ", num_ranks, " ranks"));
+  }
+  return SlowRankFromRounds(link, *gathered, kProbeLargeBytes).value_or(link);
+}
+
+namespace {
+
+// Whether ProbeLinks looks for a slow rank (LinkProbeSpec::find_slow_rank).
+bool FindsSlowRank(const CommBackend& backend, int num_ranks, const LinkProbeSpec& spec) {
+  return spec.find_slow_rank && num_ranks >= kSlowRankMinRanks && spec.shared_lanes == 0 &&
+         !backend.DefersExchange();
+}
+
+}  // namespace
+
 absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_ranks,
                                        const std::optional<Topology>& topology,
                                        const LinkProbeSpec& spec) {
@@ -60,6 +115,10 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
     absl::StatusOr<LinkModel> link =
         ProbeLink(backend, num_ranks, FlatRingPeers(rank, num_ranks), spec);
     if (!link.ok()) return link.status();
+    if (FindsSlowRank(backend, num_ranks, spec)) {
+      link = ProbeSlowRank(backend, rank, num_ranks, *link);
+      if (!link.ok()) return link.status();
+    }
     return ProbedLinks{.intra_node = *link};
   }
   if (topology->num_ranks() != num_ranks) {
@@ -78,15 +137,25 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
   absl::StatusOr<LinkModel> inter =
       ProbeLink(backend, num_ranks, RailRingPeers(rank, *topology), spec);
   if (!inter.ok()) return inter.status();
+  if (topology->ranks_per_node == 1 && FindsSlowRank(backend, num_ranks, spec)) {
+    // Every link is a NIC's, of one class: a slow one is priced as on one node.
+    inter = ProbeSlowRank(backend, rank, num_ranks, *inter);
+    if (!inter.ok()) return inter.status();
+  }
   links.inter_node = *inter;
   if (topology->ranks_per_node == 1) links.intra_node = *inter;
   return links;
 }
 
 std::string DescribeLink(const LinkModel& link) {
-  return absl::StrCat("link: ", FormatSeconds(link.alpha_s), " + ",
-                      absl::StrFormat("%.3g", link.bandwidth_bytes_per_s / 1e9),
-                      " GB/s per message");
+  std::string text =
+      absl::StrCat("link: ", FormatSeconds(link.alpha_s), " + ",
+                   absl::StrFormat("%.3g", link.bandwidth_bytes_per_s / 1e9), " GB/s per message");
+  if (link.has_slow_rank()) {
+    absl::StrAppend(&text, "; rank ", link.slow_rank, "'s link ",
+                    absl::StrFormat("%.3g", link.slow_factor), "x slower");
+  }
+  return text;
 }
 
 }  // namespace stragglar

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "policy/simulator.h"
 #include "policy/topology.h"
 #include "runtime/comm_backend.h"
@@ -24,7 +25,18 @@ struct LinkProbeSpec {
   // 0: every transfer has a link of its own; P > 0: the ranks share P cores (ranks of one host),
   // so a round of n transfers runs n / P times slower than one alone.
   double shared_lanes = 0;
+  // Also look for one rank whose link is slow (ProbeSlowRank), where every link is of one class
+  // (one machine, or nodes of one rank) and at least kSlowRankMinRanks ranks have links of their
+  // own (shared_lanes 0), through a backend whose gather completes at once.
+  bool find_slow_rank = false;
 };
+
+// A rank's link is slow when its probe round takes at least this many times the median rank's,
+// counted above the round of small messages (the bar: a link that slows 2x is named).
+inline constexpr double kSlowRankRatio = 2.0;
+// Fewer ranks cannot tell the slow rank from its neighbours: on 3, every rank is next to it in
+// both of the probe's rings.
+inline constexpr int kSlowRankMinRanks = 4;
 
 inline constexpr int64_t kProbeSmallBytes = 64;
 // Large enough that the ranks' buffers spill out of the caches, as a big AllReduce's do.
@@ -47,6 +59,20 @@ RingPeers RailRingPeers(int rank, const Topology& topology);
 // LinkFromRingRounds of them: the same model on every rank. Collective.
 absl::StatusOr<LinkModel> ProbeLink(CommBackend& backend, int num_ranks, RingPeers peers,
                                     const LinkProbeSpec& spec);
+
+// Each rank's time for one round of kProbeLargeBytes on two rings, to the rank 1 after it and to
+// the rank 2 after it, the lesser kept: a rank next to the slow one shares a hop with it in one
+// ring only, the slow rank in both. Given every rank's (`round_s`, by rank) and `link` (whose alpha
+// is the round of small messages): the rank whose time is at least kSlowRankRatio times the
+// median's, the slowest if several are; nullopt when none is. The returned link is `link` with the
+// median rank's bandwidth (the ring probe's, set by its slowest rank, was the slow link's) and that
+// rank slow by the ratio of their times. Pure, for tests; ProbeSlowRank measures and gathers.
+std::optional<LinkModel> SlowRankFromRounds(const LinkModel& link, absl::Span<const double> round_s,
+                                            int64_t large_bytes);
+// ProbeSlowRank: the two rings' rounds on this rank, gathered from every rank (the same result on
+// every rank), then SlowRankFromRounds. `link` unchanged when no rank is slow. Collective.
+absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_ranks,
+                                        const LinkModel& link);
 
 struct ProbedLinks {
   LinkModel intra_node;

@@ -7,7 +7,9 @@ stragglar-mpi-bench once per candidate and repetition: STRAGGLAR_ALGORITHM force
 Halving-Doubling and each StragglAR family, and left to the policy (adapt). Every run also times
 the MPI library's own Allreduce (native), call by call interleaved with the candidate, on the
 same data and delays. The straggler (the last rank) is 0, about the pre-arrival phase (the size
-at the link's rate) and twice that late.
+at the link's rate) and twice that late. A shape may slow one host's link
+(`4x1:100mbit:h3=20mbit`, the slow-link straggler): its candidates are the baselines, StragglAR
+forced around that host's rank, and adapt; nobody late, and the last rank late by one phase.
 
 Writes a Markdown report (medians of every call's time after the last arrival and of the whole
 call, with the spread of the per-run medians), the raw samples as JSON, and a plot of speedup
@@ -61,10 +63,20 @@ def run(command, **kwargs):
 
 
 class Shape:
-    def __init__(self, text, rate):
-        hosts, per_host = re.fullmatch(r"(\d+)x(\d+)", text).groups()
-        self.text, self.hosts, self.per_host, self.rate = text, int(hosts), int(per_host), rate
+    """Hosts x ranks per host at one rate; with `slow` ("h3=20mbit"), one host's link slower."""
+
+    def __init__(self, layout, rate, slow=None):
+        hosts, per_host = re.fullmatch(r"(\d+)x(\d+)", layout).groups()
+        self.layout, self.hosts, self.per_host, self.rate = layout, int(hosts), int(per_host), rate
         self.ranks = self.hosts * self.per_host
+        self.text, self.slow_host, self.slow_rate, self.slow_rank = layout, None, None, None
+        if slow:
+            match = re.fullmatch(r"h(\d+)=(\d+[kmg]?bit)", slow)
+            if not match or not 1 <= int(match.group(1)) <= self.hosts:
+                raise ValueError(f"{slow!r}: a slow host is hK=RATE, K of 1..{self.hosts}")
+            self.slow_host, self.slow_rate = int(match.group(1)), match.group(2)
+            self.slow_rank = (self.slow_host - 1) * self.per_host  # its host's first rank
+            self.text = f"{layout} h{self.slow_host} at {self.slow_rate}"
 
     def phase_s(self, size):
         """The size's time on one link at TCP's goodput (95% of the tc rate): one pre-arrival
@@ -72,8 +84,17 @@ class Shape:
         return size / (rate_bits(self.rate) * 0.95 / 8)
 
     def candidates(self):
+        if self.slow_host is not None:
+            # StragglAR forced around the slow host's rank: the plan the policy should find.
+            return BASELINES[1:] + ["stragglar", "adapt"]
         families = FAMILIES if self.per_host > 1 else FAMILIES[:2]
         return BASELINES[1:] + families + ["adapt"]
+
+    def delays(self, size):
+        """Nobody late, and the last rank late by one and two phases; with a slow host, nobody
+        late and the last rank (on another host) late by one phase."""
+        phase = self.phase_s(size)
+        return [0.0, phase] if self.slow_host is not None else [0.0, phase, 2 * phase]
 
 
 def bench_run(args, shape, size, delays, candidate, repetition, build):
@@ -87,6 +108,8 @@ def bench_run(args, shape, size, delays, candidate, repetition, build):
                "-x", f"STRAGGLAR_TRACE_FILE={trace}"]
         if candidate != "adapt":
             env += ["-x", f"STRAGGLAR_ALGORITHM={candidate}"]
+        if candidate == "stragglar" and shape.slow_rank is not None:
+            env += ["-x", f"STRAGGLAR_STRAGGLER={shape.slow_rank}"]
         command = [CLUSTER, "run", "--name", NAME, *env, f"{build}/bin/stragglar-mpi-bench",
                    "--min-bytes", f"{size}B", "--max-bytes", f"{size}B",
                    "--delays", ",".join(f"{d * 1e3:.3f}ms" for d in delays),
@@ -196,8 +219,10 @@ def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png, no
               "family forced; `adapt mix` is what the policy ran in the timed calls.", ""]
     goals = []
     for shape in shapes:
+        slow = (f"; host {shape.slow_host} (rank {shape.slow_rank}) at {shape.slow_rate}, "
+                f"StragglAR forced around it" if shape.slow_host is not None else "")
         lines += [f"## {shape.text}: {shape.hosts} hosts of {shape.per_host} rank"
-                  f"{'s' if shape.per_host > 1 else ''}, links {shape.rate} both ways", "",
+                  f"{'s' if shape.per_host > 1 else ''}, links {shape.rate} both ways{slow}", "",
                   f"Link check: {verdicts.get(shape.text, 'not run')}", ""]
         if shape.text not in verdicts:
             lines += ["Not measured: no run reached this shape.", ""]
@@ -250,7 +275,9 @@ def goal_lines(goals):
              "- After warm-up, adapt within 5% of the best forced candidate at every point.",
              "- Best StragglAR family ÷ best baseline, after arrival, ≥ 1.3× at 4x1 and ≥ 1.45× "
              "at 8x1 where the delay covers the pre-arrival phase.",
-             "- With nobody late, adapt at most 2% slower than the best baseline.", "",
+             "- With nobody late, adapt at most 2% slower than the best baseline.",
+             "- One host's link 5x slower, nobody late: best baseline ÷ adapt ≥ 1.3× at 4x1 and "
+             "≥ 1.4× at 8x1.", "",
              "Per-run medians (ms) show the spread between runs.", "",
              "| shape | size | delay | adapt ÷ best forced | adapt's runs; best forced's | "
              "best baseline ÷ best family | nobody late: adapt ÷ best baseline | verdict |",
@@ -263,14 +290,18 @@ def goal_lines(goals):
         misses = []
         if adapt_vs > 1.05:
             misses.append("adapt")
-        target = {"4x1": 1.3, "8x1": 1.45}.get(shape.text)
-        if target and delay > 0 and speedup < target:
+        target = {"4x1": 1.3, "8x1": 1.45}.get(shape.layout)
+        if shape.slow_host is None and target and delay > 0 and speedup < target:
             misses.append(f"speedup < {target}")
         idle = "–"
         if delay == 0:
             ratio = cell["adapt"]["latency"] / cell[base]["latency"]
             idle = f"{ratio:.3f}"
-            if ratio > 1.02:
+            slow_target = {"4x1": 1.3, "8x1": 1.4}.get(shape.layout)
+            if shape.slow_host is not None:
+                if slow_target and 1 / ratio < slow_target:
+                    misses.append(f"slow link: best baseline ÷ adapt < {slow_target}")
+            elif ratio > 1.02:
                 misses.append("nobody late")
         verdict = "met" if not misses else "MISSED: " + ", ".join(misses)
         lines.append(f"| {shape.text} | {size_name(size)} | {ms(delay)} ms | {adapt_vs:.3f} | "
@@ -355,8 +386,13 @@ def main():
             parser.error(f"--candidates: {name!r} is not one of {', '.join(known)}")
     shapes = []
     for item in args.shapes.split(","):
-        text, rate = item.split(":")
-        shapes.append(Shape(text, rate))
+        fields = item.split(":")
+        if len(fields) not in (2, 3):
+            parser.error(f"--shapes: {item!r} is not NxG:RATE or NxG:RATE:hK=RATE")
+        try:
+            shapes.append(Shape(*fields))
+        except (ValueError, AttributeError) as error:
+            parser.error(f"--shapes: {item!r}: {error}")
     build = os.path.join(ROOT, os.environ.get("STRAGGLAR_BUILD_DIR", "build"))
     samples, verdicts, parts, notes = [], {}, [], ""
     if args.report_from:
@@ -388,6 +424,10 @@ def main():
             if status.returncode != 0:
                 sys.exit(f"cluster-bench: {shape.text}: {status.stdout}{status.stderr}".strip())
             verdicts[shape.text] = status.stdout.strip().splitlines()[-1].split(": ", 1)[1]
+            if shape.slow_host is not None:
+                # The check ran at the full rate: one link slower only makes it more link-bound.
+                run([CLUSTER, "rate", "--name", NAME, f"{NAME}{shape.slow_host}",
+                     shape.slow_rate])
             if not verdicts[shape.text].startswith("link-bound") and not args.allow_cpu_bound:
                 print(f"cluster-bench: {shape.text} is not link-bound; not measured", flush=True)
                 continue
@@ -396,8 +436,7 @@ def main():
                 print(f"cluster-bench: {shape.text} has none of --candidates", flush=True)
                 continue
             for size in args.sizes:
-                phase = shape.phase_s(size)
-                delays = [0.0, phase, 2 * phase]
+                delays = shape.delays(size)
                 for repetition in range(args.runs):
                     turn = repetition % len(chosen)
                     order = chosen[turn:] + chosen[:turn]

@@ -139,5 +139,124 @@ TEST(LinkProbeTest, EmulatedNodesAreMeasuredThroughTheirNics) {
   }
 }
 
+// One rank of a machine whose rank `slow` has a link `factor` times slower: a probe round takes
+// the slower of this rank's hop out (to peers.next) and in (from peers.previous), and a hop to or
+// from the slow rank moves its bytes `factor` times slower. The gather hands back what every rank
+// measures, found by the same rule (the fake knows the whole machine).
+class SlowLinkBackend final : public CommBackend {
+ public:
+  SlowLinkBackend(int rank, int num_ranks, int slow, double factor)
+      : rank_(rank), num_ranks_(num_ranks), slow_(slow), factor_(factor) {}
+  double Now() override { return 0; }
+  absl::Status StartGather(absl::Span<const double> mine) override {
+    EXPECT_EQ(mine.size(), 1u);
+    gathered_.clear();
+    for (int r = 0; r < num_ranks_; ++r) {
+      gathered_.push_back(std::min(RoundOf(r, 1), RoundOf(r, 2)));
+    }
+    EXPECT_EQ(mine[0], gathered_[rank_]);  // this rank measured what the rule says
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<double>> FinishGather() override { return gathered_; }
+  absl::Status BroadcastFromRankZero(std::string&) override { return absl::OkStatus(); }
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override {
+    ++rounds_;
+    bytes_ = bytes;
+    return std::max(Hop(rank_, peers.next), Hop(peers.previous, rank_));
+  }
+  absl::Status MaxOverRanks(absl::Span<double> values) override {
+    // The ring probe's rounds: the slowest rank's is a hop to or from the slow rank.
+    values[1] = std::max(values[1], Hop(slow_, (slow_ + 1) % num_ranks_));
+    return absl::OkStatus();
+  }
+  int rounds() const { return rounds_; }
+
+ private:
+  double Hop(int from, int to) const {
+    const double bytes = static_cast<double>(bytes_);
+    return kInside.TransferSeconds(from == slow_ || to == slow_ ? bytes * factor_ : bytes);
+  }
+  double RoundOf(int rank, int offset) const {
+    return std::max(Hop(rank, (rank + offset) % num_ranks_),
+                    Hop((rank + num_ranks_ - offset) % num_ranks_, rank));
+  }
+  int rank_, num_ranks_, slow_;
+  double factor_;
+  int64_t bytes_ = 0;
+  int rounds_ = 0;
+  std::vector<double> gathered_;
+};
+
+TEST(LinkProbeTest, FindsTheRankBehindASlowLink) {
+  const LinkProbeSpec spec{.find_slow_rank = true};
+  for (int n : {4, 5, 8}) {
+    for (int slow : {0, 3, n - 1}) {
+      for (int rank : {0, slow, (slow + 1) % n}) {
+        SlowLinkBackend backend(rank, n, slow, 5);
+        absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, rank, n, std::nullopt, spec);
+        ASSERT_TRUE(links.ok()) << links.status();
+        const LinkModel& link = links->intra_node;
+        EXPECT_EQ(link.slow_rank, slow) << n << " " << rank;
+        EXPECT_NEAR(link.slow_factor, 5, 1e-3);  // counted above the 64-byte round
+        // The others' bandwidth, not the slow link's, which set the ring probe's slowest round.
+        EXPECT_NEAR(link.bandwidth_bytes_per_s / kInside.bandwidth_bytes_per_s, 1.0, 1e-3) << n;
+        EXPECT_EQ(backend.rounds(), 5);  // warm-up, small, large, and the two rings
+      }
+    }
+  }
+}
+
+TEST(LinkProbeTest, FindsTheSlowRankOnNodesOfOneRank) {
+  // Hosts of one rank each: both classes are the NICs', and the slow one is in both.
+  SlowLinkBackend backend(1, 4, 2, 5);
+  absl::StatusOr<ProbedLinks> links = ProbeLinks(
+      backend, 1, 4, Topology{.nodes = 4, .ranks_per_node = 1}, {.find_slow_rank = true});
+  ASSERT_TRUE(links.ok()) << links.status();
+  ASSERT_TRUE(links->inter_node.has_value());
+  EXPECT_EQ(links->inter_node->slow_rank, 2);
+  EXPECT_EQ(links->intra_node.slow_rank, 2);
+  EXPECT_NEAR(links->intra_node.slow_factor, 5, 1e-3);
+  // Nodes of several ranks: not looked for (two classes).
+  SlowLinkBackend nodes(1, 8, 2, 5);
+  links =
+      ProbeLinks(nodes, 1, 8, Topology{.nodes = 4, .ranks_per_node = 2}, {.find_slow_rank = true});
+  ASSERT_TRUE(links.ok()) << links.status();
+  EXPECT_FALSE(links->intra_node.has_slow_rank());
+  EXPECT_FALSE(links->inter_node->has_slow_rank());
+}
+
+TEST(LinkProbeTest, NamesNoSlowRankBelowTheBarOrWhereItCannotTell) {
+  const LinkProbeSpec spec{.find_slow_rank = true};
+  // 1.5x is not a slow link.
+  SlowLinkBackend mild(0, 8, 2, 1.5);
+  EXPECT_FALSE(ProbeLinks(mild, 0, 8, std::nullopt, spec)->intra_node.has_slow_rank());
+  // On 3 ranks every rank is next to the slow one in both rings: not probed.
+  SlowLinkBackend three(0, 3, 1, 5);
+  EXPECT_FALSE(ProbeLinks(three, 0, 3, std::nullopt, spec)->intra_node.has_slow_rank());
+  EXPECT_EQ(three.rounds(), 3);
+  // Nor where ranks share cores, nor unless asked.
+  SlowLinkBackend shared(0, 8, 2, 5);
+  EXPECT_FALSE(ProbeLinks(shared, 0, 8, std::nullopt, {.shared_lanes = 2, .find_slow_rank = true})
+                   ->intra_node.has_slow_rank());
+  SlowLinkBackend unasked(0, 8, 2, 5);
+  EXPECT_FALSE(ProbeLinks(unasked, 0, 8, std::nullopt, {})->intra_node.has_slow_rank());
+  EXPECT_EQ(unasked.rounds(), 3);
+}
+
+TEST(LinkProbeTest, TheSlowRankIsTheOneAboveTheMedianByTheRatio) {
+  const LinkModel link{.alpha_s = 1e-5, .bandwidth_bytes_per_s = 1e9};
+  // Bytes take 1 ms on the median rank: 1.9 ms is not slow, 2.1 ms is, and the slowest of two wins.
+  const auto round = [&](double bytes_ms) { return link.alpha_s + bytes_ms * 1e-3; };
+  EXPECT_FALSE(
+      SlowRankFromRounds(link, {round(1), round(1.9), round(1), round(1.1)}, 1 << 20).has_value());
+  std::optional<LinkModel> slow =
+      SlowRankFromRounds(link, {round(1), round(1), round(2.1), round(1.1), round(3)}, 1 << 20);
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_EQ(slow->slow_rank, 4);
+  EXPECT_NEAR(slow->slow_factor, 3 / 1.1, 1e-9);
+  EXPECT_EQ(slow->alpha_s, link.alpha_s);
+  EXPECT_FALSE(SlowRankFromRounds(link, {round(1), round(9), round(1)}, 1 << 20).has_value());
+}
+
 }  // namespace
 }  // namespace stragglar

@@ -436,6 +436,21 @@ TEST(PolicyTest, RejectsATopologyThatIsNotTheCommunicators) {
   EXPECT_THAT(Policy::Create(config, 8, link).status().message(), HasSubstr("inter-node link"));
 }
 
+TEST(PolicyTest, RejectsASlowLinkItCannotPrice) {
+  RuntimeConfig config;
+  LinkModel link{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 1e9, .slow_rank = 3, .slow_factor = 5};
+  EXPECT_TRUE(Policy::Create(config, 8, link).ok());
+  EXPECT_THAT(Policy::Create(config, 3, link).status().message(),
+              HasSubstr("the slow link's rank 3 is not one of the 3 ranks"));
+  link.slow_factor = 0.5;
+  EXPECT_THAT(Policy::Create(config, 8, link).status().message(),
+              HasSubstr("a finite factor >= 1"));
+  link.slow_factor = 5;
+  config.topology = Topology{.nodes = 2, .ranks_per_node = 4};
+  EXPECT_THAT(Policy::Create(config, 8, link).status().message(),
+              HasSubstr("a slow link is priced where every link is of one class"));
+}
+
 TEST(ChooserTest, RanksSharingTwoCoresKeepTheUnpipelinedSchedule) {
   // The MPI preload's model of 4 processes on 2 cores: every transfer of a crowded round shares
   // the cores, so pipelining (every port busy in every round) gains nothing and pays alpha.
@@ -537,6 +552,63 @@ TEST(ChooserTest, TriesStragglarAroundThePredictedLastRankToo) {
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
   EXPECT_EQ(choice->straggler, 6);
+}
+
+// A slow link (LinkModel::slow_rank), nobody late: StragglAR around the rank behind it moves the
+// least over that link, and the chooser takes it; with the links alike it keeps a baseline.
+TEST(ChooserTest, PicksStragglarAroundTheSlowLinksRank) {
+  const LinkModel paper{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  LinkModel slow = paper;
+  slow.slow_rank = 2;
+  slow.slow_factor = 5;
+  PlanCache plans(8);
+  Chooser chooser(plans, {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kStragglar});
+  const std::vector<double> punctual(8, 0.0);
+  absl::StatusOr<Choice> choice = chooser.Choose(16 << 20, punctual, std::nullopt, slow);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(choice->straggler, 2);
+  EXPECT_LT(choice->predicted_s, choice->baseline_predicted_s);
+  choice = chooser.Choose(16 << 20, punctual, std::nullopt, paper);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_NE(choice->algorithm, Algorithm::kStragglar);
+  // A late rank elsewhere and the slow link: both are StragglAR's candidates, priced on the link.
+  std::vector<double> late(8, 0.0);
+  late[6] = 2e-3;
+  choice = chooser.Choose(16 << 20, late, 6, slow);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->algorithm, Algorithm::kStragglar);
+  ASSERT_TRUE(choice->straggler.has_value());
+  const double ring_s = SimulatePlan(*SynthesizeRing(8), 16 << 20, slow, late)->completion_s;
+  const double around_s =
+      SimulatePlan(*SynthesizeStragglar(8, *choice->straggler, choice->shape->pieces), 16 << 20,
+                   slow, late)
+          ->completion_s;
+  EXPECT_LT(around_s, ring_s);
+}
+
+// The plan cache prices StragglAR around any rank through the plan around the last, renamed; with
+// a slow link the slow rank is renamed alike, so the price is the renamed plan's own.
+TEST(PlanCacheTest, ASlowLinkIsPricedThroughTheRenamedPlan) {
+  LinkModel slow{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)};
+  slow.slow_factor = 4;
+  PlanCache plans(6);
+  std::mt19937 random(5);
+  for (int straggler : {0, 2, 5}) {
+    for (int slow_rank : {0, 2, 4, 5}) {
+      slow.slow_rank = slow_rank;
+      const std::vector<double> arrival = Lags(6, random, 1e-4, straggler, 1e-3);
+      absl::StatusOr<PricedPlan> plan = plans.For(Algorithm::kStragglar, straggler, 4 << 20, slow);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const SimulationResult cached = *plans.Simulate(*plan, 4 << 20, slow, arrival);
+      const SimulationResult direct = *SimulatePlan(
+          *SynthesizeStragglar(6, straggler, plan->num_chunks() / 5), 4 << 20, slow, arrival);
+      for (int r = 0; r < 6; ++r) {
+        EXPECT_NEAR(cached.finish_s[r], direct.finish_s[r], 1e-9 * direct.finish_s[r])
+            << straggler << " " << slow_rank << " " << r;
+      }
+    }
+  }
 }
 
 // StragglAR's pre-arrival phase is hidden when its straggler comes last by at least the phase's

@@ -247,6 +247,115 @@ TEST(SimulatorTest, AnotherPlansTransfersAreRefused) {
   EXPECT_THAT(mixed.message(), HasSubstr("the transfers are not this plan's"));
 }
 
+// One rank's link 5x slower (LinkModel::slow_rank): every transfer to or from it moves its bytes
+// 5x slower, the others as before.
+LinkModel WithSlowRank(int rank, double factor) {
+  LinkModel link = kPaperLink;
+  link.slow_rank = rank;
+  link.slow_factor = factor;
+  return link;
+}
+
+TEST(SimulatorTest, ASlowLinkCostsRingItsSlowHopEveryRound) {
+  for (int n : {4, 8, 13}) {
+    for (int slow : {0, n / 2, n - 1}) {
+      const double bytes = 16 << 20;
+      const LinkModel link = WithSlowRank(slow, 5);
+      const std::vector<double> together(n, 0.0);
+      // Each of Ring's 2(n - 1) rounds waits for the hops into and out of the slow rank.
+      const double slow_hop_s = link.alpha_s + 5 * (bytes / n) / link.bandwidth_bytes_per_s;
+      const SimulationResult whole = *SimulatePlan(*SynthesizeRing(n), bytes, link, together);
+      EXPECT_THAT(whole.completion_s, NearlyEquals(2 * (n - 1) * slow_hop_s)) << n << " " << slow;
+      // Its header alone is priced by its ring run in closed form: the same, up to rounding.
+      const SimulationResult by_run =
+          *SimulatePlan(*SynthesizeRingHeader(n), bytes, link, together);
+      for (int r = 0; r < n; ++r) EXPECT_THAT(by_run.finish_s[r], NearlyEquals(whole.finish_s[r]));
+    }
+  }
+}
+
+TEST(SimulatorTest, ASlowLinksRingRunsAgreeWithRoundByRound) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> lag(0, 1e-3);
+  for (int n : {5, 8}) {
+    // The slow rank in the ReduceScatter's ring runs (1), and the straggler, outside them.
+    for (int slow : {1, n - 1}) {
+      const Plan stragglar = *SynthesizeStragglar(n, n - 1, 2);
+      std::vector<double> arrival(n);
+      for (double& at : arrival) at = lag(random);
+      const NetworkModel network = NetworkModel::Flat(n, WithSlowRank(slow, 3));
+      const std::vector<RingRun> runs = FindRingRuns(stragglar);
+      ASSERT_FALSE(runs.empty());
+      const SimulationResult by_runs =
+          *SimulateRounds(stragglar, runs, 0, stragglar.num_rounds(), 4 << 20, network, arrival);
+      const SimulationResult by_rounds =
+          *SimulateRounds(stragglar, {}, 0, stragglar.num_rounds(), 4 << 20, network, arrival);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_THAT(by_runs.finish_s[r], NearlyEquals(by_rounds.finish_s[r])) << n << " " << r;
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, StragglarAroundTheSlowLinkBeatsRingWithNobodyLate) {
+  // StragglAR around the rank behind the slow link moves its buffer in once and the result out
+  // once over that link; Ring moves 2(n - 1)/n of it each way. With all links alike, Ring wins.
+  for (int n : {4, 8}) {
+    const double bytes = 16 << 20;
+    const std::vector<double> together(n, 0.0);
+    const int slow = 2;
+    const Plan ring = *SynthesizeRing(n);
+    const Plan around_slow = *SynthesizeStragglar(n, slow, 4);
+    const double ring_slow_s =
+        SimulatePlan(ring, bytes, WithSlowRank(slow, 5), together)->completion_s;
+    const double stragglar_slow_s =
+        SimulatePlan(around_slow, bytes, WithSlowRank(slow, 5), together)->completion_s;
+    EXPECT_LT(stragglar_slow_s, ring_slow_s) << n;
+    EXPECT_GT(SimulatePlan(around_slow, bytes, kPaperLink, together)->completion_s,
+              SimulatePlan(ring, bytes, kPaperLink, together)->completion_s)
+        << n;
+    // Around another rank it gains nothing: the slow link carries a ReduceScatter's share too.
+    const Plan around_other = *SynthesizeStragglar(n, n - 1, 4);
+    EXPECT_GT(SimulatePlan(around_other, bytes, WithSlowRank(slow, 5), together)->completion_s,
+              stragglar_slow_s)
+        << n;
+  }
+}
+
+TEST(SimulatorTest, ASlowLinkIsCheckedAndPricedWhereEveryLinkIsOfOneClass) {
+  const Plan ring = *SynthesizeRing(4);
+  const std::vector<double> together(4, 0.0);
+  EXPECT_THAT(SimulatePlan(ring, 1e6, WithSlowRank(4, 2), together).status().message(),
+              HasSubstr("the slow link's rank 4 is not one of the 4 ranks"));
+  EXPECT_THAT(SimulatePlan(ring, 1e6, WithSlowRank(1, 0.5), together).status().message(),
+              HasSubstr("a finite factor >= 1, got rank 1 at 0.5"));
+  EXPECT_THAT(SimulatePlan(ring, 1e6, WithSlowRank(-2, 2), together).status().message(),
+              HasSubstr("a rank >= 0 (-1: none)"));
+  const NetworkModel nodes{.topology = {.nodes = 2, .ranks_per_node = 2},
+                           .intra_node = WithSlowRank(1, 2),
+                           .inter_node = kTypicalInterNodeLink};
+  EXPECT_THAT(SimulatePlan(ring, 1e6, nodes, together).status().message(),
+              HasSubstr("where every link is of one class (one node, or nodes of one rank), not "
+                        "on 2x2 (rank 1)"));
+  // Nodes of one rank: every link is a NIC's, and the slow one is priced as on one node.
+  const LinkModel slow_nic = [] {
+    LinkModel nic = kTypicalInterNodeLink;
+    nic.slow_rank = 1;
+    nic.slow_factor = 3;
+    return nic;
+  }();
+  const NetworkModel hosts{.topology = {.nodes = 4, .ranks_per_node = 1},
+                           .intra_node = slow_nic,
+                           .inter_node = slow_nic};
+  const double slow_hop_s = slow_nic.alpha_s + 3 * (1e6 / 4) / slow_nic.bandwidth_bytes_per_s;
+  EXPECT_THAT(SimulatePlan(ring, 1e6, hosts, together)->completion_s, NearlyEquals(6 * slow_hop_s));
+  EXPECT_THAT(SimulatePlan(*SynthesizeRingHeader(4), 1e6, hosts, together)->completion_s,
+              NearlyEquals(6 * slow_hop_s));
+  // A factor of 1 is every link alike, bit for bit.
+  EXPECT_EQ(SimulatePlan(ring, 1e6, WithSlowRank(1, 1), together)->finish_s,
+            SimulatePlan(ring, 1e6, kPaperLink, together)->finish_s);
+}
+
 TEST(SimulatorTest, BadInputsAreRejected) {
   const Plan ring = Synthesize(Algorithm::kRing, 4, 0);
   EXPECT_THAT(SimulatePlan(ring, 1e6, kPaperLink, {0, 0, 0}).status().message(),

@@ -6,7 +6,9 @@
 //
 // Every rank of a communicator must take the same model (its decisions depend on it), and only
 // the ranks that made an earlier communicator of the shape have it: Agreed asks them all, and
-// hands out rank 0's when every rank has one.
+// hands out rank 0's when every rank has one. A slow link (LinkModel::slow_rank) is a process's
+// own: it is kept by its rank in MPI_COMM_WORLD, and handed out by its rank in the new
+// communicator, or not at all where that process is not in it.
 #pragma once
 
 #include <mpi.h>
@@ -32,7 +34,8 @@ class LinkCache {
   // Rank 0's links for `shape` when every rank of `comm` has links for it, else nullopt (probe,
   // then Keep). Collective over `comm`: two small collectives.
   std::optional<ProbedLinks> Agreed(MPI_Comm comm, const LinkShape& shape);
-  void Keep(const LinkShape& shape, const ProbedLinks& links);
+  // `links` as `comm` probed them.
+  void Keep(MPI_Comm comm, const LinkShape& shape, ProbedLinks links);
 
  private:
   std::mutex mutex_;  // communicators are made on any of the program's threads

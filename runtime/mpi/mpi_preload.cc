@@ -342,7 +342,10 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     options.probe = {
         .small_repeats = 16,
         .large_repeats = 2,
-        .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0};
+        .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0,
+        // Ranks with links of their own (hosts): a slow one is priced, and StragglAR run around
+        // it where that is faster (runtime/link_probe.h).
+        .find_slow_rank = !one_host};
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
     absl::StatusOr<std::unique_ptr<MpiAlarm>> alarm = MpiAlarm::Post(own);
     state->alarm = alarm.ok() ? *std::move(alarm) : nullptr;
@@ -380,7 +383,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
       if (probes) {
         std::optional<LinkModel> between;
         if (topology.has_value()) between = state->comm->core().config().inter_node_link;
-        g.links.Keep(shape, {.intra_node = state->comm->link(), .inter_node = between});
+        g.links.Keep(own, shape, {.intra_node = state->comm->link(), .inter_node = between});
       }
     } else {
       Log(LogLevel::kWarn, absl::StrCat("passing through: ", created.status().message()));

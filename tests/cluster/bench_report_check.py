@@ -30,7 +30,20 @@ LATENCY = {
     0.132: {"native": 0.120, "ring": 0.070, "halving-doubling": 0.070, "stragglar": 0.048,
             "stragglar-log-depth": 0.055, "adapt": 0.049},
 }
+# One host's link slower (4x1:100mbit:h3=20mbit): nobody late, adapt within 3% of StragglAR
+# around it but only 1.22x faster than the best baseline (the slow-link goal of 1.3x missed); the
+# last rank late by a phase, adapt 1.125x the best forced.
+SLOW_SHAPE = "4x1 h3 at 20mbit"
+SLOW_LATENCY = {
+    0.0: {"native": 0.900, "ring": 0.500, "halving-doubling": 0.450, "stragglar": 0.360,
+          "adapt": 0.370},
+    0.088: {"native": 1.000, "ring": 0.500, "halving-doubling": 0.500, "stragglar": 0.400,
+            "adapt": 0.450},
+}
 EXPECTED = {
+    "| 4x1 h3 at 20mbit | 1 MiB | 0.0 ms | 1.028 |":
+        "| 0.822 | MISSED: slow link: best baseline ÷ adapt < 1.3 |",
+    "| 4x1 h3 at 20mbit | 1 MiB | 88.0 ms | 1.125 |": "| – | MISSED: adapt |",
     "| 4x1 | 1 MiB | 0.0 ms | 1.029 |": "| 1.029 | MISSED: nobody late |",
     "| 4x1 | 1 MiB | 44.0 ms | 1.080 |": "| – | MISSED: adapt |",
     "| 4x1 | 1 MiB | 88.0 ms | 1.000 |": "| – | MISSED: speedup < 1.3 |",
@@ -38,24 +51,26 @@ EXPECTED = {
 }
 
 
-def sample(delay, candidate, repetition):
+def sample(delay, candidate, repetition, shape="4x1", latency=None):
+    latency = latency or LATENCY
     calls = 3
     mix = {"stragglar" if delay else "ring": calls} if candidate == "adapt" else {candidate: calls}
-    return {"shape": "4x1", "size": MIB, "delay_s": delay, "candidate": candidate,
+    return {"shape": shape, "size": MIB, "delay_s": delay, "candidate": candidate,
             "repetition": repetition, "mix": mix,
-            "native": {"latency": [LATENCY[delay]["native"]] * calls,
-                       "time": [LATENCY[delay]["native"] + delay] * calls},
-            "preload": {"latency": [LATENCY[delay][candidate]] * calls,
-                        "time": [LATENCY[delay][candidate] + delay] * calls}}
+            "native": {"latency": [latency[delay]["native"]] * calls,
+                       "time": [latency[delay]["native"] + delay] * calls},
+            "preload": {"latency": [latency[delay][candidate]] * calls,
+                        "time": [latency[delay][candidate] + delay] * calls}}
 
 
-def part(path, argv, candidates, verdict):
-    samples = [sample(delay, candidate, repetition) for delay in LATENCY
-               for candidate in candidates for repetition in range(2)]
+def part(path, argv, candidates, verdict, shape="4x1", latency=None):
+    samples = [sample(delay, candidate, repetition, shape, latency)
+               for delay in (latency or LATENCY) for candidate in candidates
+               for repetition in range(2)]
     with open(path, "w") as file:
         json.dump({"parts": [{"argv": argv, "commit": "abc1234", "started": "2026-11-28T03:02",
                               "ended": "04:00"}],
-                   "verdicts": {"4x1": verdict}, "samples": samples}, file)
+                   "verdicts": {shape: verdict}, "samples": samples}, file)
 
 
 def bench(*args):
@@ -77,11 +92,15 @@ def main():
              ["ring", "halving-doubling", "stragglar", "stragglar-log-depth"],
              "link-bound: first check")
         part(adapt, ["cluster_bench.py", "--part", "adapt"], ["adapt"], "link-bound: second check")
+        slow = os.path.join(work, "slow.json")
+        part(slow, ["cluster_bench.py", "--part", "slow"],
+             ["ring", "halving-doubling", "stragglar", "adapt"], "link-bound: slow", SLOW_SHAPE,
+             SLOW_LATENCY)
         with open(notes, "w") as file:
             file.write("A note that stays with the report.\n")
         out = os.path.join(work, "report")
-        result = bench("--shapes", "4x1:200mbit,8x1:100mbit", "--sizes", "1MiB",
-                       "--report-from", forced, adapt, "--notes", notes, "--out", out)
+        result = bench("--shapes", "4x1:200mbit,8x1:100mbit,4x1:100mbit:h3=20mbit", "--sizes",
+                       "1MiB", "--report-from", forced, adapt, slow, "--notes", notes, "--out", out)
         expect(result.returncode == 0, f"--report-from exited {result.returncode}: "
                f"{result.stderr.strip()}")
         if result.returncode == 0:
@@ -102,11 +121,14 @@ def main():
             expect("A note that stays with the report." in text, "the notes are not carried")
             with open(out + ".json") as file:
                 joined = json.load(file)
-            expect(len(joined["parts"]) == 2 and len(joined["samples"]) == 40,
+            expect(len(joined["parts"]) == 3 and len(joined["samples"]) == 56,
                    f"the joined JSON holds {len(joined['parts'])} parts and "
-                   f"{len(joined['samples'])} samples, not 2 and 40")
+                   f"{len(joined['samples'])} samples, not 3 and 56")
+            expect("host 3 (rank 2) at 20mbit, StragglAR forced around it" in text,
+                   "the slow shape's heading does not name the slow host")
 
         for args, says in ((["--candidates", "ring,fast"], "'fast' is not one of"),
+                           (["--shapes", "4x1:100mbit:h9=20mbit"], "K of 1..4"),
                            (["--notes", notes], "--notes goes with --report-from")):
             result = bench(*args)
             errors = result.stderr.strip().splitlines()
