@@ -1,0 +1,76 @@
+// The MPI preload's link cache (runtime/mpi/link_cache.h) keeps a slow link by the process behind
+// it: Keep stores the slow rank by its rank in MPI_COMM_WORLD, and Agreed hands it out by its rank
+// in the new communicator, or not at all where that process is not in it. On 4 ranks:
+//   1. kept over the world, agreed over the world reversed: rank 2 is rank 1 there;
+//   2. agreed over the ranks without world rank 2: no slow rank, factor 1;
+//   3. kept over the world reversed (world rank 2 is rank 1 there), agreed over the world: 2.
+// Prints "link_cache: ok" on rank 0; exits 1 on a mismatch.
+#include <mpi.h>
+
+#include <cstdio>
+#include <optional>
+
+#include "runtime/mpi/link_cache.h"
+
+namespace {
+
+stragglar::ProbedLinks SlowLinks(int slow_rank) {
+  const stragglar::LinkModel link{.alpha_s = 1e-4,
+                                  .bandwidth_bytes_per_s = 1e7,
+                                  .slow_rank = slow_rank,
+                                  .slow_factor = slow_rank >= 0 ? 3 : 1};
+  return {.intra_node = link, .inter_node = link};
+}
+
+bool Expect(const char* what, const std::optional<stragglar::ProbedLinks>& links, int slow_rank,
+            double slow_factor) {
+  const bool ok = links.has_value() && links->intra_node.slow_rank == slow_rank &&
+                  links->intra_node.slow_factor == slow_factor &&
+                  links->intra_node.bandwidth_bytes_per_s == 1e7;
+  if (!ok) {
+    std::printf("link_cache: FAIL %s: want rank %d at %g, got %s rank %d at %g\n", what, slow_rank,
+                slow_factor, links.has_value() ? "" : "no links;",
+                links.has_value() ? links->intra_node.slow_rank : -9,
+                links.has_value() ? links->intra_node.slow_factor : 0.0);
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != 4) {
+    if (rank == 0) std::printf("link_cache: FAIL needs 4 ranks, got %d\n", size);
+    MPI_Finalize();
+    return 1;
+  }
+  stragglar::LinkCache cache;
+  bool ok = true;
+  // 1. Kept over the world, agreed over the world reversed.
+  const stragglar::LinkShape four{.ranks = 4, .nodes = 4};
+  cache.Keep(MPI_COMM_WORLD, four, SlowLinks(2));
+  MPI_Comm reversed = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, size - 1 - rank, &reversed);
+  ok = Expect("the world reversed", cache.Agreed(reversed, four), 1, 3) && ok;
+  // 2. Agreed over the ranks without world rank 2 (a shape of 3 ranks, kept over the world).
+  const stragglar::LinkShape three{.ranks = 3, .nodes = 3};
+  cache.Keep(MPI_COMM_WORLD, three, SlowLinks(2));
+  MPI_Comm without = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == 2 ? 1 : 0, rank, &without);
+  if (rank != 2) ok = Expect("without the slow process", cache.Agreed(without, three), -1, 1) && ok;
+  // 3. Kept over the world reversed, where world rank 2 is rank 1, agreed over the world.
+  const stragglar::LinkShape other{.ranks = 4, .nodes = 2};
+  cache.Keep(reversed, other, SlowLinks(1));
+  ok = Expect("kept by a communicator's rank", cache.Agreed(MPI_COMM_WORLD, other), 2, 3) && ok;
+  MPI_Comm_free(&reversed);
+  MPI_Comm_free(&without);
+  int all_ok = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0 && all_ok == 1) std::printf("link_cache: ok\n");
+  MPI_Finalize();
+  return all_ok == 1 ? 0 : 1;
+}
