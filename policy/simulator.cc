@@ -153,6 +153,8 @@ struct RankLinks {
   std::vector<int> node_of;
   int slow = -1;
   double slow_factor = 1;
+  // With a slow rank, for ring runs' two-class closed form: 1 for it, 0 for the others.
+  std::vector<int> slow_as_node;
 
   bool Touches(int src, int dst) const { return slow >= 0 && (src == slow || dst == slow); }
 };
@@ -274,20 +276,16 @@ RankLinks LinksOf(const PlanHeader& plan, absl::Span<const int> renamed,
     if ((renamed.empty() ? c : renamed[c]) == link.slow_rank) links.slow = c;
   }
   links.slow_factor = link.slow_factor;
+  if (links.slow >= 0) {
+    links.slow_as_node.assign(static_cast<size_t>(plan.num_ranks), 0);
+    links.slow_as_node[links.slow] = 1;
+  }
   if (!network.topology.multi_node()) return links;
   links.node_of.resize(plan.num_ranks);
   for (int c = 0; c < plan.num_ranks; ++c) {
     links.node_of[c] = network.topology.NodeOf(renamed.empty() ? c : renamed[c]);
   }
   return links;
-}
-
-// A ring run's hops in two classes where every link is of one class: to and from `slow` (node 1),
-// and the others.
-std::vector<int> SlowRankAsANode(int num_ranks, int slow) {
-  std::vector<int> node_of(static_cast<size_t>(num_ranks), 0);
-  node_of[slow] = 1;
-  return node_of;
 }
 
 // Rounds [begin_round, end_round) of `rounds` from `ready` (each rank's start, by the plan's
@@ -317,8 +315,7 @@ absl::Status AdvanceRounds(const PlanRounds& rounds, int begin_round, int end_ro
         const double hop_s = link.TransferSeconds(bytes_per_transfer, run->transfers());
         const double slow_s =
             link.TransferSeconds(bytes_per_transfer * links.slow_factor, run->transfers());
-        AdvanceRun(*run, run_rounds, SlowRankAsANode(plan.num_ranks, links.slow), hop_s, slow_s,
-                   ready);
+        AdvanceRun(*run, run_rounds, links.slow_as_node, hop_s, slow_s, ready);
       } else {
         const double inter_s = links.node_of.empty() ? intra_s
                                                      : network.inter_node.TransferSeconds(
