@@ -17,6 +17,7 @@
 #include "kernels/synth/synthesizers.h"
 #include "tests/host_collective.h"
 #include "tests/host_plan_run.h"
+#include "tests/sanitizer_sweep.h"
 
 namespace stragglar {
 namespace {
@@ -84,15 +85,30 @@ std::string GridName(const ::testing::TestParamInfo<GridParam>& info) {
                       num_ranks);
 }
 
+// Every algorithm, type, operator and rank count from 2 to 16; under a sanitizer, one operator for
+// each algorithm, type and rank count, in turn.
+std::vector<GridParam> EveryGridCase() {
+  std::vector<GridParam> params;
+  for (Algorithm algorithm : kPlanAlgorithms) {
+    for (DataType type : kAllDataTypes) {
+      for (int num_ranks = 2; num_ranks <= 16; ++num_ranks) {
+        const size_t rotation =
+            static_cast<size_t>(algorithm) + static_cast<size_t>(type) + num_ranks;
+        for (ReduceOp op : SweepOf<ReduceOp>(kAllReduceOps, rotation)) {
+          params.emplace_back(algorithm, type, op, num_ranks);
+        }
+      }
+    }
+  }
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(AllAlgorithmsTypesOpsRanks, HostExecutorGridTest,
-                         ::testing::Combine(::testing::ValuesIn(kPlanAlgorithms),
-                                            ::testing::ValuesIn(kAllDataTypes),
-                                            ::testing::ValuesIn(kAllReduceOps),
-                                            ::testing::Range(2, 17)),
-                         GridName);
+                         ::testing::ValuesIn(EveryGridCase()), GridName);
 
 // ---------------------------------------------------------------------------------------------
-// StragglAR with every straggler position, for a subset of rank counts.
+// StragglAR with every straggler position (under a sanitizer the first, middle and last), for a
+// subset of rank counts.
 
 using StragglerParam = std::tuple<int, int>;  // num_ranks, straggler
 
@@ -102,7 +118,8 @@ TEST_P(HostExecutorStragglerTest, MatchesReferenceOnEveryRank) {
   const auto [num_ranks, straggler] = GetParam();
   const Plan plan = MakePlan(Algorithm::kStragglar, num_ranks, straggler);
   for (DataType type : {DataType::kInt32, DataType::kBfloat16, DataType::kFloat64}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+    for (ReduceOp op : SweepOf({ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg},
+                               static_cast<size_t>(type) + straggler)) {
       for (int64_t count : {int64_t{1}, int64_t{num_ranks - 2}, int64_t{61}}) {
         CheckExact(plan, {.type = type, .op = op, .count = count, .in_place = count == 1},
                    SplitMix64(num_ranks * 100 + straggler));
@@ -114,7 +131,7 @@ TEST_P(HostExecutorStragglerTest, MatchesReferenceOnEveryRank) {
 std::vector<StragglerParam> EveryStragglerPosition() {
   std::vector<StragglerParam> params;
   for (int num_ranks : {2, 3, 4, 5, 7, 8, 11, 16}) {
-    for (int straggler = 0; straggler < num_ranks; ++straggler) {
+    for (int straggler : PositionsOf(num_ranks)) {
       params.emplace_back(num_ranks, straggler);
     }
   }
@@ -137,7 +154,8 @@ TEST(HostExecutorPipelinedTest, MatchesReferenceOnEveryRank) {
       absl::StatusOr<Plan> plan = SynthesizeStragglar(num_ranks, num_ranks / 2, pieces);
       ASSERT_TRUE(plan.ok()) << plan.status();
       for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt64}) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+        for (ReduceOp op : SweepOf({ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg},
+                                   static_cast<size_t>(type) + num_ranks + pieces)) {
           for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001}}) {
             CheckExact(*plan, {.type = type, .op = op, .count = count, .in_place = count == 7},
                        SplitMix64(num_ranks * 100 + pieces));
@@ -160,11 +178,12 @@ TEST(HostExecutorPipelinedTest, MatchesReferenceOnEveryRank) {
 // StragglAR: Halving-Doubling among the ready ranks, then a pipelined broadcast whose straggler
 // re-sends raw blocks as reduces and final ones as copies.
 
-// Three types, three operations, an empty buffer, one smaller than the chunk count (in place) and
-// one that no chunk count divides evenly.
+// Three types, three operations (under a sanitizer one for each type, in turn), an empty buffer,
+// one smaller than the chunk count (in place) and one that no chunk count divides evenly.
 void CheckEveryTypeAndOp(const Plan& plan, uint64_t seed) {
   for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+    for (ReduceOp op : SweepOf({ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg},
+                               static_cast<size_t>(type) + seed)) {
       for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1001}}) {
         CheckExact(plan, {.type = type, .op = op, .count = count, .in_place = count == 5}, seed);
       }
@@ -224,13 +243,22 @@ TEST_P(HostExecutorLargeTest, MatchesReferenceOnEveryRank) {
              SplitMix64(num_ranks));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    OneMebibytePlusThree, HostExecutorLargeTest,
-    ::testing::Combine(::testing::ValuesIn(kPlanAlgorithms),
-                       ::testing::Values(DataType::kFloat32, DataType::kBfloat16, DataType::kInt64),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg),
-                       ::testing::Values(2, 5, 8, 13)),
-    GridName);
+// Under a sanitizer, one of the two operators for each algorithm, type and rank count, in turn.
+std::vector<GridParam> LargeCases() {
+  std::vector<GridParam> params;
+  for (Algorithm algorithm : kPlanAlgorithms) {
+    for (DataType type : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt64}) {
+      for (ReduceOp op : SweepOf({ReduceOp::kSum, ReduceOp::kAvg},
+                                 static_cast<size_t>(algorithm) + static_cast<size_t>(type))) {
+        for (int num_ranks : {2, 5, 8, 13}) params.emplace_back(algorithm, type, op, num_ranks);
+      }
+    }
+  }
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(OneMebibytePlusThree, HostExecutorLargeTest,
+                         ::testing::ValuesIn(LargeCases()), GridName);
 
 // ---------------------------------------------------------------------------------------------
 // Random float inputs: rounding depends on the reduction order, so compare against a double

@@ -41,12 +41,6 @@ constexpr Variant kVariants[] = {
     {false, ReceiverOrder::kRingNext},      {false, ReceiverOrder::kRingFromOwner},
 };
 
-int CeilLog2(int value) {
-  int log2_ceil = 0;
-  while ((1 << log2_ceil) < value) ++log2_ceil;
-  return log2_ceil;
-}
-
 // One greedy run; nullopt if it stalls (never seen; the caller then tries the next variant).
 std::optional<PostArrivalSchedule> BuildPipelined(int n, int k, Variant variant) {
   const int m = n - 1, sigma = n - 1, num_pieces = m * k;

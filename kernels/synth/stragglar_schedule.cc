@@ -34,12 +34,6 @@
 namespace stragglar {
 namespace {
 
-int CeilLog2(int value) {
-  int log2_ceil = 0;
-  while ((1 << log2_ceil) < value) ++log2_ceil;
-  return log2_ceil;
-}
-
 // Per-rank timetable of the cyclic pipeline on m = 2^K - 1 ranks: receive_age[u] and send_age[u]
 // for local times u = 1..m-1 (u = 0 is the exchange round).
 class CyclicTimetable {
@@ -672,6 +666,12 @@ bool BuildStoredReceiveRows(int n, PostArrivalSchedule& rounds) {
 }
 
 }  // namespace
+
+int CeilLog2(int value) {
+  int log2_ceil = 0;
+  while ((1 << log2_ceil) < value) ++log2_ceil;
+  return log2_ceil;
+}
 
 int StragglarRoundLowerBound(int num_ranks) { return num_ranks - 2 + CeilLog2(num_ranks); }
 

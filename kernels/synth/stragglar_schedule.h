@@ -23,6 +23,9 @@ struct ScheduleMove {
 // reducing moves {r, n-1, r} and {n-1, r, r}; every other move copies a final chunk.
 using PostArrivalSchedule = std::vector<std::vector<ScheduleMove>>;
 
+// ceil(log2 value), 0 for a value of 1 or less: the rounds of a doubling broadcast.
+int CeilLog2(int value);
+
 // L(n) = n - 2 + ceil(log2 n): the fewest post-arrival rounds any schedule can have.
 int StragglarRoundLowerBound(int num_ranks);
 

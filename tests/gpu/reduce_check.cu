@@ -3,16 +3,16 @@
 // device-to-device copy.
 //
 // Correctness: every data type x operator, out of place, in place (first == nullptr) and in place
-// spelled first == out; counts 0, 1, 7, 1001, 65539 and 2^20 + 3; buffers at a 16-byte boundary,
-// all one element past it (the head/vector/tail path), at different offsets (the per-element
-// path) and at odd byte offsets (the unaligned path); inputs with NaNs (quiet, signalling,
-// negative, with payloads), infinities, -0, subnormals, the largest finite values, rounding ties
-// and wrapping integers. LaunchFinalizeReduction(num_ranks = 3) runs after every reduction, so avg
-// divides and the other operators must leave the result alone. Every case also checks that
-// nothing outside the result was written and that the inputs are unchanged. Every byte must match,
-// with one exception: where sum, prod or avg give NaN on both sides, the NaN's sign and payload
-// may differ (see kernels/reduce/cuda_reduce.h); max and min, which select an operand, match
-// exactly.
+// spelled first == out; counts 0, 1, 7, 1001, 65539, 2^17 + 3 and 2^20 + 3; buffers at a 16-byte
+// boundary, all one element past it (the head/vector/tail path), at different offsets (the
+// per-element path) and at odd byte offsets (the unaligned path); inputs with NaNs (quiet,
+// signalling, negative, with payloads), infinities, -0, subnormals, the largest finite values,
+// rounding ties and wrapping integers. LaunchFinalizeReduction(num_ranks = 3) runs after every
+// reduction, so avg divides and the other operators must leave the result alone. Every case also
+// checks that nothing outside the result was written and that the inputs are unchanged. Every byte
+// must match, with one exception: where sum, prod or avg give NaN on both sides, the NaN's sign and
+// payload may differ (see kernels/reduce/cuda_reduce.h); max and min, which select an operand,
+// match exactly.
 //
 // Bandwidth: LaunchReduce out of place (float32 sum, bfloat16 sum; float16 sum and an in-place
 // float32 sum for information) against cudaMemcpyAsync device to device, on 256 MiB buffers,
@@ -314,7 +314,7 @@ struct DeviceBuffer {
 class CorrectnessCheck {
  public:
   CorrectnessCheck(int64_t max_count, cudaStream_t stream) : stream_(stream) {
-    for (int64_t count : {0, 1, 7, 1001, 65539, (1 << 20) + 3}) {
+    for (int64_t count : {0, 1, 7, 1001, 65539, (1 << 17) + 3, (1 << 20) + 3}) {
       if (count <= max_count) counts_.push_back(count);
     }
   }

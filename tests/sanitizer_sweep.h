@@ -1,0 +1,51 @@
+// Sweeps under a sanitizer. scripts/sanitize.sh runs the executors' suites under AddressSanitizer
+// and ThreadSanitizer, which check every access at 5-20x the time; there a sweep that repeats one
+// code path over many values (every operator, every straggler position) takes a rotating subset
+// of them. Every shape still runs, and every value still appears somewhere in the sweep, which
+// is what a sanitizer needs to see; the main build runs every combination for the results.
+#pragma once
+
+#include <cstddef>
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+namespace stragglar {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kUnderSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kUnderSanitizer = true;
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+
+// Every value, or under a sanitizer the one at `rotation` (modulo their number). A caller passes
+// a rotation that changes with its outer loops, so that each value is still taken by some case.
+template <typename T>
+std::vector<T> SweepOf(std::span<const T> values, size_t rotation) {
+  if (!kUnderSanitizer || values.empty()) return {values.begin(), values.end()};
+  return {values[rotation % values.size()]};
+}
+
+template <typename T>
+std::vector<T> SweepOf(std::initializer_list<T> values, size_t rotation) {
+  return SweepOf(std::span<const T>(values.begin(), values.size()), rotation);
+}
+
+// Positions 0 to n-1, or under a sanitizer the first, the middle and the last.
+inline std::vector<int> PositionsOf(int n) {
+  std::vector<int> positions;
+  for (int position = 0; position < n; ++position) {
+    if (!kUnderSanitizer || position == 0 || position == n / 2 || position == n - 1) {
+      positions.push_back(position);
+    }
+  }
+  return positions;
+}
+
+}  // namespace stragglar
