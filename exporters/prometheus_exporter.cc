@@ -107,6 +107,15 @@ PrometheusObserver::PrometheusObserver(prometheus::Registry& registry, std::stri
                        "Estimated: measured time minus the modelled time of the default "
                        "algorithm, over calls where the chosen algorithm was slower")
                    .Register(registry);
+  auto& slow_link = prometheus::BuildGauge()
+                        .Name("stragglar_slow_link_rank")
+                        .Help("The rank behind the link the probe found slow; -1 when none")
+                        .Register(registry);
+  auto& link_bandwidth =
+      prometheus::BuildGauge()
+          .Name("stragglar_link_bandwidth_bytes_per_second")
+          .Help("This rank's link as the policy prices it: the probe's bandwidth per direction")
+          .Register(registry);
   auto& switches = prometheus::BuildCounter()
                        .Name("stragglar_policy_switches_total")
                        .Help("Times the policy's algorithm changed for a message size bucket")
@@ -124,6 +133,9 @@ PrometheusObserver::PrometheusObserver(prometheus::Registry& registry, std::stri
     series.straggler = &straggler.Add(labels);
     series.straggler->Set(-1);
     series.persistence = &persistence.Add(labels);
+    series.slow_link = &slow_link.Add(labels);
+    series.slow_link->Set(-1);
+    series.link_bandwidth = &link_bandwidth.Add(labels);
     series.saved = &saved.Add(labels);
     series.lost = &lost.Add(labels);
     series.switches = &switches.Add(labels);
@@ -181,6 +193,9 @@ void PrometheusObserver::OnEpoch(int rank, const EpochReport& report) {
     if (call.saved_s < 0) series.lost->Increment(-call.saved_s);
   }
   series.straggler->Set(report.straggler.value_or(-1));
+  series.slow_link->Set(report.link.slow_rank);
+  const double slowdown = rank == report.link.slow_rank ? report.link.slow_factor : 1;
+  series.link_bandwidth->Set(report.link.bandwidth_bytes_per_s / slowdown);
   if (rank < static_cast<int>(report.persistence.size())) {
     series.persistence->Set(report.persistence[rank]);
   }

@@ -86,6 +86,8 @@ class PrometheusObserver : public CollectiveObserver {
     prometheus::Counter* wait = nullptr;
     prometheus::Gauge* straggler = nullptr;
     prometheus::Gauge* persistence = nullptr;
+    prometheus::Gauge* slow_link = nullptr;       // the rank behind the slow link, or -1
+    prometheus::Gauge* link_bandwidth = nullptr;  // this rank's link, bytes/s per direction
     prometheus::Counter* saved = nullptr;
     prometheus::Counter* lost = nullptr;
     prometheus::Counter* switches = nullptr;

@@ -233,6 +233,7 @@ absl::StatusOr<EpochReport> Policy::Absorb(int64_t first_call, absl::Span<const 
                            .mean_lag_s = detector_.mean_lag(rank)});
   }
   report.straggler = detector_.straggler();
+  report.link = link_;
   report.persistence.resize(num_ranks_);
   for (int r = 0; r < num_ranks_; ++r) report.persistence[r] = detector_.persistence(r);
   decisions_by_bytes_.clear();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/plan/plan.h"
+#include "policy/network_model.h"
 #include "policy/stragglar_shape.h"
 #include "profiler/arrival.h"
 
@@ -46,6 +47,9 @@ struct EpochReport {
   std::vector<EpochCallReport> calls;
   std::optional<int> straggler;
   std::vector<double> persistence;  // by rank: share of the detector's window it lagged
+  // The link the policy prices transfers on (on a machine of nodes, the one inside a node): the
+  // link probe's measure, with the rank behind a slow link where the probe found one.
+  LinkModel link;
 };
 
 // A change of the detector's verdict, taken at an epoch exchange.

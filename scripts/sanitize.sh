@@ -8,7 +8,7 @@ scripts/install-deps.sh
 # Suites that run more than one thread: both sanitizers.
 threaded=(host_transport_test host_executor_test runtime_test communicator_test metrics_test
   log_test link_profiler_test tcp_report_transport_test device_rank_test device_executor_test
-  link_class_queues_test call_watchdog_test link_probe_test)
+  link_class_queues_test call_watchdog_test link_probe_test call_gate_test)
 # Suites on one thread (plans, programs, policy, readers): ThreadSanitizer has nothing to find in
 # them, so AddressSanitizer+UBSan only.
 single_threaded=(plan_test program_test stragglar_schedule_test reduce_test policy_test
@@ -47,12 +47,15 @@ for sanitizer in address thread; do
   if [[ $sanitizer == address ]]; then
     # The MPI preload and its executors (round by round, segmented, on per-class queues) on exact
     # data; tests/mpi/run_check.sh loads the ASan runtime first. The mpi4py loop preloads the
-    # library into Python, which ASan cannot follow. A family that runs at 8 ranks here is not
-    # run again at fewer (each launch costs 4-10 s under ASan on 2 cores), nor StragglAR in 16
-    # pieces beside 4 and 8: the main suite runs them all.
+    # library into Python, which ASan cannot follow. Each executor path runs once here, at its
+    # largest shape: a family that runs at 8 ranks is not run again at fewer, nor StragglAR in 16
+    # pieces beside 4 and 8, nor the same segmenting, network messages or per-class queues for
+    # another family, nor a second setting that differs across ranks (each launch costs 5-30 s
+    # under ASan on 2 cores). The main suite runs them all.
     repeats='(ring|halving-doubling|stragglar|auto)\.np[2-5]|stragglar-(log-depth|hierarchical)\.np[45]'
-    repeats+='|stragglar-pieces16\.np8|network-messages-stragglar\.np4'
-    repeats+='|queues-stragglar-hierarchical\.np[46]'
+    repeats+='|stragglar-pieces16\.np8|network-messages-(stragglar|stragglar-log-depth|halving-doubling)\.np[46]'
+    repeats+='|queues-(stragglar-hierarchical\.np[46]|stragglar\.np6|stragglar-log-depth\.np8|halving-doubling\.np4)'
+    repeats+='|segments-(stragglar|halving-doubling)\.np4|settings-differ\.(rank3-off|rank0-observe)'
     ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
       ctest --test-dir "$dir" -R '^mpi\.' -E "^mpi\.(train|threads\..*|${repeats})\$" \
       --output-on-failure -j "$(nproc)"

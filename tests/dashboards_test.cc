@@ -38,6 +38,8 @@ constexpr const char* kScalarMetrics[] = {
     "stragglar_time_lost_seconds_total",
     "stragglar_policy_switches_total",
     "stragglar_wait_seconds_total",
+    "stragglar_slow_link_rank",
+    "stragglar_link_bandwidth_bytes_per_second",
     // Pipeline links (pipeline/links/pipeline_metrics.h).
     "stragglar_link_delay_seconds",
     "stragglar_slow_link",

@@ -100,7 +100,10 @@ TEST(MetricsTest, ObserverExportsEveryContractMetric) {
     call(rank, stragglar, 4 << 20, {.arrival_s = 1, .duration_s = 0.25});
     call(rank, stragglar, 100, {.arrival_s = 2, .duration_s = 0.125});
   }
+  EXPECT_EQ(RankSeries(registry, "stragglar_slow_link_rank", 1).gauge.value, -1);
   EpochReport report{.straggler = 2, .persistence = {0.0, 0.125, 0.75}};
+  // Rank 1's link 4x slower than the others' 1 GB/s.
+  report.link = {.bandwidth_bytes_per_s = 1e9, .slow_rank = 1, .slow_factor = 4};
   report.calls.push_back({.lag_s = {0, 0.25, 1.0}, .saved_s = 0.5});
   report.calls.push_back({.lag_s = {0.5, 0, 0.75}, .saved_s = -0.125});
   for (int rank = 0; rank < 3; ++rank) observer.OnEpoch(rank, report);
@@ -126,6 +129,9 @@ TEST(MetricsTest, ObserverExportsEveryContractMetric) {
     EXPECT_EQ(RankSeries(registry, "stragglar_straggler_rank", rank).gauge.value, 2);
     EXPECT_EQ(RankSeries(registry, "stragglar_straggler_persistence_ratio", rank).gauge.value,
               report.persistence[rank]);
+    EXPECT_EQ(RankSeries(registry, "stragglar_slow_link_rank", rank).gauge.value, 1);
+    EXPECT_EQ(RankSeries(registry, "stragglar_link_bandwidth_bytes_per_second", rank).gauge.value,
+              rank == 1 ? 0.25e9 : 1e9);
     const auto lag = RankSeries(registry, "stragglar_arrival_lag_seconds", rank).histogram;
     EXPECT_EQ(lag.sample_count, 2u);
     EXPECT_EQ(lag.sample_sum, report.calls[0].lag_s[rank] + report.calls[1].lag_s[rank]);

@@ -41,6 +41,8 @@ CONTRACT = {
     "stragglar_time_lost_seconds_total": [],
     "stragglar_policy_switches_total": [],
     "stragglar_wait_seconds_total": [],
+    "stragglar_slow_link_rank": [],
+    "stragglar_link_bandwidth_bytes_per_second": [],
 }
 
 failures = []

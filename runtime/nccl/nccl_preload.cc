@@ -42,6 +42,7 @@
 #include "kernels/cuda/device_scope.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/agreed_settings.h"
+#include "runtime/call_gate.h"
 #include "runtime/call_watchdog.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
@@ -49,6 +50,7 @@
 #include "runtime/nccl/nccl_backend.h"
 #include "runtime/nccl/nccl_call_watch.h"
 #include "runtime/nccl/nccl_codes.h"
+#include "runtime/nccl/nccl_comm_state.h"
 #include "runtime/nccl/nccl_links.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/preload_common.h"
@@ -58,38 +60,6 @@ namespace stragglar {
 namespace {
 
 constexpr absl::string_view kBackend = "nccl";
-
-// One communicator stragglar handles: its backend, the protocol over it, and what the watchdog
-// sees of its calls.
-struct CommState {
-  std::unique_ptr<NcclBackend> backend;
-  std::unique_ptr<Communicator> comm;    // after `backend`, which it uses
-  std::unique_ptr<NcclCallWatch> watch;  // with the watchdog; reset before `comm` and `backend`
-  // Held by the calling thread in AllReduce: STRAGGLAR_TIMEOUT's ending revokes and writes the
-  // outputs under it when it can have it; otherwise the calling thread writes them as it leaves
-  // (`outputs_due`).
-  std::timed_mutex calling;
-  std::atomic<bool> outputs_due{false};
-
-  ncclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                         ncclDataType_t datatype, ncclRedOp_t op, DataType type, ReduceOp reduce_op,
-                         cudaStream_t stream) {
-    std::lock_guard<std::timed_mutex> lock(calling);
-    // Revoked by the watchdog (STRAGGLAR_TIMEOUT, said in its line): every call fails, as NCCL's
-    // own calls on a revoked communicator do, until the user destroys it.
-    if (backend->revoked()) return ncclRemoteError;
-    DeviceScope scope(backend->device());
-    backend->set_stream(stream);
-    NcclAllReduceWork work(sendbuff, recvbuff, count, datatype, op, type, reduce_op, stream,
-                           *backend);
-    const absl::StatusOr<CallDecision> ran = comm->AllReduce(
-        static_cast<int64_t>(count) * DataTypeSize(type), /*in_place=*/sendbuff == recvbuff, work);
-    // Revoked while it ran: its work may have been stopped, so it is not a success.
-    if (backend->revoked()) return ncclRemoteError;
-    if (ran.ok() && watch != nullptr) watch->Enqueued(*ran, stream);
-    return NcclCodeOf(ran.status());
-  }
-};
 
 // The largest settings text a communicator's creation shares (runtime/agreed_settings.h): every
 // value but STRAGGLAR_STATE_FILE's is short, and a path is at most PATH_MAX (4096) bytes.
@@ -103,7 +73,9 @@ struct Global {
   BuildInfo build;  // for stragglar_build_info
   std::once_flag timer_once;
   std::unique_ptr<GpuCallTimer> timer;
-  std::map<ncclComm_t, std::unique_ptr<CommState>> comms;  // nullptr: pass this one through
+  // nullptr: pass this one through. Shared with the calls in progress on it, so that a
+  // communicator aborted from another thread lives until they return.
+  std::map<ncclComm_t, std::shared_ptr<CommState>> comms;
   // Per communicator created outside a group: the settings agreed with its rank 0 at its
   // creation. Communicators without (created inside ncclGroupStart/End, or by ncclCommInitAll)
   // use this process's settings until their first handled call agrees on the rest.
@@ -188,38 +160,45 @@ void WriteOutputs(Global& g, CommState& state) {
   WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (NCCL)");
 }
 
-// How long STRAGGLAR_TIMEOUT's ending waits for the calling thread to leave the library, so that
-// the revocation never runs beside one of its NCCL calls; a thread that stays is the one waiting
-// on the stuck work, which only the revocation ends. Short: the watchdog's lock is held.
+// How long another thread's ending of a communicator (STRAGGLAR_TIMEOUT's, an abort) waits for the
+// calling thread to leave the library, so that it never runs beside one of its NCCL calls; a
+// thread that stays is the one waiting on the stuck work, which only a revocation ends. Short: the
+// watchdog's lock is held.
 constexpr auto kCallerLeaves = std::chrono::milliseconds(200);
+
+// Ends the waits on `state`'s work (NcclBackend::Revoke), saying so where NCCL cannot.
+void Revoke(CommState& state) {
+  if (absl::Status revoked = state.backend->Revoke(); !revoked.ok()) {
+    Log(LogLevel::kWarn,
+        absl::StrCat(state.comm->name(), ": cannot stop its work: ", revoked.message()));
+  }
+}
 
 // Puts `state`'s calls under the watchdog. On STRAGGLAR_TIMEOUT the communicator is revoked, so
 // that its waits end and its calls fail from then on, and its trace and summary are written.
 void WatchCalls(Global& g, CommState& state, const std::string& name) {
-  CommState* watched = &state;  // its watch goes first in Forget
+  // Its watch goes first in Forget's teardown, which waits for this ending to return.
+  CommState* watched = &state;
   state.watch = std::make_unique<NcclCallWatch>(
       *g.watchdog, state.backend->device(), name, [&g, watched](const std::string&) {
-        std::unique_lock<std::timed_mutex> lock(watched->calling, std::defer_lock);
-        (void)lock.try_lock_for(kCallerLeaves);
-        if (absl::Status revoked = watched->backend->Revoke(); !revoked.ok()) {
-          Log(LogLevel::kWarn,
-              absl::StrCat(watched->comm->name(), ": cannot stop its work: ", revoked.message()));
-        }
-        if (lock.owns_lock()) {
-          WriteOutputs(g, *watched);
-        } else {
-          watched->outputs_due.store(true);
-        }
+        // Revoked beside a call that stays: the call is waiting on the stuck work, which only the
+        // revocation ends (Revoke is safe beside it, and once or more).
+        watched->gate.RunOrHandOver(
+            [&g, watched] {
+              Revoke(*watched);
+              WriteOutputs(g, *watched);
+            },
+            kCallerLeaves, [watched] { Revoke(*watched); });
       });
 }
 
 // The state of `comm`, created at its first handled call (every rank is in the same call).
 // nullptr: pass this communicator through.
-CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
+std::shared_ptr<CommState> StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(g.mutex);
     auto it = g.comms.find(comm);
-    if (it != g.comms.end()) return it->second.get();
+    if (it != g.comms.end()) return it->second;
     if (g.nonblocking.contains(comm)) return nullptr;
   }
   // Communicators are named in the order of their first handled call, the same on every rank
@@ -231,14 +210,14 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
   }
   const NcclApi& api = Api();
   int size = 0, rank = 0, device = 0;
-  std::unique_ptr<CommState> state;
+  std::shared_ptr<CommState> state;
   if (api.complete() && api.comm_count(comm, &size) == ncclSuccess &&
       api.comm_user_rank(comm, &rank) == ncclSuccess &&
       api.comm_cu_device(comm, &device) == ncclSuccess && size >= 2) {
     DeviceScope scope(device);
     bool agreed_at_creation = false;
     std::shared_ptr<const PreloadConfig> process = ConfigOf(g, comm, &agreed_at_creation);
-    state = std::make_unique<CommState>();
+    state = std::make_shared<CommState>();
     state->backend =
         std::make_unique<NcclBackend>(comm, rank, size, device, Timer(g), process->epoch_calls);
     state->backend->set_stream(stream);
@@ -292,7 +271,7 @@ CommState* StateFor(Global& g, ncclComm_t comm, cudaStream_t stream) {
     g.traced = true;
     if (g.watchdog != nullptr) WatchCalls(g, *state, name);
   }
-  return g.comms.emplace(comm, std::move(state)).first->second.get();
+  return g.comms.emplace(comm, std::move(state)).first->second;
 }
 
 void WriteOutputsAtExit() {
@@ -308,11 +287,13 @@ void WriteOutputsAtExit() {
 }
 
 // The communicator is going away (`aborting`: aborted or revoked): save, write its outputs, forget
-// it. Its device memory and the communicators split off it are freed here, before NCCL frees it.
-// True when the watchdog had revoked it (STRAGGLAR_TIMEOUT).
+// it. Its device memory and the communicators split off it are freed here, before NCCL frees it;
+// when a call on another thread is inside and stays (an abort from a watchdog thread), it is
+// revoked, which ends the call's waits, and the call frees them as it leaves. True when the
+// watchdog had revoked it (STRAGGLAR_TIMEOUT).
 bool Forget(ncclComm_t comm, bool aborting) {
   Global& g = G();
-  std::unique_ptr<CommState> state;
+  std::shared_ptr<CommState> state;
   std::shared_ptr<NcclLinks> links;
   {
     std::lock_guard<std::mutex> lock(g.mutex);
@@ -329,15 +310,25 @@ bool Forget(ncclComm_t comm, bool aborting) {
   }
   links.reset();  // its exchange stops now (or when the last call using it returns)
   if (state == nullptr) return false;
-  state->watch.reset();
   // Revoked by the watchdog: its work and its ready ranks' may still be stopping.
   const bool revoked = state->backend->revoked();
   aborting = aborting || revoked;
-  DeviceScope scope(state->backend->device());
-  state->backend->ReleaseDeviceExecutor(aborting);
-  state->backend->ReleaseReadyComms(aborting);
-  state->comm->Close();
-  WriteOutputs(g, *state);
+  // Whoever runs the teardown holds the state: this thread, or the call it is handed to.
+  CommState* forgotten = state.get();
+  state->gate.RunOrHandOver(
+      [&g, forgotten, aborting] {
+        forgotten->watch.reset();  // waits for a STRAGGLAR_TIMEOUT ending in progress to return
+        DeviceScope scope(forgotten->backend->device());
+        forgotten->backend->ReleaseDeviceExecutor(aborting);
+        forgotten->backend->ReleaseReadyComms(aborting);
+        forgotten->comm->Close();
+        WriteOutputs(g, *forgotten);
+        forgotten->torn_down = true;
+      },
+      kCallerLeaves,
+      [forgotten, aborting] {
+        if (aborting) Revoke(*forgotten);
+      });
   return revoked;
 }
 
@@ -675,21 +666,15 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                        "ncclAllReduce under CUDA graph capture: passed through to NCCL");
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
-  stragglar::CommState* state = stragglar::StateFor(g, comm, stream);
+  // Held until the call returns, though another thread may abort the communicator meanwhile.
+  const std::shared_ptr<stragglar::CommState> state = stragglar::StateFor(g, comm, stream);
   // Revoked by the watchdog (STRAGGLAR_TIMEOUT): failed, not handed to NCCL.
   if (state != nullptr && state->backend->revoked()) return ncclRemoteError;
   // After a failed epoch exchange (alike on every rank): NCCL's own from now on.
   if (state == nullptr || !state->comm->disabled().ok()) {
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
-  const ncclResult_t result =
-      state->AllReduce(sendbuff, recvbuff, count, datatype, op, *type, *reduce_op, stream);
-  // The watchdog revoked it while this thread was inside: the outputs are this thread's to write.
-  if (state->outputs_due.exchange(false)) {
-    std::lock_guard<std::timed_mutex> lock(state->calling);
-    stragglar::WriteOutputs(g, *state);
-  }
-  return result;
+  return state->AllReduce(sendbuff, recvbuff, count, datatype, op, *type, *reduce_op, stream);
 }
 
 }  // extern "C"

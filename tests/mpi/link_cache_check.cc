@@ -18,7 +18,7 @@ stragglar::ProbedLinks SlowLinks(int slow_rank) {
   const stragglar::LinkModel link{.alpha_s = 1e-4,
                                   .bandwidth_bytes_per_s = 1e7,
                                   .slow_rank = slow_rank,
-                                  .slow_factor = slow_rank >= 0 ? 3 : 1};
+                                  .slow_factor = slow_rank >= 0 ? 3.0 : 1.0};
   return {.intra_node = link, .inter_node = link};
 }
 
