@@ -4,12 +4,23 @@
 
 namespace stragglar {
 
-CallGate::Call::Call(CallGate& gate) : gate_(gate) { gate_.calling_.lock(); }
+CallGate::Call::Call(CallGate& gate) : gate_(gate) {
+  std::unique_lock<std::mutex> lock(gate_.mutex_);
+  gate_.opened_.wait(lock, [this] { return !gate_.taken_; });
+  gate_.taken_ = true;
+}
 
 CallGate::Call::~Call() { gate_.RunHandedOverAndOpen(); }
 
+bool CallGate::Take(std::chrono::milliseconds grace) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!opened_.wait_for(lock, grace, [this] { return !taken_; })) return false;
+  taken_ = true;
+  return true;
+}
+
 void CallGate::RunHandedOverAndOpen() {
-  std::unique_lock<std::mutex> lock(handed_mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   while (!handed_.empty()) {
     std::vector<absl::AnyInvocable<void()&&>> work = std::move(handed_);
     handed_.clear();
@@ -17,14 +28,22 @@ void CallGate::RunHandedOverAndOpen() {
     for (auto& each : work) std::move(each)();
     lock.lock();
   }
-  // Opened under handed_mutex_: work handed over from here on finds the gate open (its sender
-  // then takes the gate and runs it), and work handed over before was run above.
-  calling_.unlock();
+  // Opened under the same lock as the hand-over: work handed over from here on finds the gate
+  // open (its sender then takes the gate and runs it), and work handed over before ran above.
+  taken_ = false;
+  opened_.notify_all();
+}
+
+bool CallGate::TryRun(absl::FunctionRef<void()> work, std::chrono::milliseconds grace) {
+  if (!Take(grace)) return false;
+  work();
+  RunHandedOverAndOpen();
+  return true;
 }
 
 bool CallGate::RunOrHandOver(absl::AnyInvocable<void() &&> work, std::chrono::milliseconds grace,
                              absl::AnyInvocable<void() &&> while_busy) {
-  if (calling_.try_lock_for(grace)) {
+  if (Take(grace)) {
     std::move(work)();
     RunHandedOverAndOpen();
     return true;
@@ -32,12 +51,16 @@ bool CallGate::RunOrHandOver(absl::AnyInvocable<void() &&> work, std::chrono::mi
   // Before the hand-over, so that it never runs beside the handed-over work.
   if (while_busy != nullptr) std::move(while_busy)();
   {
-    std::lock_guard<std::mutex> lock(handed_mutex_);
-    handed_.push_back(std::move(work));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (taken_) {
+      handed_.push_back(std::move(work));
+      return false;
+    }
+    // The call ended between the wait above and now: this thread runs the work.
+    taken_ = true;
   }
-  // The call may have ended between the wait above and the hand-over: then nobody holds the gate
-  // to run it, and this thread does (or the next call does, if one took the gate first).
-  if (calling_.try_lock()) RunHandedOverAndOpen();
+  std::move(work)();
+  RunHandedOverAndOpen();
   return false;
 }
 

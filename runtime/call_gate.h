@@ -7,10 +7,12 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 
 namespace stragglar {
 
@@ -29,6 +31,13 @@ class CallGate {
     CallGate& gate_;
   };
 
+  // Whoever takes the gate to run work, here or in the two below, also runs the work handed over
+  // to the gate until then, other threads' too, before opening it.
+
+  // Runs `work` here if no call holds the gate, or the one that does ends within `grace`: true.
+  // Otherwise false, and `work` has not run.
+  bool TryRun(absl::FunctionRef<void()> work, std::chrono::milliseconds grace);
+
   // Runs `work` here if no call holds the gate, or the one that does ends within `grace`: true.
   // Otherwise runs `while_busy` here (what makes a stuck call end: a revocation), and hands `work`
   // to the call, which runs it as it ends (or this thread does, if the call ended meanwhile):
@@ -37,12 +46,17 @@ class CallGate {
                      absl::AnyInvocable<void() &&> while_busy = nullptr);
 
  private:
-  // Runs what was handed over, then opens the gate; called with it held.
+  // Takes the gate if it is open or opens within `grace`.
+  bool Take(std::chrono::milliseconds grace);
+  // Runs what was handed over, then opens the gate; called with it taken.
   void RunHandedOverAndOpen();
 
-  std::timed_mutex calling_;
-  std::mutex handed_mutex_;  // guards handed_; held while the gate opens (see the .cc)
-  std::vector<absl::AnyInvocable<void() &&>> handed_;
+  // A flag and a condition variable rather than a timed mutex: ThreadSanitizer does not see a
+  // std::timed_mutex taken with a timeout (pthread_mutex_clocklock), and reports its unlock.
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool taken_ = false;                                 // under mutex_
+  std::vector<absl::AnyInvocable<void() &&>> handed_;  // under mutex_
 };
 
 }  // namespace stragglar

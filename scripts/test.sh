@@ -12,7 +12,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arguments=("$@")
-given() { [[ " ${arguments[*]} " == *" -D$1="* ]]; }
+# -DNAME=..., -D NAME=... or -DNAME:TYPE=... among the arguments.
+given() {
+  local argument previous=""
+  for argument in "${arguments[@]+"${arguments[@]}"}"; do
+    [[ $argument =~ ^(-D)?$1(:[A-Za-z]+)?= && ($previous == -D || $argument == -D*) ]] && return 0
+    previous=$argument
+  done
+  return 1
+}
 given CMAKE_CUDA_ARCHITECTURES || arguments+=(-DCMAKE_CUDA_ARCHITECTURES=90)
 given CMAKE_CXX_FLAGS_RELWITHDEBINFO || arguments+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 given CMAKE_UNITY_BUILD || arguments+=(-DCMAKE_UNITY_BUILD=ON)

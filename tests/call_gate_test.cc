@@ -85,6 +85,53 @@ TEST(CallGateTest, ACallThatStaysRunsTheWorkAsItLeavesAfterWhileBusy) {
   EXPECT_EQ(ran_on, caller_id);
 }
 
+TEST(CallGateTest, TryRunLeavesTheWorkUnrunWhileACallStays) {
+  CallGate gate;
+  absl::Notification inside, leave;
+  std::thread caller([&] {
+    CallGate::Call call(gate);
+    inside.Notify();
+    EXPECT_TRUE(leave.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  });
+  ASSERT_TRUE(inside.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  int ran = 0;
+  EXPECT_FALSE(gate.TryRun([&] { ++ran; }, milliseconds(1)));
+  EXPECT_EQ(ran, 0);
+  leave.Notify();
+  caller.join();
+  EXPECT_TRUE(gate.TryRun([&] { ++ran; }, milliseconds(0)));
+  EXPECT_EQ(ran, 1);
+}
+
+// A thread running its work under the gate also runs what another thread hands over meanwhile
+// (the watchdog's ending does so; the NCCL preload stops it before handing over a teardown).
+TEST(CallGateTest, ASenderHoldingTheGateRunsWhatIsHandedOverMeanwhile) {
+  CallGate gate;
+  absl::Notification running, release;
+  std::thread::id sender_id, ran_on;
+  std::thread sender([&] {
+    sender_id = std::this_thread::get_id();
+    EXPECT_TRUE(gate.RunOrHandOver(
+        [&] {
+          running.Notify();
+          EXPECT_TRUE(release.WaitForNotificationWithTimeout(absl::Seconds(10)));
+        },
+        milliseconds(0)));
+  });
+  ASSERT_TRUE(running.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  bool ran = false;
+  EXPECT_FALSE(gate.RunOrHandOver(
+      [&] {
+        ran = true;
+        ran_on = std::this_thread::get_id();
+      },
+      milliseconds(0)));
+  release.Notify();
+  sender.join();
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(ran_on, sender_id);
+}
+
 // The race that would lose a piece of work: the call leaves between the hand-over's failed wait
 // and its push. `while_busy` runs in that window, so the test makes the call leave there.
 TEST(CallGateTest, ACallThatLeavesDuringTheHandOverLosesNothing) {

@@ -16,7 +16,9 @@ NcclCallWatch::NcclCallWatch(CallWatchdog& watchdog, int device, std::string com
                                .ending = "revoking the communicator; its calls fail from now on"});
 }
 
-NcclCallWatch::~NcclCallWatch() { watchdog_.Unwatch(&progress_); }
+NcclCallWatch::~NcclCallWatch() { Stop(); }
+
+void NcclCallWatch::Stop() { watchdog_.Unwatch(&progress_); }
 
 void NcclCallWatch::Enqueued(const CallDecision& ran, cudaStream_t stream) {
   absl::StatusOr<uint64_t> mark = marks_.Record(stream);

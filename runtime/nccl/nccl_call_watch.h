@@ -25,6 +25,10 @@ class NcclCallWatch {
   NcclCallWatch(CallWatchdog& watchdog, int device, std::string comm,
                 std::function<void(const std::string&)> on_timeout);
   ~NcclCallWatch();  // unwatched first: no check runs on it from then on
+  // Unwatched now, from any thread but the watchdog's: returns once an ending in progress
+  // (`on_timeout`, which runs under the watchdog's lock) has returned, and none comes after.
+  // Once or more; Enqueued stays safe on the calling thread.
+  void Stop();
   NcclCallWatch(const NcclCallWatch&) = delete;
   NcclCallWatch& operator=(const NcclCallWatch&) = delete;
 

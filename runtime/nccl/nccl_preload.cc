@@ -162,9 +162,12 @@ void WriteOutputs(Global& g, CommState& state) {
 
 // How long another thread's ending of a communicator (STRAGGLAR_TIMEOUT's, an abort) waits for the
 // calling thread to leave the library, so that it never runs beside one of its NCCL calls; a
-// thread that stays is the one waiting on the stuck work, which only a revocation ends. Short: the
-// watchdog's lock is held.
+// thread that stays is the one waiting on the stuck work, which only a revocation ends. Short:
+// STRAGGLAR_TIMEOUT's ending holds the watchdog's lock.
 constexpr auto kCallerLeaves = std::chrono::milliseconds(200);
+// How long an abort waits for a call that stays once it has revoked the communicator, whose waits
+// then end: NCCL's abort must not free the communicator under the call.
+constexpr auto kRevokedCallerLeaves = std::chrono::seconds(10);
 
 // Ends the waits on `state`'s work (NcclBackend::Revoke), saying so where NCCL cannot.
 void Revoke(CommState& state) {
@@ -177,7 +180,8 @@ void Revoke(CommState& state) {
 // Puts `state`'s calls under the watchdog. On STRAGGLAR_TIMEOUT the communicator is revoked, so
 // that its waits end and its calls fail from then on, and its trace and summary are written.
 void WatchCalls(Global& g, CommState& state, const std::string& name) {
-  // Its watch goes first in Forget's teardown, which waits for this ending to return.
+  // Alive while this ending runs: Forget stops the watch, which waits for the ending to return,
+  // before it lets go of the state.
   CommState* watched = &state;
   state.watch = std::make_unique<NcclCallWatch>(
       *g.watchdog, state.backend->device(), name, [&g, watched](const std::string&) {
@@ -185,6 +189,7 @@ void WatchCalls(Global& g, CommState& state, const std::string& name) {
         // revocation ends (Revoke is safe beside it, and once or more).
         watched->gate.RunOrHandOver(
             [&g, watched] {
+              if (watched->torn_down) return;
               Revoke(*watched);
               WriteOutputs(g, *watched);
             },
@@ -287,10 +292,11 @@ void WriteOutputsAtExit() {
 }
 
 // The communicator is going away (`aborting`: aborted or revoked): save, write its outputs, forget
-// it. Its device memory and the communicators split off it are freed here, before NCCL frees it;
-// when a call on another thread is inside and stays (an abort from a watchdog thread), it is
-// revoked, which ends the call's waits, and the call frees them as it leaves. True when the
-// watchdog had revoked it (STRAGGLAR_TIMEOUT).
+// it. Its device memory and the communicators split off it are freed here, before NCCL frees it.
+// A call on another thread that is inside and stays (an abort from a watchdog thread) is first
+// revoked, which ends its waits, and waited for; where NCCL cannot revoke, or the call still
+// stays, the call frees them as it leaves. True when the watchdog had revoked it
+// (STRAGGLAR_TIMEOUT).
 bool Forget(ncclComm_t comm, bool aborting) {
   Global& g = G();
   std::shared_ptr<CommState> state;
@@ -310,25 +316,32 @@ bool Forget(ncclComm_t comm, bool aborting) {
   }
   links.reset();  // its exchange stops now (or when the last call using it returns)
   if (state == nullptr) return false;
+  // No STRAGGLAR_TIMEOUT ending runs from here on: one in progress, which may hold the gate (and
+  // would otherwise be handed the teardown below on the watchdog's own thread), has returned.
+  if (state->watch != nullptr) state->watch->Stop();
   // Revoked by the watchdog: its work and its ready ranks' may still be stopping.
   const bool revoked = state->backend->revoked();
   aborting = aborting || revoked;
   // Whoever runs the teardown holds the state: this thread, or the call it is handed to.
   CommState* forgotten = state.get();
-  state->gate.RunOrHandOver(
-      [&g, forgotten, aborting] {
-        forgotten->watch.reset();  // waits for a STRAGGLAR_TIMEOUT ending in progress to return
-        DeviceScope scope(forgotten->backend->device());
-        forgotten->backend->ReleaseDeviceExecutor(aborting);
-        forgotten->backend->ReleaseReadyComms(aborting);
-        forgotten->comm->Close();
-        WriteOutputs(g, *forgotten);
-        forgotten->torn_down = true;
-      },
-      kCallerLeaves,
-      [forgotten, aborting] {
-        if (aborting) Revoke(*forgotten);
-      });
+  auto teardown = [&g, forgotten, aborting] {
+    forgotten->watch.reset();
+    DeviceScope scope(forgotten->backend->device());
+    forgotten->backend->ReleaseDeviceExecutor(aborting);
+    forgotten->backend->ReleaseReadyComms(aborting);
+    forgotten->comm->Close();
+    WriteOutputs(g, *forgotten);
+    forgotten->torn_down = true;
+  };
+  if (state->gate.TryRun(teardown, kCallerLeaves)) return revoked;
+  if (aborting && state->backend->Revoke().ok() &&
+      state->gate.TryRun(teardown, kRevokedCallerLeaves)) {
+    return revoked;
+  }
+  Log(LogLevel::kWarn, absl::StrCat(forgotten->comm->name(),
+                                    ": a call is still inside; it frees the communicator's "
+                                    "resources as it leaves"));
+  state->gate.RunOrHandOver(teardown, std::chrono::milliseconds(0));
   return revoked;
 }
 
