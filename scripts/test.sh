@@ -22,7 +22,8 @@ given() {
   return 1
 }
 given CMAKE_CUDA_ARCHITECTURES || arguments+=(-DCMAKE_CUDA_ARCHITECTURES=90)
-given CMAKE_CXX_FLAGS_RELWITHDEBINFO || arguments+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+given CMAKE_CXX_FLAGS_RELWITHDEBINFO ||
+  arguments+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 given CMAKE_UNITY_BUILD || arguments+=(-DCMAKE_UNITY_BUILD=ON)
 scripts/build.sh "${arguments[@]}"
 build_dir=${STRAGGLAR_BUILD_DIR:-build}
