@@ -22,6 +22,11 @@ namespace stragglar {
 struct LinkProbeSpec {
   int small_repeats = 16;
   int large_repeats = 2;
+  // The large rounds are timed in this many batches of `large_repeats` each, and each rank keeps
+  // its fastest batch: another job's burst or a descheduled rank only slows a round, and one slow
+  // batch priced the link at half its speed on a shared machine (cluster.switch). 1 where one
+  // round is too short to time alone (a GPU's, whose launch would be most of it).
+  int large_batches = 1;
   // 0: every transfer has a link of its own; P > 0: the ranks share P cores (ranks of one host),
   // so a round of n transfers runs n / P times slower than one alone.
   double shared_lanes = 0;
@@ -55,7 +60,8 @@ RingPeers NodeRingPeers(int rank, const Topology& topology);
 RingPeers RailRingPeers(int rank, const Topology& topology);
 
 // Times the rounds through `backend` on `peers` (a warm-up round of large messages first:
-// connections and buffers are touched), takes the slowest rank's times, and returns
+// connections and buffers are touched; the large rounds' fastest batch), takes the slowest rank's
+// times, and returns
 // LinkFromRingRounds of them: the same model on every rank. Collective.
 absl::StatusOr<LinkModel> ProbeLink(CommBackend& backend, int num_ranks, RingPeers peers,
                                     const LinkProbeSpec& spec);

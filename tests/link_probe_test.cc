@@ -31,15 +31,26 @@ class MachineBackend final : public CommBackend {
   absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override {
     rounds_.push_back(peers);
     const bool same_node = rank_ / ranks_per_node_ == peers.next / ranks_per_node_;
-    return (same_node ? kInside : kBetween).TransferSeconds(static_cast<double>(bytes));
+    const double seconds =
+        (same_node ? kInside : kBetween).TransferSeconds(static_cast<double>(bytes));
+    const bool noisy = bytes == kProbeLargeBytes && large_rounds_++ == noisy_large_round_;
+    return noisy ? noise_factor_ * seconds : seconds;
   }
   absl::Status MaxOverRanks(absl::Span<double>) override { return absl::OkStatus(); }
   const std::vector<RingPeers>& rounds() const { return rounds_; }
+  // The large round `index` (0: the warm-up) takes `factor` times as long: another job's burst.
+  void SlowDownLargeRound(int index, double factor) {
+    noisy_large_round_ = index;
+    noise_factor_ = factor;
+  }
 
  private:
   int rank_;
   int ranks_per_node_;
   std::vector<RingPeers> rounds_;
+  int large_rounds_ = 0;
+  int noisy_large_round_ = -1;
+  double noise_factor_ = 1;
 };
 
 void ExpectLink(const LinkModel& got, const LinkModel& want) {
@@ -56,6 +67,28 @@ TEST(LinkProbeTest, OneMachineProbesTheRingThroughEveryRank) {
   EXPECT_FALSE(links->inter_node.has_value());
   for (const RingPeers& peers : backend.rounds()) EXPECT_EQ(peers, (RingPeers{6, 4}));
   EXPECT_EQ(backend.rounds().size(), 3u);  // warm-up, small, large
+}
+
+// Noise only slows a round: a burst during one batch of the large rounds, whichever it hits, does
+// not set the link's price (it did on a shared machine: half the speed, and the policy kept
+// Halving-Doubling where StragglAR was faster).
+TEST(LinkProbeTest, EachRankKeepsItsFastestBatchOfLargeRounds) {
+  for (int noisy = 1; noisy <= 3; ++noisy) {
+    MachineBackend backend(5, 8);
+    backend.SlowDownLargeRound(noisy, 2.0);
+    absl::StatusOr<ProbedLinks> links =
+        ProbeLinks(backend, 5, 8, std::nullopt, {.large_repeats = 1, .large_batches = 3});
+    ASSERT_TRUE(links.ok()) << links.status();
+    SCOPED_TRACE(noisy);
+    ExpectLink(links->intra_node, kInside);
+    EXPECT_EQ(backend.rounds().size(), 5u);  // warm-up, small, three large
+  }
+  // One batch (the default, for a GPU's rounds): what it measured, noise and all.
+  MachineBackend backend(5, 8);
+  backend.SlowDownLargeRound(1, 2.0);
+  absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, 5, 8, std::nullopt, {});
+  ASSERT_TRUE(links.ok()) << links.status();
+  EXPECT_LT(links->intra_node.bandwidth_bytes_per_s, 0.6 * kInside.bandwidth_bytes_per_s);
 }
 
 TEST(LinkProbeTest, NodesProbeEachLinkClassOnItsOwnRings) {

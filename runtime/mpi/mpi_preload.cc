@@ -341,7 +341,8 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     // Ranks of one host share its cores: a round of `size` transfers runs size / cores at a time.
     options.probe = {
         .small_repeats = 16,
-        .large_repeats = 2,
+        .large_repeats = 1,
+        .large_batches = 3,
         .shared_lanes = one_host ? std::max(1u, std::thread::hardware_concurrency()) : 0.0,
         // Ranks with links of their own (hosts): a slow one is priced, and StragglAR run around
         // it where that is faster (runtime/link_probe.h).
