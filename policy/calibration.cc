@@ -64,19 +64,22 @@ void Calibration::UnmarkGuesses(const Key& key) {
   }
 }
 
-void Calibration::CloseEpoch() {
+double Calibration::CloseEpoch() {
   struct Shift {
     Key key;
     int added = 0;
     double factor = 1;
   };
   std::map<int, Shift> shifts;  // by bucket
+  double largest_move = 1;
   for (const auto& [key, adds] : added_this_epoch_) {
     if (adds.added < kOwnSamples || !adds.median_before.has_value()) continue;
     const std::deque<double>& values = ratios_.at(key).values;
     const int added = std::min(adds.added, static_cast<int>(values.size()));
     const double factor =
         Median(std::vector<double>(values.end() - added, values.end())) / *adds.median_before;
+    if (factor > 0 && std::isfinite(factor))
+      largest_move = std::max({largest_move, factor, 1 / factor});
     if (factor < kShiftFactor && factor > 1 / kShiftFactor) continue;
     const int bucket = std::get<int>(key);
     auto found = shifts.find(bucket);
@@ -110,6 +113,7 @@ void Calibration::CloseEpoch() {
     }
   }
   added_this_epoch_.clear();
+  return largest_move;
 }
 
 double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {

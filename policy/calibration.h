@@ -61,8 +61,10 @@ class Calibration {
   // marked as guesses unless the algorithm is the one that shifted (in another regime) or has
   // kOwnSamples of the epoch's own. At most one shift per size and epoch: of the algorithms that
   // shifted, the one with the most ratios in the epoch (the first in algorithm and regime order on
-  // ties).
-  void CloseEpoch();
+  // ties). Returns the largest move of an algorithm's median this epoch, either way (>= 1; 1 when
+  // none had kOwnSamples to compare with what it kept): a link that slowed or recovered moves the
+  // running algorithm's, below a shift too (the runtime probes the links again).
+  double CloseEpoch();
   // The correction to multiply the model's time after the last arrival by: the median of the
   // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
   // a plan the median pooled over our plans (every plan algorithm and regime) on this size, at

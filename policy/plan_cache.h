@@ -55,6 +55,9 @@ class PlanCache {
   static constexpr int kMaxFlatStragglarRanks = 1024;
 
   const Machine& machine() const { return parts_->store.machine(); }
+  // The link between nodes measured again (Policy::SetLink). The plans stay; their prices on it
+  // are memoized by the link passed with each question, which changes with it.
+  void SetInterNodeLink(const LinkModel& link) { parts_->store.SetInterNodeLink(link); }
 
   using StragglarShape = ::stragglar::StragglarShape;
 

@@ -61,6 +61,7 @@ class PlanStore {
 
   int num_ranks() const { return num_ranks_; }
   const PlanMachine& machine() const { return machine_; }
+  void SetInterNodeLink(const LinkModel& link) { machine_.inter_node_link = link; }
 
   // The plan for (algorithm, straggler, shape), by its header: StragglAR's as `shape` says, the
   // others ignore it. Native's is Ring's, or on nodes with PlanMachine::native_is_nccl a header of

@@ -63,6 +63,31 @@ absl::StatusOr<Policy> Policy::Create(RuntimeConfig config, int num_ranks, LinkM
   return Policy(std::move(config), num_ranks, link);
 }
 
+absl::Status Policy::SetLink(const LinkModel& link) {
+  const Topology& topology = plans_->machine().topology;
+  // On nodes of several ranks the link inside a node and the one between are probed apart.
+  if (topology.multi_node() && topology.ranks_per_node > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a link is set again only where every link is of one class, not on ",
+                     TopologyName(topology)));
+  }
+  const NetworkModel network{.topology = topology,
+                             .intra_node = link,
+                             .inter_node = topology.multi_node() ? link : config_.inter_node_link};
+  if (absl::Status ok = ValidateNetwork(network); !ok.ok()) return ok;
+  link_ = link;
+  // Nodes of one rank: every transfer crosses nodes and is priced on the link between them, which
+  // is this link too. The pricer's memos are keyed by the link each question passes (link_), so
+  // none priced on the old one is read again.
+  if (topology.multi_node()) {
+    config_.inter_node_link = link;
+    plans_->SetInterNodeLink(link);
+  }
+  decisions_by_bytes_.clear();
+  priced_by_bytes_.clear();
+  return absl::OkStatus();
+}
+
 Policy::Policy(RuntimeConfig config, int num_ranks, LinkModel link)
     : config_(std::move(config)),
       num_ranks_(num_ranks),
@@ -223,7 +248,7 @@ absl::StatusOr<EpochReport> Policy::Absorb(int64_t first_call, absl::Span<const 
                             .lag_s = lags,
                             .saved_s = saved_s});
   }
-  calibration_.CloseEpoch();
+  report.calibration_move = calibration_.CloseEpoch();
   detector_.MedianLags(predicted_arrival_s_);
   if (detector_.straggler() != before) {
     const int rank = detector_.straggler().value_or(before.value_or(0));

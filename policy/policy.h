@@ -76,6 +76,11 @@ class Policy {
   int64_t epochs() const { return epochs_; }
   const RuntimeConfig& config() const { return config_; }
   const LinkModel& link() const { return link_; }
+  // The link measured again (Communicator::FollowLinkChange: a slow link found or gone), priced
+  // from the next decision on, the same on every rank. Only where every link is of one class (one
+  // node, or nodes of one rank, whose links between nodes are this link); InvalidArgument,
+  // changing nothing, on nodes of several ranks or for a link ValidateNetwork refuses.
+  absl::Status SetLink(const LinkModel& link);
   const StragglerDetector& detector() const { return detector_; }
   // Every change of the detector's verdict so far, in order.
   const std::vector<DetectionEvent>& detections() const { return detections_; }

@@ -50,6 +50,9 @@ struct EpochReport {
   // The link the policy prices transfers on (on a machine of nodes, the one inside a node): the
   // link probe's measure, with the rank behind a slow link where the probe found one.
   LinkModel link;
+  // The largest move of a measured algorithm's calibration this epoch, either way (>= 1;
+  // Calibration::CloseEpoch): a link that slowed or recovered moves it.
+  double calibration_move = 1;
 };
 
 // A change of the detector's verdict, taken at an epoch exchange.

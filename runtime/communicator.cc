@@ -1,8 +1,10 @@
 #include "runtime/communicator.h"
 
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/units.h"
 #include "runtime/state_file.h"
 
@@ -230,8 +232,40 @@ void Communicator::DeliverTimings(bool wait, int64_t until_call) {
   }
 }
 
+absl::Status Communicator::FollowLinkChange() {
+  const double moved = core_.last_epoch().calibration_move;
+  if (moved < kReprobeMove || core_.epochs() == link_changed_after_epoch_ + 1 ||
+      !LooksForSlowRank(backend_, core_.num_ranks(), options_.runtime.topology, options_.probe)) {
+    return absl::OkStatus();
+  }
+  const LinkModel before = core_.link();
+  LinkModel without_slow_rank = before;
+  without_slow_rank.slow_rank = -1;
+  without_slow_rank.slow_factor = 1;
+  absl::StatusOr<LinkModel> probed =
+      ProbeSlowRank(backend_, rank(), core_.num_ranks(), without_slow_rank);
+  if (!probed.ok()) return probed.status();
+  // The same slow rank, slower by about as much: what the calibration measures already.
+  if (probed->slow_rank == before.slow_rank &&
+      std::abs(std::log(probed->slow_factor / before.slow_factor)) < std::log(1.25)) {
+    return absl::OkStatus();
+  }
+  if (absl::Status status = core_.SetLink(*probed); !status.ok()) return status;
+  link_changed_after_epoch_ = core_.epochs();
+  if (rank() == 0) {
+    Log(LogLevel::kInfo,
+        absl::StrCat(options_.name, ": after epoch ", core_.epochs() - 1, " (calibration moved ",
+                     absl::StrFormat("%.2g", moved), "x) ", DescribeLink(*probed),
+                     probed->has_slow_rank() || !before.has_slow_rank()
+                         ? ""
+                         : absl::StrCat("; rank ", before.slow_rank, "'s is not slow any more")));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Communicator::Absorb(const std::vector<double>& all) {
   if (absl::Status status = core_.AbsorbEpoch(all); !status.ok()) return status;
+  if (absl::Status status = FollowLinkChange(); !status.ok()) return status;
   for (const auto& observer : observers_.all()) observer->OnEpoch(rank(), core_.last_epoch());
   if (LogEnabled(LogLevel::kTrace)) {
     const std::optional<int> straggler = core_.detector().straggler();

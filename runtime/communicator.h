@@ -139,6 +139,10 @@ class Communicator {
   absl::Status AdvanceDeferredExchange();
   absl::Status GatherSealed();
   absl::Status Absorb(const std::vector<double>& all);
+  // After an absorbed epoch whose calibration moved by kReprobeMove, where the first probe looked
+  // for a slow rank: probes for it again, at the same call on every rank (the calibration is fed
+  // only from the exchange), and prices the link found from the next call.
+  absl::Status FollowLinkChange();
   void SaveLearnedState(bool force);
   absl::StatusOr<CallDecision> RunDisabled(CallWork& work);
 
@@ -150,6 +154,9 @@ class Communicator {
   // lifetime, so their addresses identify them. A node map: work may keep a program's address
   // (the device executor keys its uploads by it).
   absl::node_hash_map<std::pair<const Plan*, Placement>, RankProgram> programs_;
+  // The epoch (core_.epochs() after it) whose absorb changed the link: the next one's calibration
+  // moves again as the calls are priced on the new link, and probes nothing for that.
+  int64_t link_changed_after_epoch_ = -1;
   absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
   bool gathered_ = false;  // deferred: the sealed epoch's gather has been started
   absl::Status disabled_;

@@ -80,6 +80,19 @@ std::optional<LinkModel> SlowRankFromRounds(const LinkModel& link, absl::Span<co
 absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_ranks,
                                         const LinkModel& link);
 
+// Whether ProbeLinks looks for a slow rank here (LinkProbeSpec::find_slow_rank): every link of
+// one class (one node, or nodes of one rank), at least kSlowRankMinRanks ranks with links of their
+// own, and a backend whose gather completes at once. Where it does, a communicator probes for it
+// again when its calibration moves (Communicator::FollowLinkChange).
+bool LooksForSlowRank(const CommBackend& backend, int num_ranks,
+                      const std::optional<Topology>& topology, const LinkProbeSpec& spec);
+
+// A communicator that looked for a slow rank probes for it again after an epoch that moved a
+// measured algorithm's calibration by this factor or more, either way (EpochReport::
+// calibration_move). A link 2x slower moves Ring's time by up to 2x, bandwidth-bound; on a loaded
+// 2-core machine an epoch's median moved 1.2x with nothing changed (cluster.slowdown).
+inline constexpr double kReprobeMove = 1.6;
+
 struct ProbedLinks {
   LinkModel intra_node;
   std::optional<LinkModel> inter_node;  // set on a machine of several nodes

@@ -112,6 +112,12 @@ class RuntimeCore {
   const std::vector<DetectionEvent>& detections() const { return policy_.detections(); }
   const Calibration& calibration() const { return policy_.calibration(); }
   Policy& policy() { return policy_; }
+  // Policy::SetLink, and the last epoch's report says it (what its observers are given next).
+  absl::Status SetLink(const LinkModel& link) {
+    if (absl::Status status = policy_.SetLink(link); !status.ok()) return status;
+    last_epoch_.link = link;
+    return absl::OkStatus();
+  }
   // The last AbsorbEpoch()'s report (empty before the first).
   const EpochReport& last_epoch() const { return last_epoch_; }
 

@@ -194,6 +194,27 @@ TEST(CalibrationTest, NoiseAndFewSamplesAreNoShift) {
   }
 }
 
+// What CloseEpoch says moved: the largest change of an algorithm's median either way, below a
+// shift too (what the runtime probes the links again on), and 1 where nothing can be compared.
+TEST(CalibrationTest, AnEpochSaysHowFarTheMeasuredMediansMoved) {
+  const int64_t bytes = 1 << 20;
+  Calibration calibration;
+  for (int i = 0; i < 8; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);
+  EXPECT_EQ(calibration.CloseEpoch(), 1.0);  // nothing kept before to compare with
+  for (int i = 0; i < 8; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 1.7e-3);
+  EXPECT_NEAR(calibration.CloseEpoch(), 1.7, 1e-12);  // below kShiftFactor: no shift, a move
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  // Faster: the move either way. Three samples are too few to compare.
+  for (int i = 0; i < 3; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 0.1e-3);
+  EXPECT_EQ(calibration.CloseEpoch(), 1.0);
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kHalvingDoubling, bytes, 1e-3, 1e-3);
+  calibration.CloseEpoch();
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 0.25e-3);
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kHalvingDoubling, bytes, 1e-3, 2e-3);
+  // Ring's median kept is 1 (of 8 at 1, 8 at 1.7, 3 at 0.1): 4x faster, against 2x slower.
+  EXPECT_NEAR(calibration.CloseEpoch(), 4.0, 1e-9);
+}
+
 // What the epoch of a shift measured is not scaled again: another algorithm's own ratios of that
 // epoch (here Halving-Doubling, which shifted too but with fewer ratios), and the algorithm that
 // shifted, in its other regime, is scaled but not marked (it was just measured).

@@ -61,13 +61,10 @@ class Rendezvous {
   std::map<int64_t, int> counts_;
 };
 
-// A backend of ranks as threads whose calls are timed by the script: at once, or (deferred)
-// through tickets that a poll answers only a few calls later, as a GPU timer would.
-class ScriptedBackend final : public CommBackend {
+// One rank of ranks as threads: the k-th gather of every rank meets the k-th of the others.
+class GatheringBackend : public CommBackend {
  public:
-  ScriptedBackend(int rank, bool deferred, Rendezvous& gathers, Rendezvous& broadcasts)
-      : rank_(rank), deferred_(deferred), gathers_(gathers), broadcasts_(broadcasts) {}
-
+  GatheringBackend(int rank, Rendezvous& gathers) : rank_(rank), gathers_(gathers) {}
   double Now() override { return 0; }
   absl::Status StartGather(absl::Span<const double> mine) override {
     gathers_.Deposit(started_++, rank_, {mine.begin(), mine.end()});
@@ -76,10 +73,27 @@ class ScriptedBackend final : public CommBackend {
   absl::StatusOr<std::vector<double>> FinishGather() override {
     return gathers_.Collect(finished_++);
   }
+
+ protected:
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+  Rendezvous& gathers_;
+  int64_t started_ = 0, finished_ = 0;
+};
+
+// A backend of ranks as threads whose calls are timed by the script: at once, or (deferred)
+// through tickets that a poll answers only a few calls later, as a GPU timer would.
+class ScriptedBackend final : public GatheringBackend {
+ public:
+  ScriptedBackend(int rank, bool deferred, Rendezvous& gathers, Rendezvous& broadcasts)
+      : GatheringBackend(rank, gathers), deferred_(deferred), broadcasts_(broadcasts) {}
+
   bool DefersExchange() const override { return deferred_; }
   absl::Status BroadcastFromRankZero(std::string& text) override {
     std::vector<double> bytes(text.begin(), text.end());
-    broadcasts_.Deposit(broadcast_, rank_, rank_ == 0 ? bytes : std::vector<double>{});
+    broadcasts_.Deposit(broadcast_, rank(), rank() == 0 ? bytes : std::vector<double>{});
     const std::vector<double> all = broadcasts_.Collect(broadcast_++);
     text.assign(all.begin(), all.end());
     return absl::OkStatus();
@@ -91,7 +105,7 @@ class ScriptedBackend final : public CommBackend {
     return WaitTiming(ticket);
   }
   absl::StatusOr<CallTiming> WaitTiming(uint64_t ticket) override {
-    return Scripted(rank_, static_cast<int64_t>(ticket), ran_.at(ticket));
+    return Scripted(rank(), static_cast<int64_t>(ticket), ran_.at(ticket));
   }
   void ReleaseTiming(uint64_t ticket) override { ++released_; }
 
@@ -102,11 +116,9 @@ class ScriptedBackend final : public CommBackend {
   int64_t released() const { return released_; }
 
  private:
-  int rank_;
   bool deferred_;
-  Rendezvous& gathers_;
   Rendezvous& broadcasts_;
-  int64_t started_ = 0, finished_ = 0, broadcast_ = 0;
+  int64_t broadcast_ = 0;
   int64_t calls_run_ = 0;
   int64_t released_ = 0;
   std::map<uint64_t, CallDecision> ran_;
@@ -474,6 +486,107 @@ TEST(CommunicatorTest, HostRuntimeDecidesAsTheReplayOfItsTimings) {
   }
   EXPECT_TRUE(SameDecisions(decisions, replayed));
   EXPECT_EQ(replayer.core().detections().size(), (*host)->core(0).detections().size());
+}
+
+// Hosts whose rank 1's link runs 4x slower while calls [kSlowFrom, kSlowUntil) run, and the ranks
+// arrive together: the calls' times and the link probe's rounds (the call just run says when)
+// both see it.
+constexpr int64_t kSlowFrom = 40, kSlowUntil = 88;
+bool LinkSlowAt(int64_t call) { return call >= kSlowFrom && call < kSlowUntil; }
+const LinkModel kHostLink{.alpha_s = 10e-6, .bandwidth_bytes_per_s = 1e9};
+
+class SlowingLinkBackend final : public GatheringBackend {
+ public:
+  using GatheringBackend::GatheringBackend;
+  absl::Status BroadcastFromRankZero(std::string&) override { return absl::OkStatus(); }
+  absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override {
+    ++probe_rounds_;
+    const auto hop = [&](int from, int to) {
+      const bool slow = LinkSlowAt(last_call_) && (from == 1 || to == 1);
+      return kHostLink.alpha_s + (slow ? 4.0 : 1.0) * bytes / kHostLink.bandwidth_bytes_per_s;
+    };
+    return std::max(hop(rank(), peers.next), hop(peers.previous, rank()));
+  }
+  absl::Status MaxOverRanks(absl::Span<double>) override { return absl::OkStatus(); }
+  void Ran(int64_t call) { last_call_ = call; }
+  int probe_rounds() const { return probe_rounds_; }
+
+ private:
+  int64_t last_call_ = -1;
+  int probe_rounds_ = 0;
+};
+
+class SlowingLinkWork final : public CallWork {
+ public:
+  explicit SlowingLinkWork(SlowingLinkBackend& backend) : backend_(backend) {}
+  CallOutcome Run(const CallDecision& decision, const RankProgram*) override {
+    backend_.Ran(decision.call);
+    // Call 20 stalls 10x: one call, which moves no epoch's median.
+    const double factor = LinkSlowAt(decision.call) ? 4 : decision.call == 20 ? 10 : 1;
+    return {.timing = CallTiming{.arrival_s = 1.0 * decision.call, .duration_s = factor * 0.2}};
+  }
+
+ private:
+  SlowingLinkBackend& backend_;
+};
+
+class EpochWatcher final : public CollectiveObserver {
+ public:
+  void OnCall(int, const CallDecision&, int64_t, const CallTiming&) override {}
+  void OnEpoch(int rank, const EpochReport& report) override { epochs.push_back(report); }
+  std::vector<EpochReport> epochs;
+};
+
+// A link that slows 4x mid-run is named within 2 epochs, and cleared within 2 of its recovery, the
+// same on every rank, each time by a probe at the epoch after which the calibration moved (the
+// issue's bar); epochs that move nothing probe nothing, a one-call stall's included.
+TEST(CommunicatorTest, ALinkThatSlowsOrRecoversIsProbedAgainAndFollowed) {
+  constexpr int64_t kFollowCalls = 112;
+  Rendezvous gathers;
+  std::vector<std::vector<CallDecision>> decisions(kRanks);
+  std::vector<int> probe_rounds(kRanks);
+  auto watcher = std::make_shared<EpochWatcher>();
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      SlowingLinkBackend backend(rank, gathers);
+      CommOptions options{.runtime = Config(), .name = "hosts", .link = kHostLink};
+      options.probe.find_slow_rank = true;
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          Communicator::Create(rank, kRanks, std::move(options), backend);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      if (rank == 0) (*comm)->observers().Add(watcher);
+      for (int64_t call = 0; call < kFollowCalls; ++call) {
+        SlowingLinkWork work(backend);
+        absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
+        ASSERT_TRUE(decision.ok()) << decision.status();
+        decisions[rank].push_back(*decision);
+      }
+      probe_rounds[rank] = backend.probe_rounds();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 1; rank < kRanks; ++rank) {
+    EXPECT_TRUE(SameDecisions(decisions[rank], decisions[0])) << "rank " << rank;
+    EXPECT_EQ(probe_rounds[rank], probe_rounds[0]);
+  }
+  ASSERT_EQ(watcher->epochs.size(), kFollowCalls / 8);
+  std::vector<int> slow_rank;  // by epoch, as the observers were told
+  for (const EpochReport& epoch : watcher->epochs) slow_rank.push_back(epoch.link.slow_rank);
+  SCOPED_TRACE(::testing::PrintToString(slow_rank));
+  const int64_t slowed = kSlowFrom / 8, recovered = kSlowUntil / 8;  // the first epoch of each
+  for (int64_t epoch = 0; epoch < static_cast<int64_t>(slow_rank.size()); ++epoch) {
+    if (epoch < slowed || epoch >= recovered + 2) {
+      EXPECT_EQ(slow_rank[epoch], -1) << "epoch " << epoch;
+    } else if (epoch >= slowed + 1 && epoch < recovered) {
+      EXPECT_EQ(slow_rank[epoch], 1) << "epoch " << epoch;
+    }
+  }
+  const LinkModel& named = watcher->epochs[slowed + 1].link;
+  EXPECT_NEAR(named.slow_factor, 4.0, 0.1);
+  // Two ring rounds a probe, one probe each way: none for the stall, nor for the epoch after each
+  // change, whose calibration moved as the calls were priced on the new link.
+  EXPECT_EQ(probe_rounds[0], 2 * 2);
 }
 
 }  // namespace

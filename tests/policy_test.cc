@@ -451,6 +451,28 @@ TEST(PolicyTest, RejectsASlowLinkItCannotPrice) {
               HasSubstr("a slow link is priced where every link is of one class"));
 }
 
+// A link measured again (a slow one found): priced from the next decision, on nodes of one rank
+// between the nodes too; refused, changing nothing, where it cannot be priced.
+TEST(PolicyTest, SetLinkPricesTheLinkMeasuredAgain) {
+  RuntimeConfig config;
+  config.topology = Topology{.nodes = 8, .ranks_per_node = 1};
+  const LinkModel even{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 1e9};
+  Policy policy = *Policy::Create(config, 8, even);
+  ASSERT_TRUE(policy.Absorb(0, {}, {}).ok());  // an epoch, empty: the policy adapts from now on
+  EXPECT_NE(policy.Preview(0, 16 << 20)->algorithm, Algorithm::kStragglar);
+  LinkModel slow{.alpha_s = 3e-6, .bandwidth_bytes_per_s = 1e9, .slow_rank = 2, .slow_factor = 5};
+  ASSERT_TRUE(policy.SetLink(slow).ok());
+  EXPECT_EQ(policy.plans().machine().inter_node_link.slow_rank, 2);
+  absl::StatusOr<CallDecision> around = policy.Preview(0, 16 << 20);
+  EXPECT_EQ(around->algorithm, Algorithm::kStragglar);
+  EXPECT_EQ(around->straggler, 2);
+  slow.slow_rank = 8;
+  EXPECT_THAT(policy.SetLink(slow).message(), HasSubstr("is not one of the 8 ranks"));
+  EXPECT_EQ(policy.link().slow_rank, 2);
+  config.topology = Topology{.nodes = 2, .ranks_per_node = 4};
+  EXPECT_THAT(Policy::Create(config, 8, even)->SetLink(even).message(), HasSubstr("not on 2x4"));
+}
+
 TEST(ChooserTest, RanksSharingTwoCoresKeepTheUnpipelinedSchedule) {
   // The MPI preload's model of 4 processes on 2 cores: every transfer of a crowded round shares
   // the cores, so pipelining (every port busy in every round) gains nothing and pays alpha.

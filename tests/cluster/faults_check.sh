@@ -24,12 +24,15 @@ fail() {
   failures=$((failures + 1))
 }
 
-# The job in the background, output in $work/$1.out; its pid in $job: 400 checked MPI_Allreduce
-# calls of 1 MiB (tests/mpi/lateness.cc, nobody late), about 80 ms each here with StragglAR, so about 30 s.
+# The job in the background, output in $work/$1.out; its pid in $job: $2 checked MPI_Allreduce
+# calls of 1 MiB (tests/mpi/lateness.cc, nobody late), about 80 ms each here with StragglAR: 400
+# (about 30 s) where the job is ended, more than it can run first; 250 where it must finish (a
+# call cannot take under 42 ms on these links, so the run outlasts the link's fall at 6 s).
 start_job() {
-  local log=$work/$1.out
-  shift
-  timeout 120 "$cluster" run --name "$name" "$@" "$build/bin/mpi_lateness" 400 0@0-0:0 >"$log" 2>&1 &
+  local log=$work/$1.out calls=$2
+  shift 2
+  timeout 120 "$cluster" run --name "$name" "$@" "$build/bin/mpi_lateness" "$calls" 0@0-0:0 \
+    >"$log" 2>&1 &
   job=$!
 }
 # Waits (at most $2 s) for the pattern $3 in $work/$1.out; the seconds waited.
@@ -53,7 +56,7 @@ preload=(-x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" -x STRAGGLAR_ALGORITHM=s
 
 # 1. A host dies, with and without the preload.
 for run in plain preload; do
-  if [[ $run == plain ]]; then start_job "dies-$run"; else start_job "dies-$run" "${preload[@]}"; fi
+  if [[ $run == plain ]]; then start_job "dies-$run" 400; else start_job "dies-$run" 400 "${preload[@]}"; fi
   wait_for "dies-$run" 30 "." >/dev/null  # started
   sleep 4
   kill_lost_rank
@@ -68,7 +71,7 @@ grep -m1 "on node $lost" "$work/dies-preload.out"
 ((dies_preload <= dies_plain + 10)) || fail "the preload's job took ${dies_preload}s to end"
 
 # 2. A link down for 8 s, then up: warnings, then exact results.
-start_job link-warns "${preload[@]}" -x STRAGGLAR_WARN_AFTER=2s
+start_job link-warns 250 "${preload[@]}" -x STRAGGLAR_WARN_AFTER=2s
 sleep 6
 "$cluster" link --name "$name" "$lost" down
 warned=$(wait_for link-warns 8 'has waited [0-9.]+ m?s for rank [0-9]') || warned=none
@@ -84,7 +87,7 @@ grep 'has waited' "$work/link-warns.out"
   fail "not every rank's results were exact after the link came back"
 
 # 3. A link down, STRAGGLAR_TIMEOUT=3s: the job ends naming the rank waited for.
-start_job link-timeout "${preload[@]}" -x STRAGGLAR_TIMEOUT=3s
+start_job link-timeout 400 "${preload[@]}" -x STRAGGLAR_TIMEOUT=3s
 sleep 6
 "$cluster" link --name "$name" "$lost" down
 ended=$(wait_for link-timeout 15 'longer than STRAGGLAR_TIMEOUT=3 s: ending the job') || ended=none

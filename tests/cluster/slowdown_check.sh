@@ -16,6 +16,8 @@
 # Before the calibration scaled every algorithm by the shift it measured, the algorithms not
 # running kept their old factors, and the policy went through them one by one, the library's own
 # included: h, r, S, n, h, h in epochs 9 to 15 (n at 625 ms), h, r, n, r, S, r, h in another run.
+# The ranks then probe for a slow link again (the calibration moved), and must name rank 1's
+# within 2 epochs of the change (Communicator::FollowLinkChange).
 # Prints the algorithm and median time of every epoch and "cluster.slowdown: ok".
 # usage: slowdown_check.sh BUILD_DIR
 set -uo pipefail
@@ -28,7 +30,8 @@ work=$(mktemp -d)
 trap 'kill "$job" 2>/dev/null; rm -rf "$work"' EXIT
 timeout 200 "$cluster" run --name "$name" -x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" \
   -x STRAGGLAR_EPOCH_CALLS=$epoch -x "STRAGGLAR_TRACE_FILE=$work/trace.csv" \
-  -x LATENESS_PROGRESS_EVERY=$epoch "$build/bin/mpi_lateness" $calls "3@0-$calls:0.03" \
+  -x LATENESS_PROGRESS_EVERY=$epoch -x STRAGGLAR_DEBUG=INFO \
+  "$build/bin/mpi_lateness" $calls "3@0-$calls:0.03" \
   >"$work/job.out" 2>&1 &
 job=$!
 waited=0
@@ -85,4 +88,14 @@ settled(range(3 * epoch, change, epoch), "before the change")
 settled(range(change + 3 * epoch, len(ran), epoch), "3 epochs after it")
 PY
 (($? == 0)) || exit 1
+# The calibration moved, so the ranks probed for a slow link again and named rank 1's (host 2's):
+# within 2 epochs of the change, which falls in epoch change / epoch.
+named=$(grep -m1 -oE "after epoch [0-9]+ \(calibration moved [0-9.]+x\) link: .*rank 1's link [0-9.]+x slower" \
+  "$work/job.out")
+echo "${named:-no slow link named}"
+epoch_named=$(grep -oE "^after epoch [0-9]+" <<<"$named" | grep -oE "[0-9]+$")
+[[ -n $epoch_named ]] && ((epoch_named <= change / epoch + 1)) || {
+  echo "FAIL: rank 1's link was not named slow after epoch $((change / epoch + 1)) at the latest"
+  exit 1
+}
 echo "cluster.slowdown: ok"
