@@ -60,9 +60,9 @@ RingPeers NodeRingPeers(int rank, const Topology& topology);
 RingPeers RailRingPeers(int rank, const Topology& topology);
 
 // Times the rounds through `backend` on `peers` (a warm-up round of large messages first:
-// connections and buffers are touched; the large rounds' fastest batch), takes the slowest rank's
-// times, and returns
-// LinkFromRingRounds of them: the same model on every rank. Collective.
+// connections and buffers are touched; of the large rounds, each rank's fastest batch), takes the
+// slowest rank's times, and returns LinkFromRingRounds of them: the same model on every rank.
+// Collective.
 absl::StatusOr<LinkModel> ProbeLink(CommBackend& backend, int num_ranks, RingPeers peers,
                                     const LinkProbeSpec& spec);
 
