@@ -24,20 +24,6 @@ grep -q "stragglar around rank 3 for 1 MiB" "$work/out" || {
   echo "FAIL: no StragglAR plan around rank 3 ran"
   exit 1
 }
-python3 - "$work/trace.csv" <<'PY'
-import collections, csv, sys
-ran = collections.defaultdict(dict)  # call -> rank -> algorithm
-for row in csv.DictReader(open(sys.argv[1])):
-    ran[int(row["call"])][int(row["rank"])] = row["algorithm"]
-calls = sorted(ran)
-if len(calls) != 48 or any(len(ran[c]) != 4 for c in calls):
-    sys.exit(f"FAIL: the trace has {len(calls)} calls, not 48 of 4 ranks each")
-differ = [c for c in calls if len(set(ran[c].values())) != 1]
-if differ:
-    sys.exit(f"FAIL: the ranks ran different algorithms at calls {differ[:5]}")
 # Named at the exchange after call 31; call 32 is an exploration slot (one call in 64).
-late = [c for c in calls if c > 32 and ran[c][0] != "stragglar"]
-if late:
-    sys.exit(f"FAIL: calls {late[:5]} after the second epoch ran {ran[late[0]][0]}, not stragglar")
-print("cluster.switch: ok (StragglAR from call 33 on every rank)")
-PY
+"$(dirname "$0")/stragglar_from.py" "$work/trace.csv" 48 4 33 || exit 1
+echo "cluster.switch: ok (StragglAR from call 33 on every rank)"
