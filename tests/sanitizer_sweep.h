@@ -12,16 +12,23 @@
 
 namespace stragglar {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kUnderSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kUnderSanitizer = true;
+// GCC defines __SANITIZE_*__; Clang answers __has_feature.
+#if defined(__has_feature)
+#define STRAGGLAR_HAS_FEATURE(feature) __has_feature(feature)
 #else
-inline constexpr bool kUnderSanitizer = false;
+#define STRAGGLAR_HAS_FEATURE(feature) 0
 #endif
+
+#if defined(__SANITIZE_THREAD__) || STRAGGLAR_HAS_FEATURE(thread_sanitizer)
+inline constexpr bool kUnderThreadSanitizer = true;
 #else
-inline constexpr bool kUnderSanitizer = false;
+inline constexpr bool kUnderThreadSanitizer = false;
+#endif
+
+#if defined(__SANITIZE_ADDRESS__) || STRAGGLAR_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kUnderSanitizer = true;
+#else
+inline constexpr bool kUnderSanitizer = kUnderThreadSanitizer;
 #endif
 
 // Every value, or under a sanitizer the one at `rotation` (modulo their number). A caller passes

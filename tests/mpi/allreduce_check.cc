@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
   const std::string library = where.dli_fname != nullptr ? where.dli_fname : "?";
   bool expect_preload = false;
   // --rotate-ops: each type takes one operator, in rotation, as under a sanitizer (the emulated
-  // cluster's runs, where every call crosses capped links: what they check is the network path).
+  // cluster's runs, where every call crosses capped links, and the repeats of an executor path
+  // that another test checks over every pair: what they check is the network path or the shape).
   bool rotate_ops = stragglar::kUnderSanitizer;
   for (int i = 1; i < argc; ++i) {
     expect_preload |= std::strcmp(argv[i], "--expect-preload") == 0;

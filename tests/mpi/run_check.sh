@@ -17,8 +17,11 @@ else
   args+=(--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
 fi
 for variable in $(compgen -e | grep '^STRAGGLAR_' || true); do args+=(-x "$variable"); done
-# The ASan runtime a program or library was built with (scripts/sanitize.sh), if any.
-asan_runtime_of() { { ldd "$1" 2>/dev/null || true; } | awk '/libasan/ { print $3; exit }'; }
+# The ASan runtime a program or library was built with (scripts/sanitize.sh), if any: GCC's, or
+# Clang's shared one.
+asan_runtime_of() {
+  { ldd "$1" 2>/dev/null || true; } | awk '/libasan|libclang_rt\.asan/ { print $3; exit }'
+}
 asan=$(asan_runtime_of "$(command -v "$1" || true)")
 if [[ $preload == yes ]]; then
   library="$build_dir/lib/libstragglar_mpi.so"
@@ -34,10 +37,13 @@ if [[ $preload == yes ]]; then
 fi
 # Under ASan, leaks are not checked: OpenMPI keeps its own allocations until exit.
 [[ -z $asan ]] || args+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-# Under TSan (scripts/sanitize.sh's thread tree): OpenMPI is not instrumented, so what it does in
-# the program's buffers, and its own locks, are not checked (tests/mpi/tsan.supp), and only the
-# shared-memory transport runs (its TCP transport's setup reports a lock order of its own).
-if { ldd "$(command -v "$1" || true)" 2>/dev/null || true; } | grep -q libtsan; then
+# Under TSan (scripts/sanitize.sh's thread tree; GCC's runtime is a library, Clang's is inside
+# the program): OpenMPI is not instrumented, so what it does in the program's buffers, and its own
+# locks, are not checked (tests/mpi/tsan.supp), and only the shared-memory transport runs (its TCP
+# transport's setup reports a lock order of its own).
+program=$(command -v "$1" || true)
+if { ldd "$program" 2>/dev/null || true; } | grep -q libtsan ||
+  { nm -D --defined-only "$program" 2>/dev/null || true; } | grep -q ' __tsan_init$'; then
   tsan="suppressions=$(cd "$(dirname "$0")" && pwd)/tsan.supp ignore_noninstrumented_modules=1"
   args+=(-x "TSAN_OPTIONS=${TSAN_OPTIONS:+$TSAN_OPTIONS }$tsan report_signal_unsafe=0")
   [[ -n ${RUN_CHECK_CLUSTER:-} ]] || args=("${args[@]/self,vader,tcp/self,vader}")
