@@ -15,7 +15,7 @@
 #include "kernels/exec/host/host_executor.h"
 #include "kernels/program/program.h"
 #include "kernels/synth/synthesizers.h"
-#include "policy/simulator.h"
+#include "policy/model/simulator.h"
 #include "runtime/host_runtime.h"
 
 namespace stragglar {

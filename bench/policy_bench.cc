@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/synth/synthesizers.h"
-#include "policy/simulator.h"
+#include "policy/model/simulator.h"
 #include "runtime/runtime_core.h"
 
 namespace stragglar {

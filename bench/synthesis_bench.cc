@@ -5,7 +5,7 @@
 #include "kernels/plan/verifier.h"
 #include "kernels/synth/stragglar_schedule.h"
 #include "kernels/synth/synthesizers.h"
-#include "policy/simulator.h"
+#include "policy/model/simulator.h"
 
 namespace stragglar {
 namespace {

@@ -19,8 +19,8 @@
 #include "absl/types/span.h"
 #include "kernels/plan/plan.h"
 #include "policy/calibration.h"
+#include "policy/model/simulator.h"
 #include "policy/plan_cache.h"
-#include "policy/simulator.h"
 #include "policy/stragglar_shape.h"
 
 namespace stragglar {

@@ -19,13 +19,13 @@
 #include "absl/types/span.h"
 #include "kernels/plan/plan.h"
 #include "policy/calibration.h"
-#include "policy/network_model.h"
+#include "policy/model/network_model.h"
+#include "policy/model/simulator.h"
+#include "policy/model/topology.h"
 #include "policy/plan_pricer.h"
 #include "policy/plan_store.h"
 #include "policy/priced_plan.h"
-#include "policy/simulator.h"
 #include "policy/stragglar_shape.h"
-#include "policy/topology.h"
 
 namespace stragglar {
 

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "policy/nccl_models.h"
-#include "policy/queue_simulator.h"
+#include "policy/model/nccl_models.h"
+#include "policy/model/queue_simulator.h"
 
 namespace stragglar {
 namespace {

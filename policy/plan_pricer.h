@@ -20,10 +20,10 @@
 #include "absl/types/span.h"
 #include "kernels/plan/plan.h"
 #include "policy/calibration.h"
-#include "policy/network_model.h"
+#include "policy/model/network_model.h"
+#include "policy/model/ring_runs.h"
+#include "policy/model/simulator.h"
 #include "policy/plan_store.h"
-#include "policy/ring_runs.h"
-#include "policy/simulator.h"
 
 namespace stragglar {
 

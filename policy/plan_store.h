@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "kernels/plan/plan.h"
 #include "kernels/plan/rank_relabel.h"
-#include "policy/network_model.h"
+#include "policy/model/network_model.h"
+#include "policy/model/topology.h"
 #include "policy/stragglar_shape.h"
-#include "policy/topology.h"
 
 namespace stragglar {
 

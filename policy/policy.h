@@ -23,10 +23,10 @@
 #include "policy/chooser.h"
 #include "policy/detector.h"
 #include "policy/learned_state.h"
+#include "policy/model/simulator.h"
 #include "policy/plan_cache.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
-#include "policy/simulator.h"
 
 namespace stragglar {
 

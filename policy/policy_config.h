@@ -9,8 +9,8 @@
 
 #include "kernels/plan/plan.h"
 #include "policy/detector.h"
-#include "policy/network_model.h"
-#include "policy/topology.h"
+#include "policy/model/network_model.h"
+#include "policy/model/topology.h"
 #include "profiler/arrival.h"
 
 namespace stragglar {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/plan/plan.h"
-#include "policy/network_model.h"
+#include "policy/model/network_model.h"
 #include "policy/stragglar_shape.h"
 #include "profiler/arrival.h"
 

@@ -305,41 +305,35 @@ absl::Span<const absl::string_view> PreloadVariableNames() {
   return kNames;
 }
 
-absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm) {
+std::optional<PlanFamily> ForcedPlanFamily(PreloadConfig::Forced algorithm) {
   switch (algorithm) {
-    case PreloadConfig::Forced::kAuto:
-      return "auto";
-    case PreloadConfig::Forced::kNative:
-      return "native";
     case PreloadConfig::Forced::kRing:
-      return AlgorithmName(Algorithm::kRing);
+      return PlanFamily{Algorithm::kRing};
     case PreloadConfig::Forced::kHalvingDoubling:
-      return AlgorithmName(Algorithm::kHalvingDoubling);
+      return PlanFamily{Algorithm::kHalvingDoubling};
     case PreloadConfig::Forced::kStragglar:
-      return AlgorithmName(Algorithm::kStragglar);
+      return PlanFamily{Algorithm::kStragglar};
     case PreloadConfig::Forced::kStragglarLogDepth:
-      return kLogDepthStragglarName;
+      return kStragglarLogDepthFamily;
     case PreloadConfig::Forced::kStragglarHierarchical:
-      return "stragglar-hierarchical";
-  }
-  return "unknown";
-}
-
-std::optional<PlanVariant> ForcedPlanVariant(PreloadConfig::Forced algorithm) {
-  switch (algorithm) {
-    case PreloadConfig::Forced::kStragglar:
-      return PlanVariant::kFlat;
-    case PreloadConfig::Forced::kStragglarLogDepth:
-      return PlanVariant::kLogDepth;
-    case PreloadConfig::Forced::kStragglarHierarchical:
-      return PlanVariant::kHierarchical;
+      return kStragglarHierarchicalFamily;
     case PreloadConfig::Forced::kAuto:
     case PreloadConfig::Forced::kNative:
-    case PreloadConfig::Forced::kRing:
-    case PreloadConfig::Forced::kHalvingDoubling:
       break;
   }
   return std::nullopt;
+}
+
+absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm) {
+  if (algorithm == PreloadConfig::Forced::kAuto) return "auto";
+  if (algorithm == PreloadConfig::Forced::kNative) return AlgorithmName(Algorithm::kNative);
+  return PlanFamilyName(*ForcedPlanFamily(algorithm));
+}
+
+std::optional<PlanVariant> ForcedPlanVariant(PreloadConfig::Forced algorithm) {
+  const std::optional<PlanFamily> family = ForcedPlanFamily(algorithm);
+  if (!family.has_value() || family->algorithm != Algorithm::kStragglar) return std::nullopt;
+  return family->variant;
 }
 
 namespace {
@@ -503,23 +497,11 @@ bool ApplyForcedAlgorithm(const PreloadConfig& config, int num_ranks, CallDecisi
 
 bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> straggler, int num_ranks,
                           CallDecision& decision) {
-  using Forced = PreloadConfig::Forced;
-  switch (forced) {
-    case Forced::kAuto:
-      break;
-    case Forced::kNative:
-      decision.algorithm = Algorithm::kNative;
-      break;
-    case Forced::kRing:
-      decision.algorithm = Algorithm::kRing;
-      break;
-    case Forced::kHalvingDoubling:
-      decision.algorithm = Algorithm::kHalvingDoubling;
-      break;
-    case Forced::kStragglar:
-    case Forced::kStragglarLogDepth:
-    case Forced::kStragglarHierarchical:
-      decision.algorithm = Algorithm::kStragglar;
+  if (forced == PreloadConfig::Forced::kNative) {
+    decision.algorithm = Algorithm::kNative;
+  } else if (const std::optional<PlanFamily> family = ForcedPlanFamily(forced)) {
+    decision.algorithm = family->algorithm;
+    if (family->algorithm == Algorithm::kStragglar) {
       if (straggler.has_value() && *straggler >= num_ranks) {
         // Once per process: this runs on every call.
         LogOnce(LogLevel::kWarn, "forced-straggler-outside",
@@ -529,7 +511,7 @@ bool ApplyForcedAlgorithm(PreloadConfig::Forced forced, std::optional<int> strag
       }
       decision.straggler = std::min(straggler.value_or(num_ranks - 1), num_ranks - 1);
       decision.shape.reset();
-      break;
+    }
   }
   if (decision.algorithm != Algorithm::kStragglar) decision.straggler.reset();
   return decision.algorithm == Algorithm::kNative;

@@ -13,11 +13,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "base/log.h"
+#include "kernels/plan/plan.h"
 #include "pipeline/pipeline_schedule.h"
+#include "policy/model/topology.h"
 #include "policy/policy_config.h"
 #include "policy/reports.h"
 #include "policy/stragglar_shape.h"
-#include "policy/topology.h"
 
 namespace stragglar {
 
@@ -155,8 +156,10 @@ struct PreloadConfig {
 // MetricsEndpointFromEnv), so that `stragglar doctor` can name any other as unknown (a typo).
 absl::Span<const absl::string_view> PreloadVariableNames();
 
-// "auto", "native", "ring", "halving-doubling", "stragglar", "stragglar-log-depth",
-// "stragglar-hierarchical".
+// The plan family a forced algorithm runs (kernels/plan/plan.h); nullopt for auto and native.
+std::optional<PlanFamily> ForcedPlanFamily(PreloadConfig::Forced algorithm);
+// "auto", "native", or the family's name: "ring", "halving-doubling", "stragglar",
+// "stragglar-log-depth", "stragglar-hierarchical".
 absl::string_view ForcedAlgorithmName(PreloadConfig::Forced algorithm);
 // The StragglAR family a forced algorithm runs; nullopt for auto, native, ring and
 // halving-doubling.

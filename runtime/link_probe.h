@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "policy/simulator.h"
-#include "policy/topology.h"
+#include "policy/model/simulator.h"
+#include "policy/model/topology.h"
 #include "runtime/comm_backend.h"
 
 namespace stragglar {

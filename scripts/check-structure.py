@@ -8,9 +8,12 @@
   - file length: no hand-written source file over --max-file-lines lines (stored tables aside,
     listed in LONG_FILES with the reason);
   - function length: no function over --max-function-lines lines, from its signature to its
-    closing brace (a brace-counting reader, not a compiler: good enough for this tree's style).
+    closing brace (a brace-counting reader, not a compiler: good enough for this tree's style);
+  - folder size: no folder with more than --max-folder-files source files directly inside (a
+    folder holds one idea; past that, its parts want folders of their own).
 
 usage: check-structure.py [--root DIR] [--max-file-lines 700] [--max-function-lines 120]
+                          [--max-folder-files 30]
 Exit status 0 when the tree passes, 1 with one line per finding otherwise.
 """
 
@@ -30,6 +33,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # `kernels/**` is kernels/ and everything below it. A rule is (folders, "only" | "never",
 # included folders, why): "only" lets the folders include nothing but those (and themselves),
 # "never" forbids those. Every rule that matches a folder applies.
+# What only the preload libraries and link profiling may know: MPI's and NCCL's glue.
+LIBRARY_GLUE = ["kernels/exec/mpi", "kernels/exec/nccl", "kernels/exec/device", "runtime/mpi",
+                "runtime/nccl", "pipeline/links"]
 LAYER_RULES = [
     ("base", "only", [],
      "the base layer (logging, atomic files, units) stands below every layer that uses it"),
@@ -48,13 +54,16 @@ LAYER_RULES = [
      "an executor runs a program: it never synthesizes a plan, nor uses another executor's code"),
     ("policy/**", "never", ["kernels/exec/**", "runtime/**", "exporters/**", "pipeline/**"],
      "the policy decides from plans and timings: it runs nothing and writes nothing"),
+    ("policy/model", "never", ["policy"],
+     "the cost model prices plans on links; the policy above it decides with those prices"),
     ("profiler/**", "never", ["kernels/exec/**", "policy/**", "runtime/**"],
      "the profiler measures calls; it neither runs nor decides them"),
     ("exporters/**", "never", ["kernels/exec/**", "runtime/**"],
      "exporters observe reports; they do not know how calls are run or exchanged"),
-    ("runtime", "never", ["kernels/exec/mpi", "kernels/exec/nccl", "kernels/exec/device",
-                          "runtime/mpi", "runtime/nccl", "pipeline/links"],
+    ("runtime", "never", LIBRARY_GLUE,
      "the protocol and its library-free backends know neither MPI, NCCL nor link profiling"),
+    ("runtime/replay", "never", LIBRARY_GLUE,
+     "replayed traces are one of the protocol's library-free backends"),
     ("pipeline", "never", ["kernels/exec/**", "runtime/**", "exporters/**", "pipeline/links"],
      "the pipeline advisor's model prices schedules from link times: it runs and reads nothing"),
     ("runtime/mpi", "never", ["runtime/nccl", "kernels/exec/nccl", "kernels/exec/device"],
@@ -246,6 +255,7 @@ def main():
     parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
     parser.add_argument("--max-file-lines", type=int, default=700)
     parser.add_argument("--max-function-lines", type=int, default=120)
+    parser.add_argument("--max-folder-files", type=int, default=30)
     args = parser.parse_args()
     root = os.path.abspath(args.root)
     files = source_files(root)
@@ -265,14 +275,23 @@ def main():
         for first, length, head in long_functions(text, args.max_function_lines):
             findings.append(f"{path}:{first}: a function of {length} lines (at most "
                             f"{args.max_function_lines}): {head}")
+    per_folder = {}
+    for path in files:
+        folder = os.path.dirname(path)
+        per_folder[folder] = per_folder.get(folder, 0) + 1
+    for folder, count in sorted(per_folder.items()):
+        if count > args.max_folder_files:
+            findings.append(f"{folder or '.'}/: {count} source files directly inside (at most "
+                            f"{args.max_folder_files})")
     for finding in findings:
         print(finding)
     if findings:
         return 1
     layers = sorted(graph)
     print(f"check-structure: {len(files)} files, {len(layers)} folders that include others, "
-          f"no include cycle, the {len(LAYER_RULES)} layer rules hold, no file over {args.max_file_lines} lines, no function over "
-          f"{args.max_function_lines} lines")
+          f"no include cycle, the {len(LAYER_RULES)} layer rules hold, no file over "
+          f"{args.max_file_lines} lines, no function over {args.max_function_lines} lines, no "
+          f"folder of more than {args.max_folder_files} files")
     return 0
 
 

@@ -80,7 +80,7 @@ absl::Status RunLogDepth(const PlanArgs& args, std::ostream& out) {
 }  // namespace
 
 absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
-  if (args.algorithm == kLogDepthStragglarName) {
+  if (args.algorithm == PlanFamilyName(kStragglarLogDepthFamily)) {
     // On nodes: hierarchical StragglAR whose rails are log-depth in --pieces blocks.
     if (args.topology.has_value()) {
       return RunHierarchical(args, Algorithm::kStragglar, args.pieces, out);
@@ -89,7 +89,8 @@ absl::Status RunPlanCommand(const PlanArgs& args, std::ostream& out) {
   }
   absl::StatusOr<Algorithm> algorithm = ParsePlanAlgorithm(args.algorithm);
   if (!algorithm.ok()) {
-    return Usage(absl::StrCat(algorithm.status().message(), " (or ", kLogDepthStragglarName, ")"));
+    return Usage(absl::StrCat(algorithm.status().message(), " (or ",
+                              PlanFamilyName(kStragglarLogDepthFamily), ")"));
   }
   const bool stragglar = *algorithm == Algorithm::kStragglar;
   if (args.topology.has_value() && *algorithm == Algorithm::kHalvingDoubling) {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "policy/topology.h"
+#include "policy/model/topology.h"
 
 namespace stragglar {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "policy/topology.h"
+#include "policy/model/topology.h"
 
 namespace stragglar {
 

@@ -14,8 +14,8 @@
 #include "kernels/plan/plan.h"
 #include "kernels/reduce/reduce.h"
 #include "nlohmann/json.hpp"
-#include "policy/network_model.h"
-#include "policy/topology.h"
+#include "policy/model/network_model.h"
+#include "policy/model/topology.h"
 
 namespace stragglar {
 

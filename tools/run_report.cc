@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/units.h"
-#include "runtime/replay.h"
+#include "runtime/replay/replay.h"
 
 namespace stragglar {
 namespace {

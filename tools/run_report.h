@@ -6,7 +6,7 @@
 
 #include "exporters/run_summary.h"
 #include "nlohmann/json.hpp"
-#include "policy/simulator.h"
+#include "policy/model/simulator.h"
 #include "tools/run_job.h"
 #include "tools/run_phases.h"
 

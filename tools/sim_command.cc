@@ -11,10 +11,10 @@
 #include "base/units.h"
 #include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
-#include "policy/nccl_models.h"
+#include "policy/model/nccl_models.h"
+#include "policy/model/queue_simulator.h"
+#include "policy/model/simulator.h"
 #include "policy/plan_cache.h"
-#include "policy/queue_simulator.h"
-#include "policy/simulator.h"
 #include "policy/stragglar_shape.h"
 #include "tools/plan_size_limit.h"
 #include "tools/progress.h"
@@ -22,37 +22,19 @@
 namespace stragglar {
 namespace {
 
-// A plan family, simulated transfer by transfer: an algorithm and its variant. The flat ones go by
-// the algorithm's name, the others by "<algorithm>-<variant>" (stragglar-hierarchical,
-// stragglar-log-depth, ring-hierarchical).
-struct PlanFamily {
-  Algorithm algorithm = Algorithm::kRing;
-  PlanVariant variant = PlanVariant::kFlat;
-  friend bool operator==(const PlanFamily&, const PlanFamily&) = default;
-};
-
-constexpr PlanFamily kStragglarHierarchical{Algorithm::kStragglar, PlanVariant::kHierarchical};
-constexpr PlanFamily kStragglarLogDepth{Algorithm::kStragglar, PlanVariant::kLogDepth};
-constexpr PlanFamily kRingHierarchical{Algorithm::kRing, PlanVariant::kHierarchical};
-
-// A plan family, or one of NCCL's algorithms in closed form.
+// A plan family (kernels/plan/plan.h), simulated transfer by transfer, or one of NCCL's
+// algorithms in closed form.
 using Candidate = std::variant<PlanFamily, NcclModel>;
 
 std::string CandidateName(const Candidate& candidate) {
   if (const PlanFamily* family = std::get_if<PlanFamily>(&candidate)) {
-    if (family->variant == PlanVariant::kFlat) return std::string(AlgorithmName(family->algorithm));
-    return absl::StrCat(AlgorithmName(family->algorithm), "-", PlanVariantName(family->variant));
+    return std::string(PlanFamilyName(*family));
   }
   return std::string(NcclModelName(std::get<NcclModel>(candidate)));
 }
 
 absl::StatusOr<Candidate> ParseCandidate(absl::string_view name) {
-  for (PlanFamily family : {kStragglarHierarchical, kStragglarLogDepth, kRingHierarchical}) {
-    if (name == CandidateName(family)) return family;
-  }
-  if (absl::StatusOr<Algorithm> algorithm = ParsePlanAlgorithm(name); algorithm.ok()) {
-    return PlanFamily{.algorithm = *algorithm};
-  }
+  if (std::optional<PlanFamily> family = FindPlanFamily(name)) return *family;
   if (absl::StatusOr<NcclModel> model = ParseNcclModel(name); model.ok()) return *model;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown algorithm \"", name,
@@ -209,13 +191,13 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
   }
   const Topology& topology = args.network.topology;
   const PlanFamily family = std::get<PlanFamily>(candidate);
-  if (family == kStragglarLogDepth) return SimulateLogDepth(candidate, args);
-  if (family == kStragglarHierarchical) return SimulateHierarchical(candidate, args);
+  if (family == kStragglarLogDepthFamily) return SimulateLogDepth(candidate, args);
+  if (family == kStragglarHierarchicalFamily) return SimulateHierarchical(candidate, args);
   // Ring without its transfers where its ring run prices it (SimulatePlan): 1.35 GB less at 4096
   // ranks. Per-class queues read every transfer.
   const bool ring_by_its_run = family == PlanFamily{} && !args.per_class_queues;
   const bool flat_stragglar = family.algorithm == Algorithm::kStragglar;
-  if (absl::Status fits = family == kRingHierarchical ? HierarchicalPlanFits(topology, false)
+  if (absl::Status fits = family == kRingHierarchicalFamily ? HierarchicalPlanFits(topology, false)
                           : ring_by_its_run || family.algorithm == Algorithm::kHalvingDoubling
                               ? absl::OkStatus()
                           : flat_stragglar ? FlatStragglarPlanFits(topology.num_ranks(), 1)
@@ -237,7 +219,7 @@ absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimAr
                   .after_last_arrival_s = result->after_last_arrival_s};
   }
   absl::StatusOr<Plan> plan =
-      family == kRingHierarchical
+      family == kRingHierarchicalFamily
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
           : SynthesizePlan(family.algorithm, topology.num_ranks(),
                            family.algorithm == Algorithm::kStragglar
@@ -373,7 +355,7 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
     }
   }
   for (const SimRow& row : rows) {
-    if (row.blocks > 0 && row.candidate == Candidate(kStragglarHierarchical)) {
+    if (row.blocks > 0 && row.candidate == Candidate(kStragglarHierarchicalFamily)) {
       out << absl::StrFormat(
           "\n%s: log-depth rails, a shard in %d blocks (faster than the flat rails here)\n",
           CandidateName(row.candidate), row.blocks);
@@ -381,7 +363,7 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
       out << absl::StrFormat(
           "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
           "optimum)\n",
-          kLogDepthStragglarName, row.blocks);
+          PlanFamilyName(kStragglarLogDepthFamily), row.blocks);
     }
     if (row.pieces > 1) {
       out << absl::StrFormat(

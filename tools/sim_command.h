@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "policy/network_model.h"
+#include "policy/model/network_model.h"
 
 namespace stragglar {
 

@@ -8,8 +8,8 @@
 #include "absl/strings/string_view.h"
 #include "kernels/plan/plan.h"
 #include "nlohmann/json.hpp"
-#include "policy/simulator.h"
-#include "runtime/scenarios.h"
+#include "policy/model/simulator.h"
+#include "runtime/replay/scenarios.h"
 
 namespace stragglar {
 

@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -118,6 +119,23 @@ absl::string_view PlanVariantName(PlanVariant variant) {
       break;
   }
   return "flat";
+}
+
+absl::string_view PlanFamilyName(PlanFamily family) {
+  if (family == kStragglarLogDepthFamily) return "stragglar-log-depth";
+  if (family == kStragglarHierarchicalFamily) return "stragglar-hierarchical";
+  if (family == kRingHierarchicalFamily) return "ring-hierarchical";
+  return AlgorithmName(family.algorithm);
+}
+
+std::optional<PlanFamily> FindPlanFamily(absl::string_view name, bool ignore_case) {
+  for (PlanFamily family : kPlanFamilies) {
+    const absl::string_view family_name = PlanFamilyName(family);
+    if (ignore_case ? absl::EqualsIgnoreCase(name, family_name) : name == family_name) {
+      return family;
+    }
+  }
+  return std::nullopt;
 }
 
 absl::string_view AlgorithmFamily(Algorithm algorithm) {

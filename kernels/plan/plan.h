@@ -58,6 +58,31 @@ enum class PlanVariant : uint8_t { kFlat, kLogDepth, kHierarchical };
 // "flat", "log-depth", "hierarchical".
 absl::string_view PlanVariantName(PlanVariant variant);
 
+// A plan family: an algorithm and the variant of its schedule, named here once for every layer
+// that names one (`stragglar plan` and `stragglar sim`, the simulator's candidates,
+// STRAGGLAR_ALGORITHM). A flat family goes by its algorithm's name, the others by
+// "<algorithm>-<variant>".
+struct PlanFamily {
+  Algorithm algorithm = Algorithm::kRing;
+  PlanVariant variant = PlanVariant::kFlat;
+  friend bool operator==(const PlanFamily&, const PlanFamily&) = default;
+};
+inline constexpr PlanFamily kStragglarLogDepthFamily{Algorithm::kStragglar, PlanVariant::kLogDepth};
+inline constexpr PlanFamily kStragglarHierarchicalFamily{Algorithm::kStragglar,
+                                                         PlanVariant::kHierarchical};
+inline constexpr PlanFamily kRingHierarchicalFamily{Algorithm::kRing, PlanVariant::kHierarchical};
+// Every family a synthesizer makes, the flat ones first.
+inline constexpr std::array<PlanFamily, 6> kPlanFamilies = {
+    PlanFamily{Algorithm::kRing},      PlanFamily{Algorithm::kHalvingDoubling},
+    PlanFamily{Algorithm::kStragglar}, kStragglarLogDepthFamily,
+    kStragglarHierarchicalFamily,      kRingHierarchicalFamily};
+// "ring", "halving-doubling", "stragglar", "stragglar-log-depth", "stragglar-hierarchical",
+// "ring-hierarchical" (a flat family of the native algorithm: "native").
+absl::string_view PlanFamilyName(PlanFamily family);
+// The family of kPlanFamilies called `name`, ignoring case where `ignore_case` (as settings are
+// read); nullopt for any other name.
+std::optional<PlanFamily> FindPlanFamily(absl::string_view name, bool ignore_case = false);
+
 enum class TransferOp : uint8_t { kReduce, kCopy };
 
 struct Transfer {

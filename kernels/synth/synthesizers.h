@@ -68,8 +68,6 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
 // few more elsewhere. It has max(blocks, bit_floor(n - 1)) chunks. InvalidArgument for fewer than
 // 2 ranks, a straggler out of range or a bad block count.
 inline constexpr int kMaxLogDepthBlocks = 4096;
-// Its name where the CLI takes a plan family (`stragglar plan --algorithm`, `stragglar sim`).
-inline constexpr absl::string_view kLogDepthStragglarName = "stragglar-log-depth";
 absl::StatusOr<Plan> SynthesizeLogDepthStragglar(int num_ranks, int straggler, int blocks);
 // K - 1 + ceil(log2 n): no plan finishes its post-arrival phase in less than this many rounds'
 // time when each transfer after arrival carries one of K equal blocks (docs/scale-model.md); with

@@ -10,7 +10,7 @@
 
 #include "runtime/communicator.h"
 #include "runtime/mpi/mpi_backend.h"
-#include "runtime/replay.h"
+#include "runtime/replay/replay.h"
 #include "tests/scripted_calls.h"
 
 namespace stragglar {

@@ -4,7 +4,7 @@
 //   - the GPU (kernels/exec/device/device_kernel.cu): a platform is one CTA; its waits poll with
 //     acquire loads and its posts are release stores, both at the call's DeviceSignalScope, its
 //     copies and reductions spread over the CTA's threads;
-//   - the CPU (tests/device_rank_test.cc): a platform is one thread, ranks are threads over
+//   - the CPU (tests/kernels/device_rank_test.cc): a platform is one thread, ranks are threads over
 //     shared memory, so CI runs every path of this file against the host executor, bit for bit.
 //
 // A call may be larger than a window: it runs as slices (DeviceWindowLayout), the whole program

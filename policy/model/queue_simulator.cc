@@ -1,0 +1,124 @@
+#include "policy/model/queue_simulator.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace stragglar {
+namespace {
+
+// When each queue of each rank is next free, and each (rank, chunk) was last written and read.
+class QueueState {
+ public:
+  QueueState(const Plan& plan, absl::Span<const double> arrival_s)
+      : num_chunks_(plan.num_chunks),
+        send_free_s_(2 * arrival_s.size()),
+        receive_free_s_(2 * arrival_s.size()),
+        written_s_(arrival_s.size() * plan.num_chunks),
+        read_s_(arrival_s.size() * plan.num_chunks) {
+    for (size_t rank = 0; rank < arrival_s.size(); ++rank) {
+      for (int link = 0; link < 2; ++link) {
+        send_free_s_[2 * rank + link] = arrival_s[rank];
+        receive_free_s_[2 * rank + link] = arrival_s[rank];
+      }
+      // A rank's chunks are its own from its arrival: nothing touches them earlier.
+      std::fill_n(written_s_.begin() + rank * num_chunks_, num_chunks_, arrival_s[rank]);
+      std::fill_n(read_s_.begin() + rank * num_chunks_, num_chunks_, arrival_s[rank]);
+    }
+  }
+
+  // The earliest start of `transfer` on link class `link` (0 inside a node, 1 between), after
+  // every earlier round.
+  double Start(const Transfer& transfer, int link) const {
+    double start =
+        std::max(send_free_s_[2 * transfer.src + link], receive_free_s_[2 * transfer.dst + link]);
+    for (int32_t chunk : transfer.chunks) {
+      start =
+          std::max({start, written_s_[Index(transfer.src, chunk)],
+                    written_s_[Index(transfer.dst, chunk)], read_s_[Index(transfer.dst, chunk)]});
+    }
+    return start;
+  }
+
+  // `transfer` ran on `link` until `end_s`.
+  void Finish(const Transfer& transfer, int link, double end_s) {
+    send_free_s_[2 * transfer.src + link] = end_s;
+    receive_free_s_[2 * transfer.dst + link] = end_s;
+    for (int32_t chunk : transfer.chunks) {
+      double& read = read_s_[Index(transfer.src, chunk)];
+      read = std::max(read, end_s);
+      written_s_[Index(transfer.dst, chunk)] = end_s;
+    }
+  }
+
+ private:
+  size_t Index(int rank, int chunk) const {
+    return static_cast<size_t>(rank) * num_chunks_ + chunk;
+  }
+
+  int num_chunks_;
+  std::vector<double> send_free_s_, receive_free_s_;  // [2 * rank + link class]
+  std::vector<double> written_s_, read_s_;            // [rank * num_chunks + chunk]
+};
+
+absl::Status CheckIndices(const Plan& plan) {
+  for (size_t r = 0; r < plan.rounds.size(); ++r) {
+    for (const Transfer& transfer : plan.rounds[r].transfers) {
+      const bool ranks_ok = transfer.src >= 0 && transfer.src < plan.num_ranks &&
+                            transfer.dst >= 0 && transfer.dst < plan.num_ranks;
+      const bool chunks_ok = std::all_of(transfer.chunks.begin(), transfer.chunks.end(),
+                                         [&](int32_t c) { return c >= 0 && c < plan.num_chunks; });
+      if (!ranks_ok || !chunks_ok) {
+        return absl::InvalidArgumentError(absl::StrCat("round ", r, ": transfer ", transfer.src,
+                                                       " -> ", transfer.dst,
+                                                       " names a rank or chunk outside the plan"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationResult> SimulatePlanWithQueues(const Plan& plan, double bytes,
+                                                        const NetworkModel& network,
+                                                        absl::Span<const double> arrival_s) {
+  if (absl::Status status = ValidateSimulation(plan, bytes, network, arrival_s); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = CheckIndices(plan); !status.ok()) return status;
+  QueueState state(plan, arrival_s);
+  std::vector<double> finish_s(arrival_s.begin(), arrival_s.end());
+  const double bytes_per_chunk = bytes / plan.num_chunks;
+  std::vector<double> end_s;
+  for (const Round& round : plan.rounds) {
+    // Every start from the earlier rounds alone, then the round's effects: its reads see the
+    // values from before it.
+    const int transfers = static_cast<int>(round.transfers.size());
+    end_s.resize(transfers);
+    for (int t = 0; t < transfers; ++t) {
+      const Transfer& transfer = round.transfers[t];
+      const LinkClass link_class = network.topology.Between(transfer.src, transfer.dst);
+      const double cost =
+          network.Of(link_class)
+              .TransferSeconds(bytes_per_chunk * static_cast<double>(transfer.chunks.size()),
+                               transfers);
+      end_s[t] = state.Start(transfer, static_cast<int>(link_class)) + cost;
+    }
+    for (int t = 0; t < transfers; ++t) {
+      const Transfer& transfer = round.transfers[t];
+      state.Finish(transfer, static_cast<int>(network.topology.Between(transfer.src, transfer.dst)),
+                   end_s[t]);
+      finish_s[transfer.src] = std::max(finish_s[transfer.src], end_s[t]);
+      finish_s[transfer.dst] = std::max(finish_s[transfer.dst], end_s[t]);
+    }
+  }
+  SimulationResult result{.finish_s = std::move(finish_s)};
+  const double last_finish = *std::max_element(result.finish_s.begin(), result.finish_s.end());
+  result.completion_s = last_finish - *std::min_element(arrival_s.begin(), arrival_s.end());
+  result.after_last_arrival_s = last_finish - *std::max_element(arrival_s.begin(), arrival_s.end());
+  return result;
+}
+
+}  // namespace stragglar
