@@ -80,7 +80,21 @@ void LinkCache::Keep(MPI_Comm comm, const LinkShape& shape, ProbedLinks links) {
   LinkModel& link = links.intra_node;
   link.slow_rank = TranslateRank(comm, link.slow_rank, MPI_COMM_WORLD);
   std::lock_guard<std::mutex> lock(mutex_);
-  links_.emplace(shape, links);
+  links_.insert_or_assign(shape, links);
+}
+
+LinkCacheUpdater::LinkCacheUpdater(LinkCache& cache, MPI_Comm comm, const LinkShape& shape,
+                                   const ProbedLinks& links)
+    : cache_(cache), comm_(comm), shape_(shape), kept_(KeyOf(0, links.intra_node)) {}
+
+void LinkCacheUpdater::OnEpoch(int rank, const EpochReport& report) {
+  const bool one_class = shape_.nodes == 1 || shape_.nodes == shape_.ranks;
+  if (!one_class || KeyOf(0, report.link) == kept_) return;
+  kept_ = KeyOf(0, report.link);
+  cache_.Keep(
+      comm_, shape_,
+      {.intra_node = report.link,
+       .inter_node = shape_.nodes > 1 ? std::optional<LinkModel>(report.link) : std::nullopt});
 }
 
 }  // namespace stragglar

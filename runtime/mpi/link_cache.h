@@ -8,7 +8,9 @@
 // the ranks that made an earlier communicator of the shape have it: Agreed asks them all, and
 // hands out rank 0's when every rank has one. A slow link (LinkModel::slow_rank) is a process's
 // own: it is kept by its rank in MPI_COMM_WORLD, and handed out by its rank in the new
-// communicator, or not at all where that process is not in it.
+// communicator, or not at all where that process is not in it. A link measured again while a
+// communicator runs (Communicator::FollowLinkChange: it slowed or recovered) replaces what it
+// started from (LinkCacheUpdater), so that a later communicator starts from the link as it is.
 #pragma once
 
 #include <mpi.h>
@@ -18,6 +20,8 @@
 #include <mutex>
 #include <optional>
 
+#include "exporters/observer.h"
+#include "policy/model/network_model.h"
 #include "runtime/link_probe.h"
 
 namespace stragglar {
@@ -34,12 +38,32 @@ class LinkCache {
   // Rank 0's links for `shape` when every rank of `comm` has links for it, else nullopt (probe,
   // then Keep). Collective over `comm`: two small collectives.
   std::optional<ProbedLinks> Agreed(MPI_Comm comm, const LinkShape& shape);
-  // `links` as `comm` probed them.
+  // `links` as `comm` probed them, or measured them again: in place of what the cache held.
   void Keep(MPI_Comm comm, const LinkShape& shape, ProbedLinks links);
 
  private:
   std::mutex mutex_;  // communicators are made on any of the program's threads
   std::map<LinkShape, ProbedLinks> links_;
+};
+
+// Among a communicator's observers: when an epoch's report carries another link than the last
+// one kept (every rank of the communicator sees it after the same epoch), keeps it for `shape`.
+// Only a link where every link is of one class is measured again (Policy::SetLink): on one node,
+// or on nodes of one rank, where it is the link between nodes too.
+class LinkCacheUpdater : public CollectiveObserver {
+ public:
+  // `comm` outlives this observer; `links` is what the communicator started from.
+  LinkCacheUpdater(LinkCache& cache, MPI_Comm comm, const LinkShape& shape,
+                   const ProbedLinks& links);
+  void OnCall(int rank, const CallDecision& decision, int64_t bytes,
+              const CallTiming& timing) override {}
+  void OnEpoch(int rank, const EpochReport& report) override;
+
+ private:
+  LinkCache& cache_;
+  MPI_Comm comm_;
+  LinkShape shape_;
+  LinkKey kept_;
 };
 
 }  // namespace stragglar

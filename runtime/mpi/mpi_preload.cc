@@ -381,11 +381,11 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     }
     if (created.ok()) {
       state->comm = *std::move(created);
-      if (probes) {
-        std::optional<LinkModel> between;
-        if (topology.has_value()) between = state->comm->core().config().inter_node_link;
-        g.links.Keep(own, shape, {.intra_node = state->comm->link(), .inter_node = between});
-      }
+      std::optional<LinkModel> between;
+      if (topology.has_value()) between = state->comm->core().config().inter_node_link;
+      const ProbedLinks links{.intra_node = state->comm->link(), .inter_node = between};
+      if (probes) g.links.Keep(own, shape, links);
+      state->comm->observers().Add(std::make_shared<LinkCacheUpdater>(g.links, own, shape, links));
     } else {
       Log(LogLevel::kWarn, absl::StrCat("passing through: ", created.status().message()));
       state->backend.reset();

@@ -3,7 +3,10 @@
 // in the new communicator, or not at all where that process is not in it. On 4 ranks:
 //   1. kept over the world, agreed over the world reversed: rank 2 is rank 1 there;
 //   2. agreed over the ranks without world rank 2: no slow rank, factor 1;
-//   3. kept over the world reversed (world rank 2 is rank 1 there), agreed over the world: 2.
+//   3. kept over the world reversed (world rank 2 is rank 1 there), agreed over the world: 2;
+//   4. a link measured again replaces the kept one: an epoch's report of a recovered link, then
+//      of rank 3's slowing, each through LinkCacheUpdater (an unchanged report keeps nothing);
+//      and on nodes of several ranks, where a link is never measured again, nothing is kept.
 // Prints "link_cache: ok" on rank 0; exits 1 on a mismatch.
 #include <mpi.h>
 
@@ -66,6 +69,25 @@ int main(int argc, char** argv) {
   const stragglar::LinkShape other{.ranks = 4, .nodes = 2};
   cache.Keep(reversed, other, SlowLinks(1));
   ok = Expect("kept by a communicator's rank", cache.Agreed(MPI_COMM_WORLD, other), 2, 3) && ok;
+  // 4. Measured again, through the communicator's observer.
+  const stragglar::LinkShape again{.ranks = 4, .nodes = 4};
+  cache.Keep(MPI_COMM_WORLD, again, SlowLinks(2));
+  stragglar::LinkCacheUpdater updater(cache, MPI_COMM_WORLD, again, SlowLinks(2));
+  stragglar::EpochReport report;
+  report.link = SlowLinks(-1).intra_node;
+  updater.OnEpoch(rank, report);
+  ok = Expect("a link that recovered", cache.Agreed(MPI_COMM_WORLD, again), -1, 1) && ok;
+  report.link = SlowLinks(3).intra_node;
+  updater.OnEpoch(rank, report);
+  ok = Expect("a link that slowed", cache.Agreed(reversed, again), 0, 3) && ok;
+  cache.Keep(MPI_COMM_WORLD, again, SlowLinks(2));  // another communicator's, since
+  updater.OnEpoch(rank, report);                    // unchanged: nothing kept
+  ok = Expect("an unchanged link", cache.Agreed(MPI_COMM_WORLD, again), 2, 3) && ok;
+  const stragglar::LinkShape nodes{.ranks = 4, .nodes = 2, .one_host = true};
+  cache.Keep(MPI_COMM_WORLD, nodes, SlowLinks(2));
+  stragglar::LinkCacheUpdater on_nodes(cache, MPI_COMM_WORLD, nodes, SlowLinks(2));
+  on_nodes.OnEpoch(rank, report);  // rank 3's link: not this shape's to change
+  ok = Expect("nodes of two ranks", cache.Agreed(MPI_COMM_WORLD, nodes), 2, 3) && ok;
   MPI_Comm_free(&reversed);
   MPI_Comm_free(&without);
   int all_ok = ok ? 1 : 0;
