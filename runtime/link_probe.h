@@ -24,8 +24,9 @@ struct LinkProbeSpec {
   int large_repeats = 2;
   // The large rounds are timed in this many batches of `large_repeats` each, and each rank keeps
   // its fastest batch: another job's burst or a descheduled rank only slows a round, and one slow
-  // batch priced the link at half its speed on a shared machine (cluster.switch). 1 where one
-  // round is too short to time alone (a GPU's, whose launch would be most of it).
+  // batch priced the link at half its speed on a shared machine (then cluster.switch, now part of
+  // cluster.policy). 1 where one round is too short to time alone (a GPU's, whose launch would be
+  // most of it).
   int large_batches = 1;
   // 0: every transfer has a link of its own; P > 0: the ranks share P cores (ranks of one host),
   // so a round of n transfers runs n / P times slower than one alone.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a job's trace (the contract's CSV): CALLS calls of RANKS ranks each, every rank running
 the same algorithm at every call, and StragglAR at every call from FIRST on. Exits with one
-"FAIL: ..." line otherwise. Shared by cluster.switch and cluster.slow_link.
+"FAIL: ..." line otherwise. Shared by cluster.policy and cluster.slow_link.
 
 usage: stragglar_from.py TRACE CALLS RANKS FIRST
 """

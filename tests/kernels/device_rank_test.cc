@@ -304,7 +304,9 @@ TEST(DeviceRankTest, EveryFamilyEveryStragglerMatchesTheHostExecutor) {
   for (int n = 2; n <= 16; ++n) {
     std::vector<Plan> plans = {MakePlan(Algorithm::kRing, n),
                                MakePlan(Algorithm::kHalvingDoubling, n)};
-    for (int straggler : PositionsOf(n)) {  // every position but under a sanitizer
+    // Every position up to 8 ranks (but under a sanitizer); above, where a plan around any rank
+    // is a relabelling of the canonical one (synthesizer_test), the first, middle and last.
+    for (int straggler : n <= 8 ? PositionsOf(n) : std::vector<int>{0, n / 2, n - 1}) {
       plans.push_back(MakePlan(Algorithm::kStragglar, n, straggler));
     }
     if (n >= 3) plans.push_back(MakePlan(Algorithm::kStragglar, n, n / 2, /*pieces=*/2));
