@@ -8,7 +8,7 @@
 #     one-call stall counts as one late call and switches nothing: the trace replayed with the
 #     600 ms stall cut to a lag of a few milliseconds that still counts gives the same verdicts.
 #     Every rank runs the same algorithm at every call.
-#  2. A restart with STRAGGLAR_STATE_FILE: a job of 64 calls with rank 3 late runs StragglAR
+#  2. A restart with STRAGGLAR_STATE_FILE: a job of 48 calls with rank 3 late runs StragglAR
 #     around it at every call from call 33 on (named at the exchange after call 31; call 32 is an
 #     exploration slot, one call in 64), every rank alike, and saves what it learned; the next
 #     job, rank 3 late again, runs StragglAR from its first call.
@@ -35,9 +35,9 @@ job() {  # job TRACE CALLS SCRIPT [MPIRUN-ARGS...]
   }
 }
 job moves.csv 320 "3@0-100:0.06,1@100-200:0.06,2@250-251:0.6"
-job first.csv 64 "3@0-64:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
-"$(dirname "$0")/stragglar_from.py" "$work/first.csv" 64 4 33 || exit 1
-job restarted.csv 32 "3@0-32:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
+job first.csv 48 "3@0-48:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
+"$(dirname "$0")/stragglar_from.py" "$work/first.csv" 48 4 33 || exit 1
+job restarted.csv 16 "3@0-16:0.06" -x "STRAGGLAR_STATE_FILE=$work/state.json"
 "$build/bin/stragglar" replay --trace "$work/moves.csv" --epoch-calls 16 --json >"$work/replay.json" ||
   { echo "FAIL: the trace does not replay"; exit 1; }
 # The same trace with the stall cut short: rank 2's lag at call 250 becomes 1 ms + 3x the largest
