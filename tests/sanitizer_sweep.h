@@ -2,7 +2,9 @@
 // and ThreadSanitizer, which check every access at 5-20x the time; there a sweep that repeats one
 // code path over many values (every operator, every straggler position) takes a rotating subset
 // of them. Every shape still runs, and every value still appears somewhere in the sweep, which
-// is what a sanitizer needs to see; the main build runs every combination for the results.
+// is what a sanitizer needs to see; the main build runs every combination for the results where
+// the shape changes them (the host executor's grid: at the rank counts whose plans differ in
+// kind; the device ranks: every straggler position up to 8 ranks).
 #pragma once
 
 #include <cstddef>
