@@ -11,7 +11,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -128,12 +127,9 @@ absl::string_view PlanFamilyName(PlanFamily family) {
   return AlgorithmName(family.algorithm);
 }
 
-std::optional<PlanFamily> FindPlanFamily(absl::string_view name, bool ignore_case) {
+std::optional<PlanFamily> FindPlanFamily(absl::string_view name) {
   for (PlanFamily family : kPlanFamilies) {
-    const absl::string_view family_name = PlanFamilyName(family);
-    if (ignore_case ? absl::EqualsIgnoreCase(name, family_name) : name == family_name) {
-      return family;
-    }
+    if (name == PlanFamilyName(family)) return family;
   }
   return std::nullopt;
 }

@@ -79,9 +79,9 @@ inline constexpr std::array<PlanFamily, 6> kPlanFamilies = {
 // "ring", "halving-doubling", "stragglar", "stragglar-log-depth", "stragglar-hierarchical",
 // "ring-hierarchical" (a flat family of the native algorithm: "native").
 absl::string_view PlanFamilyName(PlanFamily family);
-// The family of kPlanFamilies called `name`, ignoring case where `ignore_case` (as settings are
-// read); nullopt for any other name.
-std::optional<PlanFamily> FindPlanFamily(absl::string_view name, bool ignore_case = false);
+// The family of kPlanFamilies called exactly `name` (as the CLI takes it); nullopt for any other
+// name.
+std::optional<PlanFamily> FindPlanFamily(absl::string_view name);
 
 enum class TransferOp : uint8_t { kReduce, kCopy };
 
