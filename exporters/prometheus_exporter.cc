@@ -194,8 +194,7 @@ void PrometheusObserver::OnEpoch(int rank, const EpochReport& report) {
   }
   series.straggler->Set(report.straggler.value_or(-1));
   series.slow_link->Set(report.link.slow_rank);
-  const double slowdown = rank == report.link.slow_rank ? report.link.slow_factor : 1;
-  series.link_bandwidth->Set(report.link.bandwidth_bytes_per_s / slowdown);
+  series.link_bandwidth->Set(report.link.RankBandwidth(rank));
   if (rank < static_cast<int>(report.persistence.size())) {
     series.persistence->Set(report.persistence[rank]);
   }

@@ -38,10 +38,12 @@ nlohmann::json Metadata(absl::string_view name, int tid, nlohmann::json args) {
 }  // namespace
 
 void WriteCsvTrace(absl::Span<const TraceRow> rows, std::ostream& out) {
-  out << "call,rank,arrival_s,duration_s,bytes,algorithm\n";
+  out << "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n";
   for (const TraceRow& row : rows) {
-    out << absl::StrFormat("%d,%d,%.9f,%.9f,%d,%s\n", row.call, row.rank, row.arrival_s,
-                           row.duration_s, row.bytes, CsvField(row.algorithm));
+    out << absl::StrFormat(
+        "%d,%d,%.9f,%.9f,%d,%s,%s\n", row.call, row.rank, row.arrival_s, row.duration_s, row.bytes,
+        CsvField(row.algorithm),
+        row.link_bytes_per_s > 0 ? absl::StrFormat("%.9g", row.link_bytes_per_s) : "");
   }
 }
 
@@ -101,6 +103,12 @@ nlohmann::json PerfettoTrace(absl::Span<const TraceRow> rows, absl::string_view 
                                 : 0.0;
       const std::string name =
           row.algorithm.empty() ? "allreduce" : absl::StrCat("allreduce ", row.algorithm);
+      nlohmann::json args = {{"call", row.call},
+                             {"algorithm", row.algorithm},
+                             {"bytes", row.bytes},
+                             {"lag_s", lag_s},
+                             {"wait_s", wait_s}};
+      if (row.link_bytes_per_s > 0) args["link_bytes_per_s"] = row.link_bytes_per_s;
       events.push_back({{"ph", "X"},
                         {"pid", 0},
                         {"tid", row.rank},
@@ -108,12 +116,7 @@ nlohmann::json PerfettoTrace(absl::Span<const TraceRow> rows, absl::string_view 
                         {"cat", "collective"},
                         {"ts", ts_us},
                         {"dur", dur_us},
-                        {"args",
-                         {{"call", row.call},
-                          {"algorithm", row.algorithm},
-                          {"bytes", row.bytes},
-                          {"lag_s", lag_s},
-                          {"wait_s", wait_s}}}});
+                        {"args", std::move(args)}});
       if (wait_s > 0) {
         // Same start, and min() of the already-scaled values, so the child never pokes out of
         // its parent through rounding; it follows the parent so viewers nest it on equal ts.

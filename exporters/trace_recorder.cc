@@ -23,7 +23,8 @@ void TraceRecorder::OnEpoch(int rank, const EpochReport& report) {
                        .arrival_s = call.timing[rank].arrival_s,
                        .duration_s = call.timing[rank].duration_s,
                        .bytes = call.bytes,
-                       .algorithm = std::string(AlgorithmName(call.decision.algorithm))});
+                       .algorithm = std::string(AlgorithmName(call.decision.algorithm)),
+                       .link_bytes_per_s = report.link.RankBandwidth(static_cast<int>(rank))});
     }
   }
 }

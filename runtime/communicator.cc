@@ -233,6 +233,13 @@ void Communicator::DeliverTimings(bool wait, int64_t until_call) {
 }
 
 absl::Status Communicator::FollowLinkChange() {
+  if (options_.replayed_link) {
+    const std::optional<LinkModel> replayed = options_.replayed_link(core_.last_epoch());
+    if (!replayed.has_value() || KeyOf(0, *replayed) == KeyOf(0, core_.link())) {
+      return absl::OkStatus();
+    }
+    return core_.SetLink(*replayed);
+  }
   const double moved = core_.last_epoch().calibration_move;
   if (moved < kReprobeMove || core_.epochs() == link_changed_after_epoch_ + 1 ||
       !LooksForSlowRank(backend_, core_.num_ranks(), options_.runtime.topology, options_.probe)) {

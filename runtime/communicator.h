@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,9 @@ struct CommOptions {
   // runtime.inter_node_link.
   std::optional<LinkModel> link;
   LinkProbeSpec probe;
+  // A replay's links (runtime/replay/): given each absorbed epoch's report, the link the replayed
+  // run priced once it had absorbed that epoch, in place of probing again; nullopt keeps the link.
+  std::function<std::optional<LinkModel>(const EpochReport&)> replayed_link;
   // The backend has its library's own AllReduce (MPI, NCCL): Algorithm::kNative runs it, and it
   // runs every call once the protocol is disabled. Without one, native is never decided.
   bool has_native = false;
@@ -141,7 +145,8 @@ class Communicator {
   absl::Status Absorb(const std::vector<double>& all);
   // After an absorbed epoch whose calibration moved by kReprobeMove, where the first probe looked
   // for a slow rank: probes for it again, at the same call on every rank (the calibration is fed
-  // only from the exchange), and prices the link found from the next call.
+  // only from the exchange), and prices the link found from the next call. A replay takes the
+  // replayed run's link instead (CommOptions::replayed_link).
   absl::Status FollowLinkChange();
   void SaveLearnedState(bool force);
   absl::StatusOr<CallDecision> RunDisabled(CallWork& work);

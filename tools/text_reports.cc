@@ -39,6 +39,19 @@ void PrintReplayReport(const nlohmann::json& report, const std::string& path, co
             ? absl::StrCat(", cleared at call ", each["cleared_at_call"].get<int64_t>())
             : "");
   }
+  // Traces written before the link column cannot say.
+  if (r.value("link_column", false)) {
+    if (r["slow_links"].empty()) out << "slow links: none\n";
+    for (const nlohmann::json& each : r["slow_links"]) {
+      out << absl::StrFormat(
+          "slow link: rank %d's, %.2fx slower than the median rank's, named at call %d%s\n",
+          each["rank"].get<int>(), each["slow_factor"].get<double>(),
+          each["detected_at_call"].get<int64_t>(),
+          each.contains("cleared_at_call")
+              ? absl::StrCat(", cleared at call ", each["cleared_at_call"].get<int64_t>())
+              : "");
+    }
+  }
   out << absl::StrFormat(
       "\npredicted with alpha %s, bandwidth %s (--alpha, --bandwidth):\n%-10s %-14s %6s %12s "
       "%12s %12s %12s %12s\n",

@@ -35,6 +35,10 @@ struct LinkModel {
   }
   double beta() const { return 1.0 / bandwidth_bytes_per_s; }
   bool has_slow_rank() const { return slow_rank >= 0; }
+  // The bandwidth of `rank`'s own link: the slow rank's is slow_factor times lower.
+  double RankBandwidth(int rank) const {
+    return rank == slow_rank ? bandwidth_bytes_per_s / slow_factor : bandwidth_bytes_per_s;
+  }
   // This link with its slow rank renamed (`rename`: a rank's new name), for pricing a plan through
   // the plan it renames.
   template <typename Rename>

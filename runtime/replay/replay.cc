@@ -1,5 +1,6 @@
 #include "runtime/replay/replay.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <string>
@@ -99,13 +100,18 @@ class ReplayedCall final : public CallWork {
 
 }  // namespace
 
-absl::StatusOr<PolicyReplayer> PolicyReplayer::Create(RuntimeConfig config, int num_ranks,
-                                                      LinkModel link, bool deferred_exchange) {
+absl::StatusOr<PolicyReplayer> PolicyReplayer::Create(
+    RuntimeConfig config, int num_ranks, LinkModel link, bool deferred_exchange,
+    std::function<std::optional<LinkModel>(const EpochReport&)> replayed_link) {
   config.mode = RuntimeMode::kAdapt;
   auto backend = std::make_unique<Backend>(num_ranks, deferred_exchange);
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
-      /*rank=*/0, num_ranks, {.runtime = std::move(config), .name = "replay", .link = link},
-      *backend);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      Communicator::Create(/*rank=*/0, num_ranks,
+                           {.runtime = std::move(config),
+                            .name = "replay",
+                            .link = link,
+                            .replayed_link = std::move(replayed_link)},
+                           *backend);
   if (!comm.ok()) return comm.status();
   return PolicyReplayer(std::move(backend), *std::move(comm));
 }
@@ -132,7 +138,47 @@ absl::StatusOr<SimulationResult> PolicyReplayer::Price(const CallDecision& decis
   return comm_->Price(decision, bytes, arrival_s);
 }
 
+std::optional<LinkModel> SlowLinkFromTrace(const LinkModel& base,
+                                           absl::Span<const double> link_bytes_per_s) {
+  if (link_bytes_per_s.empty() || std::any_of(link_bytes_per_s.begin(), link_bytes_per_s.end(),
+                                              [](double speed) { return !(speed > 0); })) {
+    return std::nullopt;
+  }
+  std::vector<double> sorted(link_bytes_per_s.begin(), link_bytes_per_s.end());
+  const size_t median = (sorted.size() - 1) / 2;  // the probe's median round, as a speed
+  std::nth_element(sorted.begin(), sorted.begin() + median, sorted.end());
+  const auto slowest = std::min_element(link_bytes_per_s.begin(), link_bytes_per_s.end());
+  const double factor = sorted[median] / *slowest;
+  LinkModel link = base;
+  link.slow_rank = -1;
+  link.slow_factor = 1;
+  // The trace keeps 9 significant digits: a factor the run priced at exactly the bar reads back a
+  // hair under it.
+  if (factor >= kSlowRankRatio * (1 - 1e-6)) {
+    link.slow_rank = static_cast<int>(slowest - link_bytes_per_s.begin());
+    link.slow_factor = factor;
+  }
+  return link;
+}
+
 namespace {
+
+// The slow links a replay followed, in the report's form.
+nlohmann::json SlowLinksJson(const std::vector<std::pair<int64_t, LinkModel>>& changes) {
+  nlohmann::json slow_links = nlohmann::json::array();
+  int named = -1;
+  for (const auto& [call, link] : changes) {
+    if (link.slow_rank == named) continue;
+    if (named >= 0) slow_links.back()["cleared_at_call"] = call;
+    if (link.has_slow_rank()) {
+      slow_links.push_back({{"rank", link.slow_rank},
+                            {"detected_at_call", call},
+                            {"slow_factor", link.slow_factor}});
+    }
+    named = link.slow_rank;
+  }
+  return slow_links;
+}
 
 // Per message size: how often each algorithm was chosen and the modelled time of the policy's
 // choice, of always-Ring and of always-Halving-Doubling on each call's real arrivals.
@@ -221,13 +267,33 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
     return absl::InvalidArgumentError(
         absl::StrCat("the trace has ", n, " rank(s); replay needs at least 2"));
   }
-  absl::StatusOr<PolicyReplayer> replayer =
-      PolicyReplayer::Create(options.config, n, options.link, options.deferred_exchange);
+  std::vector<const Trace::Call*> replayed_calls;  // the trace's call of every replayed call
+  // The trace's links, each call the last of the epoch whose rows first show a new one.
+  std::vector<std::pair<int64_t, LinkModel>> link_changes;
+  const std::optional<Topology>& topology = options.config.topology;
+  const bool follow_links =
+      trace.has_link_column &&
+      (!topology.has_value() || !topology->multi_node() || topology->ranks_per_node == 1);
+  const auto replayed_link = [&](const EpochReport& report) -> std::optional<LinkModel> {
+    if (report.calls.empty()) return std::nullopt;
+    const Trace::Call& last =
+        *replayed_calls[report.first_call + static_cast<int64_t>(report.calls.size()) - 1];
+    std::optional<LinkModel> link = SlowLinkFromTrace(options.link, last.link_bytes_per_s);
+    if (link.has_value() &&
+        (link_changes.empty() ? link->has_slow_rank()
+                              : KeyOf(0, *link) != KeyOf(0, link_changes.back().second))) {
+      link_changes.emplace_back(last.call, *link);
+    }
+    return link;
+  };
+  absl::StatusOr<PolicyReplayer> replayer = PolicyReplayer::Create(
+      options.config, n, options.link, options.deferred_exchange,
+      follow_links ? std::function<std::optional<LinkModel>(const EpochReport&)>(replayed_link)
+                   : nullptr);
   if (!replayer.ok()) return replayer.status();
   nlohmann::json incomplete = nlohmann::json::array();
   int64_t incomplete_total = 0;
   std::map<int64_t, SizeTotals> sizes;
-  std::vector<int64_t> replayed_calls;  // the trace's call index of every replayed call
   std::vector<CallTiming> timing(n);
   for (const Trace::Call& call : trace.calls) {
     std::vector<int> missing;
@@ -241,7 +307,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       ++incomplete_total;
       continue;
     }
-    replayed_calls.push_back(call.call);
+    replayed_calls.push_back(&call);
     if (absl::Status status = ReplayCall(*replayer, call, timing, sizes[call.bytes]);
         !status.ok()) {
       return status;
@@ -250,7 +316,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
   // The core counts the calls it saw; report the trace's own call indices (it may start anywhere,
   // have gaps, or have skipped incomplete calls).
   std::vector<DetectionEvent> detections = replayer->core().detections();
-  for (DetectionEvent& event : detections) event.call = replayed_calls[event.call];
+  for (DetectionEvent& event : detections) event.call = replayed_calls[event.call]->call;
   nlohmann::json decisions, predicted;
   if (absl::Status status = DecisionsJson(*replayer, sizes, options.link, decisions, predicted);
       !status.ok()) {
@@ -266,6 +332,8 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       {"epoch_calls", options.config.epoch_calls},
       {"exchange", options.deferred_exchange ? "deferred" : "immediate"},
       {"stragglers", StragglersJson(detections)},
+      {"link_column", trace.has_link_column},
+      {"slow_links", SlowLinksJson(link_changes)},
       {"calibration", replayer->core().calibration().ToJson()},
       {"decisions", decisions},
       {"predicted", predicted},

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <vector>
@@ -44,8 +45,11 @@ class PolicyReplayer {
   // exchange epochs as a backend whose calls only enqueue work does (the NCCL preload: sealed,
   // gathered half an epoch later, absorbed an epoch later), so that its decisions are replayed
   // at the calls it took them.
-  static absl::StatusOr<PolicyReplayer> Create(RuntimeConfig config, int num_ranks, LinkModel link,
-                                               bool deferred_exchange = false);
+  // `replayed_link`: the replayed run's link after each epoch (CommOptions::replayed_link); empty:
+  // `link` throughout.
+  static absl::StatusOr<PolicyReplayer> Create(
+      RuntimeConfig config, int num_ranks, LinkModel link, bool deferred_exchange = false,
+      std::function<std::optional<LinkModel>(const EpochReport&)> replayed_link = nullptr);
   PolicyReplayer(PolicyReplayer&&);
   PolicyReplayer& operator=(PolicyReplayer&&);
   ~PolicyReplayer();
@@ -73,6 +77,14 @@ class PolicyReplayer {
   std::unique_ptr<Communicator> comm_;  // after `backend_`, which it uses
 };
 
+// `base` with the slow link a trace's link column shows for one call (`link_bytes_per_s`, by rank:
+// each rank's own link, as the run priced it): the slowest rank's, when the median rank's link is
+// at least kSlowRankRatio times as fast (the probe's bar), slow by that ratio; else no slow rank.
+// nullopt when some rank's speed is not given (0). The replay keeps its own alpha and bandwidth
+// (--alpha, --bandwidth): only which rank is slow, and by how much, comes from the trace.
+std::optional<LinkModel> SlowLinkFromTrace(const LinkModel& base,
+                                           absl::Span<const double> link_bytes_per_s);
+
 struct ReplayOptions {
   RuntimeConfig config;  // mode is forced to kAdapt: replay asks what the policy would do
   LinkModel link;
@@ -86,7 +98,11 @@ struct ReplayOptions {
 // "decisions": {...}} plus "incomplete_calls", "rows", "duplicate_rows" and "predicted". Predicted
 // times are the model's time after each call's last arrival (the latency `stragglar run`
 // reports), summed over calls, for the policy's choice, always-Ring and always-Halving-Doubling,
-// priced on each call's real arrivals with `link`.
+// priced on each call's real arrivals with `link`. Where the trace has a link column, and every
+// link is of one class (Policy::SetLink), the replay follows its slow link (SlowLinkFromTrace) from
+// the epoch whose exchange recorded it, as the run did, and "slow_links" names it:
+// [{"rank", "detected_at_call", "slow_factor", "cleared_at_call" once cleared}], each call the
+// last of the epoch whose rows first show the change; "link_column" says whether there was one.
 absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptions& options);
 
 }  // namespace stragglar

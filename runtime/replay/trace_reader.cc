@@ -40,7 +40,7 @@ std::string Quoted(absl::string_view line) {
 }
 
 struct Columns {
-  int call = -1, rank = -1, arrival = -1, duration = -1, bytes = -1, algorithm = -1;
+  int call = -1, rank = -1, arrival = -1, duration = -1, bytes = -1, algorithm = -1, link = -1;
   size_t required_fields = 0;  // 1 + the largest index among the columns used
 };
 
@@ -49,13 +49,14 @@ absl::StatusOr<Columns> ParseHeader(absl::string_view line, absl::string_view wh
   int index = 0;
   for (absl::string_view name : absl::StrSplit(line, ',')) {
     name = absl::StripAsciiWhitespace(name);
-    int* slot = name == "call"         ? &columns.call
-                : name == "rank"       ? &columns.rank
-                : name == "arrival_s"  ? &columns.arrival
-                : name == "duration_s" ? &columns.duration
-                : name == "bytes"      ? &columns.bytes
-                : name == "algorithm"  ? &columns.algorithm
-                                       : nullptr;
+    int* slot = name == "call"               ? &columns.call
+                : name == "rank"             ? &columns.rank
+                : name == "arrival_s"        ? &columns.arrival
+                : name == "duration_s"       ? &columns.duration
+                : name == "bytes"            ? &columns.bytes
+                : name == "algorithm"        ? &columns.algorithm
+                : name == "link_bytes_per_s" ? &columns.link
+                                             : nullptr;
     if (slot != nullptr) {
       if (*slot >= 0) {
         return absl::InvalidArgumentError(
@@ -83,7 +84,8 @@ struct ParsedRow {
   int rank = 0;
   CallTiming timing;
   std::optional<int64_t> bytes;
-  std::string algorithm;  // empty: not given
+  std::string algorithm;        // empty: not given
+  double link_bytes_per_s = 0;  // 0: not given
 };
 
 absl::StatusOr<ParsedRow> ParseRow(const std::vector<absl::string_view>& fields,
@@ -123,6 +125,13 @@ absl::StatusOr<ParsedRow> ParseRow(const std::vector<absl::string_view>& fields,
     row.bytes = bytes;
   }
   if (columns.algorithm >= 0) row.algorithm = std::string(field(columns.algorithm));
+  if (columns.link >= 0 && !field(columns.link).empty() &&
+      (!ParseNumber(field(columns.link), &row.link_bytes_per_s) || row.link_bytes_per_s <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(where,
+                                                   ": link_bytes_per_s must be a positive number, "
+                                                   "got ",
+                                                   Quoted(field(columns.link))));
+  }
   return row;
 }
 
@@ -150,6 +159,7 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
       absl::StatusOr<Columns> header = ParseHeader(text, absl::StrCat(source, ":", line_number));
       if (!header.ok()) return header.status();
       columns = *header;
+      trace.has_link_column = columns->link >= 0;
       continue;
     }
     const std::string where = absl::StrCat(source, ":", line_number);
@@ -163,11 +173,16 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
       algorithm_line.push_back({"", 0});
     }
     Trace::Call& call = trace.calls[it->second];
-    if (static_cast<int>(call.rank.size()) <= row->rank) call.rank.resize(row->rank + 1);
+    if (static_cast<int>(call.rank.size()) <= row->rank) {
+      call.rank.resize(row->rank + 1);
+      call.link_bytes_per_s.resize(row->rank + 1);
+    }
     std::optional<CallTiming>& slot = call.rank[row->rank];
+    double& link = call.link_bytes_per_s[row->rank];
     if (slot.has_value()) {
       const int64_t first_line = row_line[{row->call, row->rank}];
-      if (slot->arrival_s != row->timing.arrival_s || slot->duration_s != row->timing.duration_s) {
+      if (slot->arrival_s != row->timing.arrival_s || slot->duration_s != row->timing.duration_s ||
+          link != row->link_bytes_per_s) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": call ", row->call, " rank ", row->rank,
                          " appears again with different values (first on line ", first_line, ")"));
@@ -175,6 +190,7 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
       ++trace.duplicate_rows;
     } else {
       slot = row->timing;
+      link = row->link_bytes_per_s;
       row_line[{row->call, row->rank}] = line_number;
     }
     if (row->bytes.has_value()) {
@@ -220,7 +236,10 @@ absl::StatusOr<Trace> ParseTrace(std::istream& in, absl::string_view source) {
   }
   std::sort(trace.calls.begin(), trace.calls.end(),
             [](const Trace::Call& a, const Trace::Call& b) { return a.call < b.call; });
-  for (Trace::Call& call : trace.calls) call.rank.resize(trace.num_ranks);
+  for (Trace::Call& call : trace.calls) {
+    call.rank.resize(trace.num_ranks);
+    call.link_bytes_per_s.resize(trace.num_ranks);
+  }
   return trace;
 }
 

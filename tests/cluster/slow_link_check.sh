@@ -5,7 +5,8 @@
 # the third epoch of 8 calls on, every rank alike, every result exact. The choice rests on the
 # probe's measure of the link (5x slower against a bar of 2x) and the model's price of it (1.4x
 # below the best baseline at this size: docs/results/cluster-slow-link-2026-11-29.md), not on a
-# close race between two plans. Prints "cluster.slow_link: ok".
+# close race between two plans. The trace's replay names the same slow link. Prints
+# "cluster.slow_link: ok".
 # usage: slow_link_check.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -42,5 +43,19 @@ grep -q "stragglar around rank 2 for 1 MiB" "$work/out" || {
   exit 1
 }
 "$(dirname "$0")/stragglar_from.py" "$work/trace.csv" 24 4 16 || exit 1
+# The trace's link column carries the probe's verdict: `stragglar replay` names rank 2's link at the
+# first exchange (after call 7), as the run knew it, and never clears it.
+"$build/bin/stragglar" replay --trace "$work/trace.csv" --epoch-calls 8 --json >"$work/replay.json" || {
+  echo "FAIL: stragglar replay of the trace failed"
+  exit 1
+}
+python3 - "$work/replay.json" <<'PY' || exit 1
+import json, sys
+slow = json.load(open(sys.argv[1]))["slow_links"]
+ok = len(slow) == 1 and slow[0]["rank"] == 2 and slow[0]["detected_at_call"] == 7 \
+    and slow[0]["slow_factor"] >= 2 and "cleared_at_call" not in slow[0]
+if not ok:
+    sys.exit(f"FAIL: the replay's slow links: {slow}")
+PY
 echo "cluster.slow_link: ok (rank 2's link ${factor}x slower; StragglAR around it from call 16 on" \
-  "every rank)"
+  "every rank; the replay names it)"

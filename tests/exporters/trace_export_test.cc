@@ -10,6 +10,7 @@
 
 #include "exporters/run_summary.h"
 #include "exporters/trace.h"
+#include "exporters/trace_recorder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -50,25 +51,67 @@ TEST(CsvTraceTest, WritesTheContractHeaderAndOneLinePerRowInOrder) {
   std::ostringstream out;
   WriteCsvTrace(rows, out);
   EXPECT_EQ(out.str(),
-            "call,rank,arrival_s,duration_s,bytes,algorithm\n"
-            "0,0,1.500000000,0.250000000,1024,ring\n"
-            "0,1,1.750000000,0.007812500,1024,ring\n"
-            "1,1,2.000000000,0.125000000,4096,stragglar\n"
-            "1,0,2.000000001,0.500000000,4096,stragglar\n");
+            "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"
+            "0,0,1.500000000,0.250000000,1024,ring,\n"
+            "0,1,1.750000000,0.007812500,1024,ring,\n"
+            "1,1,2.000000000,0.125000000,4096,stragglar,\n"
+            "1,0,2.000000001,0.500000000,4096,stragglar,\n");
 }
 
 TEST(CsvTraceTest, EmptyInputIsJustTheHeader) {
   std::ostringstream out;
   WriteCsvTrace({}, out);
-  EXPECT_EQ(out.str(), "call,rank,arrival_s,duration_s,bytes,algorithm\n");
+  EXPECT_EQ(out.str(), "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n");
 }
 
 TEST(CsvTraceTest, SeparatorsInTheAlgorithmCannotShiftColumns) {
   std::ostringstream out;
   WriteCsvTrace({Row(3, 2, 0, 0, "a,b\"c\nd", 8)}, out);
   EXPECT_EQ(out.str(),
-            "call,rank,arrival_s,duration_s,bytes,algorithm\n"
-            "3,2,0.000000000,0.000000000,8,a_b_c_d\n");
+            "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"
+            "3,2,0.000000000,0.000000000,8,a_b_c_d,\n");
+}
+
+// Nine significant digits: a slow link's factor reads back within a part in 10^8.
+TEST(CsvTraceTest, TheLinkHasNineDigitsAndAnEmptyFieldWhenNotKnown) {
+  TraceRow fast = Row(5, 0, 1, 0, "ring", 64);
+  fast.link_bytes_per_s = 3.0e9;
+  TraceRow slow = Row(5, 1, 1, 0, "ring", 64);
+  slow.link_bytes_per_s = 3.0e9 / 7;
+  std::ostringstream out;
+  WriteCsvTrace({fast, slow, Row(6, 0, 2, 0, "ring", 64)}, out);
+  EXPECT_EQ(out.str(),
+            "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"
+            "5,0,1.000000000,0.000000000,64,ring,3e+09\n"
+            "5,1,1.000000000,0.000000000,64,ring,428571429\n"
+            "6,0,2.000000000,0.000000000,64,ring,\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// TraceRecorder
+
+// Rows come from the epoch reports the recording rank absorbs, each with its rank's own link: the
+// rank behind the slow link at its lower speed.
+TEST(TraceRecorderTest, RowsCarryEachRanksOwnLink) {
+  EpochReport report{.epoch = 3, .first_call = 96};
+  report.link = {.alpha_s = 5e-6, .bandwidth_bytes_per_s = 4e9, .slow_rank = 1, .slow_factor = 4};
+  for (int call = 0; call < 2; ++call) {
+    report.calls.push_back({.bytes = 1 << 20,
+                            .decision = {.algorithm = Algorithm::kStragglar, .straggler = 1},
+                            .timing = {{.arrival_s = 1.0 + call}, {.arrival_s = 1.5 + call}, {}}});
+  }
+  TraceRecorder recorder(/*recording_rank=*/2);
+  recorder.OnEpoch(/*rank=*/0, report);  // another rank's copy: not recorded twice
+  EXPECT_THAT(recorder.rows(), IsEmpty());
+  recorder.OnEpoch(/*rank=*/2, report);
+  std::vector<std::tuple<int64_t, int, double, double>> rows;
+  for (const TraceRow& row : recorder.rows()) {
+    EXPECT_EQ(row.algorithm, "stragglar");
+    rows.emplace_back(row.call, row.rank, row.arrival_s, row.link_bytes_per_s);
+  }
+  EXPECT_THAT(rows, ElementsAre(std::tuple(96, 0, 1.0, 4e9), std::tuple(96, 1, 1.5, 1e9),
+                                std::tuple(96, 2, 0.0, 4e9), std::tuple(97, 0, 2.0, 4e9),
+                                std::tuple(97, 1, 2.5, 1e9), std::tuple(97, 2, 0.0, 4e9)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,6 +219,7 @@ TEST(PerfettoTraceTest, SlicesStartAtZeroAndCarryExactLagAndWait) {
   EXPECT_EQ(late.at("args").at("bytes"), 1 << 20);
   EXPECT_EQ(late.at("args").at("lag_s"), 4 * kTick);
   EXPECT_EQ(late.at("args").at("wait_s"), 0.0);
+  EXPECT_FALSE(late.at("args").contains("link_bytes_per_s"));  // not known: not made up
 
   const nlohmann::json middle = FindSlice(trace, "collective", 0, 1);
   EXPECT_EQ(middle.at("ts"), 1 * kTick * 1e6);
@@ -218,6 +262,14 @@ TEST(PerfettoTraceTest, WaitSlicesNameTheLateRankAndNestInsideTheirCollective) {
   // The last rank waited for nobody.
   EXPECT_TRUE(FindSlice(trace, "wait", 0, 2).is_null());
   EXPECT_TRUE(FindSlice(trace, "wait", 1, 2).is_null());
+}
+
+TEST(PerfettoTraceTest, ASlicesArgsCarryItsRanksLinkWhereKnown) {
+  TraceRow row = Row(0, 1, 1, kTick);
+  row.link_bytes_per_s = 2.5e8;
+  const nlohmann::json trace = RoundTrip(PerfettoTrace({Row(0, 0, 1, kTick), row}, "job"));
+  EXPECT_EQ(FindSlice(trace, "collective", 0, 1).at("args").at("link_bytes_per_s"), 2.5e8);
+  EXPECT_FALSE(FindSlice(trace, "collective", 0, 0).at("args").contains("link_bytes_per_s"));
 }
 
 TEST(PerfettoTraceTest, RowOrderDoesNotMatter) {

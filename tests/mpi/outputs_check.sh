@@ -16,7 +16,7 @@ run() {
 }
 run "$work/trace.csv"
 grep -q "world: late ranks" "$work/log" || { echo "no lag summary in the log"; cat "$work/log"; exit 1; }
-head -1 "$work/trace.csv" | grep -qx "call,rank,arrival_s,duration_s,bytes,algorithm"
+head -1 "$work/trace.csv" | grep -qx "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s"
 rows=$(($(wc -l <"$work/trace.csv") - 1))
 # Every call of the world communicator, 4 rows each (the last, partial epoch is flushed at
 # MPI_Finalize).
@@ -27,6 +27,11 @@ import json, sys
 work, rows = sys.argv[1], int(sys.argv[2])
 replay = json.load(open(f"{work}/replay.json"))
 assert replay["ranks"] == 4 and replay["calls"] == rows // 4, replay
+# Every row carries its rank's link as the preload priced it (probed at MPI_Init): one machine,
+# every link alike, so the replay names none slow.
+links = [float(line.split(",")[6]) for line in open(f"{work}/trace.csv").read().split("\n")[1:] if line]
+assert len(links) == rows and min(links) > 0 and min(links) == max(links), links[:8]
+assert replay["link_column"] is True and replay["slow_links"] == [], replay["slow_links"]
 summary = json.load(open(f"{work}/summary.json"))
 assert summary["comm"] == "world" and summary["calls"] == rows // 4, summary
 assert [r["rank"] for r in summary["per_rank"]] == [0, 1, 2, 3], summary

@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -96,6 +97,12 @@ TEST(ParseTraceTest, BadInputNamesTheLine) {
        "t.csv:4: call 0 rank 0 appears again with different values (first on line 2)"},
       {"call,rank,arrival_s,bytes\n0,0,0.1,64\n0,1,0.1,128\n",
        "t.csv:3: call 0 has 128 bytes here but 64 on line 2"},
+      {"call,rank,arrival_s,link_bytes_per_s\n0,0,0.1,3e9\n0,1,0.1,0\n",
+       "t.csv:3: link_bytes_per_s must be a positive number, got \"0\""},
+      {"call,rank,arrival_s,link_bytes_per_s\n0,0,0.1,fast\n",
+       "t.csv:2: link_bytes_per_s must be a positive number, got \"fast\""},
+      {"call,rank,arrival_s,link_bytes_per_s\n0,0,0.1,3e9\n0,0,0.1,1e9\n",
+       "t.csv:3: call 0 rank 0 appears again with different values (first on line 2)"},
       // A file cut inside a number: strtod alone reads "0." as 0.
       {"call,rank,arrival_s\n0,0,0.1\n1,1,0.\n",
        "t.csv:3: arrival_s must be a finite number, got \"0.\""},
@@ -121,6 +128,102 @@ TEST(ParseTraceTest, AcceptsAByteOrderMark) {
       "call,rank,arrival_s\n0,0,0.5\n0,1,0.5\n");
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->num_ranks, 2);
+}
+
+// A trace from before the link column, and one with the column where some rows leave it empty.
+TEST(ParseTraceTest, TheLinkColumnIsOptionalAndPerRank) {
+  const absl::StatusOr<Trace> old = Parse("call,rank,arrival_s\n0,0,0.5\n0,1,0.5\n");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->has_link_column);
+  EXPECT_EQ(old->calls[0].link_bytes_per_s, std::vector<double>({0, 0}));
+  const absl::StatusOr<Trace> trace = Parse(
+      "call,rank,arrival_s,link_bytes_per_s\n"
+      "0,1,0.5,6e8\n0,0,0.5,3e9\n1,0,0.7,\n1,1,0.7,3e9\n1,1,0.7,3e9\n");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_TRUE(trace->has_link_column);
+  EXPECT_EQ(trace->duplicate_rows, 1);
+  EXPECT_EQ(trace->calls[0].link_bytes_per_s, std::vector<double>({3e9, 6e8}));
+  EXPECT_EQ(trace->calls[1].link_bytes_per_s, std::vector<double>({0, 3e9}));
+}
+
+TEST(SlowLinkFromTraceTest, TheSlowestRankAtTheProbesBarOfTheMedian) {
+  const LinkModel base{.alpha_s = 7e-6, .bandwidth_bytes_per_s = 1e9};
+  const auto slow = [&](std::vector<double> speeds) -> std::pair<int, double> {
+    const std::optional<LinkModel> link = SlowLinkFromTrace(base, speeds);
+    if (!link.has_value()) return {-2, 0};
+    EXPECT_EQ(link->alpha_s, base.alpha_s);  // the replay's own link, but for the slow rank
+    EXPECT_EQ(link->bandwidth_bytes_per_s, base.bandwidth_bytes_per_s);
+    return {link->slow_rank, link->slow_factor};
+  };
+  EXPECT_EQ(slow({3e9, 3e9, 6e8, 3e9}), std::pair(2, 5.0));
+  EXPECT_EQ(slow({3e9, 3e9, 3e9, 3e9}), std::pair(-1, 1.0));
+  // At the bar: exactly, and as a trace's 9 digits write a link the run priced at exactly 2x
+  // (3000000014.7 and half of it), which reads back a hair below 2. Well under it: not slow.
+  EXPECT_EQ(slow({1.5e9, 7.5e8, 1.5e9, 1.5e9}), std::pair(1, 2.0));
+  EXPECT_EQ(slow({3.00000001e9, 3.00000001e9, 3.00000001e9, 1.50000001e9}).first, 3);
+  EXPECT_EQ(slow({3e9, 3e9, 3e9, 1.55e9}), std::pair(-1, 1.0));
+  // The median of 5, not their mean: two fast outliers do not make the others slow.
+  EXPECT_EQ(slow({1e9, 1e9, 1e9, 9e9, 9e9}), std::pair(-1, 1.0));
+  // A rank with no link recorded: the call says nothing.
+  EXPECT_EQ(slow({3e9, 0, 3e9, 3e9}).first, -2);
+  EXPECT_EQ(slow({}).first, -2);
+}
+
+// A trace of `calls` calls on `ranks` ranks, nobody late, with the link column: rank `slow_rank`'s
+// link 5x slower in the calls [from, to).
+std::string SlowLinkCsv(int ranks, int calls, int slow_rank, int from, int to) {
+  std::string text = "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n";
+  const std::vector<std::string> rows = TraceRows(ranks, calls, 0, [](int) { return -1; });
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int call = static_cast<int>(i) / ranks, rank = static_cast<int>(i) % ranks;
+    const bool slow = rank == slow_rank && call >= from && call < to;
+    absl::StrAppend(&text, rows[i], ",", slow ? "6e8" : "3e9", "\n");
+  }
+  return text;
+}
+
+// Rank 2's link is slow in the rows of calls 64..191: the run named it at the exchange after call
+// 95 and cleared it at the one after call 223 (the first epochs whose rows show each). The replay
+// names it at those calls, prices StragglAR around rank 2 in between (calls 96..223), and the
+// bulk-synchronous algorithms once it recovered, as the run did.
+TEST(ReplayTest, FollowsTheTracesSlowLinkAndClearsIt) {
+  const nlohmann::json report = Replay(SlowLinkCsv(8, 288, 2, 64, 192), /*epoch_calls=*/32);
+  EXPECT_EQ(report["link_column"], true);
+  EXPECT_TRUE(report["stragglers"].empty()) << report.dump(2);
+  ASSERT_EQ(report["slow_links"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["slow_links"][0]["rank"], 2);
+  EXPECT_EQ(report["slow_links"][0]["detected_at_call"], 95);
+  EXPECT_EQ(report["slow_links"][0]["slow_factor"], 5.0);
+  EXPECT_EQ(report["slow_links"][0]["cleared_at_call"], 223);
+  // StragglAR in calls 96..223 (an exploration call among them may run another), and only to
+  // explore outside them; the final decision is a bulk-synchronous one again.
+  const nlohmann::json& decision = report["decisions"][std::to_string(16 << 20)];
+  const int explored = decision["explored"].get<int>();
+  EXPECT_GE(decision["mix"].value("stragglar", 0), 128 - explored) << decision;
+  EXPECT_LE(decision["mix"].value("stragglar", 0), 128 + explored) << decision;
+  EXPECT_NE(decision["algorithm"], "stragglar") << decision;
+
+  // Still slow at the end: the policy's final choice is StragglAR around the rank behind it.
+  const nlohmann::json still = Replay(SlowLinkCsv(8, 288, 2, 64, 288), /*epoch_calls=*/32);
+  ASSERT_EQ(still["slow_links"].size(), 1u);
+  EXPECT_FALSE(still["slow_links"][0].contains("cleared_at_call"));
+  EXPECT_EQ(still["decisions"][std::to_string(16 << 20)]["algorithm"], "stragglar");
+  EXPECT_EQ(still["decisions"][std::to_string(16 << 20)]["straggler"], 2);
+}
+
+// Without the column (a trace from an older run) the same arrivals name no slow link and never
+// choose StragglAR but to explore.
+TEST(ReplayTest, WithoutTheLinkColumnNoSlowLinkIsNamed) {
+  std::string csv = SlowLinkCsv(8, 288, 2, 64, 288);
+  std::string stripped;
+  for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&stripped, line.substr(0, line.rfind(',')), "\n");
+  }
+  const nlohmann::json report = Replay(stripped, /*epoch_calls=*/32);
+  EXPECT_EQ(report["link_column"], false);
+  EXPECT_TRUE(report["slow_links"].empty());
+  const nlohmann::json& decision = report["decisions"][std::to_string(16 << 20)];
+  EXPECT_LE(decision["mix"].value("stragglar", 0), decision["explored"].get<int>()) << decision;
 }
 
 // Detections are reported at the trace's own call indices, whatever they start at.
