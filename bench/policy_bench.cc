@@ -27,14 +27,20 @@ RuntimeCore EpochCore(int n, int per_node, const LinkModel& link) {
   return *RuntimeCore::Create(config, 0, n, link);
 }
 
-// Args: ranks, bytes, the last rank's delay in microseconds (0: nobody late).
-// Args: ranks, bytes, delay in us, and ranks per node (0: one node; else the policy prices a
-// machine of nodes, hierarchical StragglAR among its shapes).
+// Args: ranks, bytes, the last rank's delay in us (0: nobody late), ranks per node (0: one node;
+// else the policy prices a machine of nodes, hierarchical StragglAR among its shapes), and a slow
+// link (0: none; else rank n / 2's link that many times slower, the link probe's verdict, so that
+// StragglAR around it is priced beside the rest: a late rank and a slow link at once when both are
+// set).
 void BM_PolicyEpoch(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const int64_t bytes = state.range(1);
   const double delay_s = static_cast<double>(state.range(2)) * 1e-6;
-  const LinkModel link = HostLink();
+  LinkModel link = HostLink();
+  if (state.range(4) > 0) {
+    link.slow_rank = n / 2;
+    link.slow_factor = static_cast<double>(state.range(4));
+  }
   RuntimeCore core = EpochCore(n, static_cast<int>(state.range(3)), link);
   const double duration_s = 2.0 * static_cast<double>(bytes) / link.bandwidth_bytes_per_s;
   int64_t call = 0;
@@ -63,8 +69,9 @@ void BM_PolicyEpoch(benchmark::State& state) {
   state.SetLabel("one epoch of 16 calls");
 }
 BENCHMARK(BM_PolicyEpoch)
-    ->ArgsProduct({{4, 8, 64, 256, 1024, 4096}, {1 << 20, 16 << 20}, {0, 20000}, {0}})
-    ->ArgsProduct({{64, 128, 256, 512, 1024, 4096}, {16 << 20}, {0, 20000}, {8}})
+    ->ArgsProduct({{4, 8, 64, 256, 1024, 4096}, {1 << 20, 16 << 20}, {0, 20000}, {0}, {0}})
+    ->ArgsProduct({{64, 128, 256, 512, 1024, 4096}, {16 << 20}, {0, 20000}, {8}, {0}})
+    ->ArgsProduct({{8, 64, 256, 1024}, {1 << 20, 16 << 20}, {0, 20000}, {0}, {5}})
     ->Unit(benchmark::kMicrosecond);
 
 // One epoch of 16 calls of 16 MiB where no rank stays late: the latest rank, late by 2 us per

@@ -159,15 +159,27 @@ void AdvanceTwoCostCycle(const std::vector<int>& cycle, const std::vector<double
   // Positions start after a slow hop, so that no block wraps: position p is cycle[(first + p) % m].
   int first = 0;
   while (hop_s[(first + m - 1) % m] != slow_s) ++first;
-  const auto rank_at = [&](int64_t p) { return cycle[((first + p) % m + m) % m]; };
-  const auto slow_after = [&](int p) { return hop_s[(first + p) % m] == slow_s; };
+  // The positions asked for lie within a lap or two of [0, m): wrapping by steps is cheaper than
+  // a division, which these passes would pay for every rank.
+  const auto wrap = [m](int64_t x, int64_t& lap) {
+    for (; x < 0; x += m) --lap;
+    for (; x >= m; x -= m) ++lap;
+    return x;
+  };
+  const auto index_of = [&](int64_t x) {
+    int64_t lap = 0;
+    return wrap(x, lap);
+  };
+  const auto rank_at = [&](int64_t p) { return cycle[index_of(first + p)]; };
+  const auto slow_after = [&](int p) { return hop_s[index_of(first + p)] == slow_s; };
   // fast_before[p]: fast hops among positions [0, p); past the cycle each lap adds all of them.
   std::vector<int64_t> fast_before(m + 1, 0);
   for (int p = 0; p < m; ++p) fast_before[p + 1] = fast_before[p] + (slow_after(p) ? 0 : 1);
   const int64_t fast_per_lap = fast_before[m];
   const auto fast_until = [&](int64_t x) {
-    const int64_t lap = x >= 0 ? x / m : -((-x + m - 1) / m);
-    return fast_before[x - lap * m] + lap * fast_per_lap;
+    int64_t lap = 0;
+    const int64_t within = wrap(x, lap);
+    return fast_before[within] + lap * fast_per_lap;
   };
   std::vector<int> block_start(m), block_end(m);
   for (int p = 0; p < m; ++p) block_start[p] = p == 0 || slow_after(p - 1) ? p : block_start[p - 1];
@@ -184,10 +196,9 @@ void AdvanceTwoCostCycle(const std::vector<int>& cycle, const std::vector<double
   std::vector<double> best;
   LatestWithin(positions, rounds, ready, best);
   // Arcs from outside the block entering at its start: from j < s, k - (U(p) - U(j)) slow steps.
-  SlidingMax from_left([&](int64_t j) { return start[(j % m + m) % m] + extra_s * fast_until(j); },
-                       -m);
+  SlidingMax from_left([&](int64_t j) { return start[index_of(j)] + extra_s * fast_until(j); }, -m);
   // Arcs entering at its end: from j > e, k - (U(j) - U(p)) slow steps.
-  SlidingMax from_right([&](int64_t j) { return start[j % m] - extra_s * fast_until(j); }, 0);
+  SlidingMax from_right([&](int64_t j) { return start[index_of(j)] - extra_s * fast_until(j); }, 0);
   for (int p = 0; p < m; ++p) {
     const int s = block_start[p], e = block_end[p];
     if (std::optional<double> v = from_left.Max(std::max<int64_t>(p - k, s - m), s - 1)) {
