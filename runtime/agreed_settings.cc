@@ -8,56 +8,17 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/time.h"
 #include "base/log.h"
+#include "runtime/settings.h"
 
 namespace stragglar {
-namespace {
-
-std::string Durations(const std::vector<double>& seconds) {
-  return absl::StrJoin(seconds, ",", [](std::string* out, double value) {
-    absl::StrAppend(out, absl::FormatDuration(absl::Seconds(value)));
-  });
-}
-
-// "" (unset) for 0: PreloadConfig's default where the variable has no "auto".
-std::string PositiveOrUnset(int64_t value) { return value == 0 ? "" : absl::StrCat(value); }
-
-}  // namespace
-
 std::vector<std::pair<absl::string_view, std::string>> AgreedValues(const PreloadConfig& config) {
-  const PipelineStageTimes& pipeline = config.pipeline;
-  return {
-      {"STRAGGLAR_MODE", std::string(RuntimeModeName(config.mode))},
-      {"STRAGGLAR_ALGORITHM", std::string(ForcedAlgorithmName(config.algorithm))},
-      {"STRAGGLAR_STRAGGLER", config.straggler ? absl::StrCat(*config.straggler) : ""},
-      {"STRAGGLAR_EPOCH_CALLS", absl::StrCat(config.epoch_calls)},
-      {"STRAGGLAR_MIN_BYTES", absl::StrCat(config.min_bytes)},
-      {"STRAGGLAR_PIECES", config.pieces == 0 ? "auto" : absl::StrCat(config.pieces)},
-      {"STRAGGLAR_TOPOLOGY", config.topology ? TopologyName(*config.topology) : ""},
-      {"STRAGGLAR_MPI_SEGMENT", absl::StrCat(config.mpi_segment_bytes)},
-      {"STRAGGLAR_MPI_NETWORK_MESSAGE",
-       config.mpi_network_message_bytes ? absl::StrCat(*config.mpi_network_message_bytes) : "auto"},
-      {"STRAGGLAR_QUEUES", config.per_class_queues ? "per-class" : "rounds"},
-      {"STRAGGLAR_PRE_ARRIVAL", config.native_pre_arrival ? "nccl" : "rounds"},
-      {"STRAGGLAR_EXECUTOR", config.device_executor ? "device" : "nccl"},
-      {"STRAGGLAR_IPC_BYTES", absl::StrCat(config.ipc_bytes)},
-      {"STRAGGLAR_IPC_TIMEOUT", absl::FormatDuration(absl::Seconds(config.ipc_timeout_s))},
-      {"STRAGGLAR_IPC_BLOCKS", absl::StrCat(config.ipc_ctas)},
-      {"STRAGGLAR_DEVICE_SCOPE", config.device_system_scope ? "system" : "auto"},
-      // Each rank's own would do for the warning; alike, every stuck rank says the same.
-      {"STRAGGLAR_WARN_AFTER", absl::FormatDuration(absl::Seconds(config.warn_after_s))},
-      {"STRAGGLAR_TIMEOUT", absl::FormatDuration(absl::Seconds(config.timeout_s))},
-      // Only rank 0 reads and writes the file, but every rank joins the broadcast of what it
-      // read when a path is set.
-      {"STRAGGLAR_STATE_FILE", config.state_file},
-      // Every rank of a profiled communicator joins its link report exchange.
-      {"STRAGGLAR_LINK_PROFILING", config.link_profiling ? "on" : "off"},
-      {"STRAGGLAR_PIPELINE_MICROBATCHES", PositiveOrUnset(pipeline.microbatches)},
-      {"STRAGGLAR_PIPELINE_FORWARD", Durations(pipeline.forward_s)},
-      {"STRAGGLAR_PIPELINE_BACKWARD", Durations(pipeline.backward_s)},
-      {"STRAGGLAR_PIPELINE_MEMORY_MICROBATCHES", absl::StrCat(pipeline.memory_microbatches)},
-  };
+  std::vector<std::pair<absl::string_view, std::string>> values;
+  for (const Setting& setting : Settings()) {
+    if (setting.scope == SettingScope::kAgreed)
+      values.emplace_back(setting.name, setting.write(config));
+  }
+  return values;
 }
 
 std::vector<absl::string_view> AgreedVariableNames() {
@@ -67,13 +28,14 @@ std::vector<absl::string_view> AgreedVariableNames() {
 }
 
 absl::Span<const absl::string_view> PerRankVariableNames() {
-  static constexpr absl::string_view kNames[] = {
-      "STRAGGLAR_DEBUG",        "STRAGGLAR_PROFILER",
-      "STRAGGLAR_METRICS_PORT", "STRAGGLAR_METRICS_ADDR",
-      "STRAGGLAR_TRACE_FILE",   "STRAGGLAR_SUMMARY_FILE",
-      "STRAGGLAR_LINK_ADDR",    "STRAGGLAR_PIPELINE_ADVICE_FILE",
-      "STRAGGLAR_DEVICE_STAMPS"};
-  return kNames;
+  static const std::vector<absl::string_view>* const names = [] {
+    auto* names = new std::vector<absl::string_view>();
+    for (const Setting& setting : Settings()) {
+      if (setting.scope == SettingScope::kPerRank) names->push_back(setting.name);
+    }
+    return names;
+  }();
+  return *names;
 }
 
 std::string AgreedSettingsText(const PreloadConfig& config) {

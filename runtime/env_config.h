@@ -1,5 +1,7 @@
-// STRAGGLAR_* environment configuration, shared by the preload libraries (NCCL and MPI).
-// See "Environment (preload library)" in docs/architecture.md.
+// STRAGGLAR_* environment configuration, shared by the preload libraries (NCCL and MPI): the
+// settings as read (PreloadConfig) and the readers. Each variable, what it accepts and its default
+// is one row of runtime/settings.cc, which the readers run through; docs/architecture.md's
+// "Environment (preload library)" holds the rows' table.
 #pragma once
 
 #include <cstdint>
