@@ -48,6 +48,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "base/units.h"
+#include "bench/common/bandwidth.h"
 #include "kernels/reduce/exact_data.h"
 #include "nlohmann/json.hpp"
 
@@ -338,9 +339,9 @@ class Bench {
   std::vector<char> results_[2];  // --check: each implementation's result, copied after its call
 };
 
-// nccl-tests convention: algbw = size / latency, busbw = algbw * 2(n-1)/n, in GB/s.
+// nccl-tests' convention (bench/common/bandwidth.h), from the latency.
 double BusBandwidth(int64_t bytes, double latency, int ranks) {
-  return bytes / latency / 1e9 * 2.0 * (ranks - 1) / ranks;
+  return bench::AllReduceBandwidthOf(bytes, latency, ranks).busbw_gbps;
 }
 
 void PrintHeader(const Config& config, int ranks, const std::vector<int64_t>& sizes) {
@@ -404,7 +405,7 @@ nlohmann::json ReportRow(const Config& config, int ranks, double delay, int64_t 
         {"time_s", SummaryJson(time[impl])},
         {"latency_s", SummaryJson(latency[impl])},
         {"busbw_gbps", BusBandwidth(bytes, latency[impl].mean, ranks)},
-        {"algbw_gbps", bytes / latency[impl].mean / 1e9},
+        {"algbw_gbps", bench::AllReduceBandwidthOf(bytes, latency[impl].mean, ranks).algbw_gbps},
         {"samples_time_s", samples.time[impl]},
         {"samples_latency_s", samples.latency[impl]}};
   }

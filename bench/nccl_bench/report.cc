@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/bandwidth.h"
 
 extern char** environ;
 
@@ -39,8 +40,10 @@ PlacementSummary Summarize(const Collected& collected, int64_t bytes, int ranks)
   PlacementSummary summary;
   for (double t : collected.time_us) summary.time_us += t / ranks;
   for (int64_t w : collected.wrong) summary.wrong += w;
-  summary.algbw = summary.time_us > 0 ? bytes / summary.time_us / 1e3 : 0;  // GB/s
-  summary.busbw = summary.algbw * 2.0 * (ranks - 1) / ranks;
+  const bench::AllReduceBandwidth bandwidth =
+      bench::AllReduceBandwidthOf(bytes, summary.time_us * 1e-6, ranks);
+  summary.algbw = bandwidth.algbw_gbps;
+  summary.busbw = bandwidth.busbw_gbps;
   if (!collected.call_us.empty() && !collected.call_us[0].empty()) {
     const size_t calls = collected.call_us[0].size();
     double total = 0;
