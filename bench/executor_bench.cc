@@ -65,7 +65,7 @@ double RunOnce(const std::vector<RankProgram>& programs, int64_t bytes, double d
       const HostExecutorOptions options{
           .ranks_per_node =
               machine.nodes.has_value() && machine.queues ? machine.nodes->ranks_per_node : 0};
-      (void)ExecuteProgramOnHost(programs[rank], args, options, transport);
+      (void)host::Run(programs[rank], args, options, transport);
       end_s[rank] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
     });

@@ -198,7 +198,7 @@ class HostCallWork final : public CallWork {
     if (program == nullptr) {
       return {.status = absl::InternalError("the host runtime has no collective of its own")};
     }
-    return {.status = ExecuteProgramOnHost(*program, args_, options_, transport_)};
+    return {.status = host::Run(*program, args_, options_, transport_)};
   }
 
  private:

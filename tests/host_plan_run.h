@@ -1,5 +1,5 @@
 // Lowers a plan for one rank and runs it on the host executor, what the tests do (the runtime
-// lowers once per plan and placement, and runs the cached program with ExecuteProgramOnHost).
+// lowers once per plan and placement, and runs the cached program with host::Run).
 #pragma once
 
 #include "absl/status/status.h"
@@ -10,7 +10,7 @@
 
 namespace stragglar {
 
-// ExecuteProgramOnHost's errors, plus LowerPlan's (a rank outside the plan, a plan this rank
+// host::Run's errors, plus LowerPlan's (a rank outside the plan, a plan this rank
 // cannot execute), which abort the transport too, so that the other ranks return.
 inline absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const AllReduceArgs& args,
                                       HostTransport& transport,
@@ -21,7 +21,7 @@ inline absl::Status ExecutePlanOnHost(const Plan& plan, int rank, const AllReduc
     transport.Abort(program.status());
     return program.status();
   }
-  return ExecuteProgramOnHost(*program, args, options, transport);
+  return host::Run(*program, args, options, transport);
 }
 
 }  // namespace stragglar

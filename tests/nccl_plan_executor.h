@@ -1,5 +1,5 @@
 // A plan lowered for one rank in every placement, run over NCCL: what the NCCL executor's tests
-// do (the runtime lowers once per plan and placement it meets, and calls RunProgramOverNccl).
+// do (the runtime lowers once per plan and placement it meets, and calls nccl::Run).
 #pragma once
 
 #include <string>
@@ -28,14 +28,14 @@ class NcclPlanExecutor {
     return executor;
   }
 
-  // RunProgramOverNccl with the program for args' placement, and with the pre-arrival phase as
+  // nccl::Run with the program for args' placement, and with the pre-arrival phase as
   // NCCL collectives when `native` is given and the plan allows it.
   absl::Status Run(const AllReduceArgs& args, const NcclPointToPoint& nccl, const DeviceOps& device,
                    ncclComm_t comm, cudaStream_t stream, ScratchSpace& scratch,
                    const NativePreArrival* native = nullptr) const {
     const bool in_place = args.send == args.recv;
     const bool use_native = native != nullptr && SupportsNativePreArrival();
-    return RunProgramOverNccl(
+    return nccl::Run(
         use_native ? native_[in_place] : rounds_[in_place], args,
         {.nccl = nccl, .device = device, .comm = comm, .stream = stream, .scratch = scratch},
         native);

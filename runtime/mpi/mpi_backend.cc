@@ -131,7 +131,7 @@ CallOutcome MpiAllReduceWork::Run(const CallDecision& decision, const RankProgra
     if (code == MPI_SUCCESS) return {};
     return {.status = MpiCallFailed("MPI_Allreduce", code)};
   }
-  return {.status = ExecuteProgramWithMpi(*program, args_, options_, own_, progress_, alarm_)};
+  return {.status = mpi::Run(*program, args_, options_, own_, progress_, alarm_)};
 }
 
 }  // namespace stragglar

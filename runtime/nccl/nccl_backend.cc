@@ -416,13 +416,13 @@ absl::Status NcclAllReduceWork::RunProgram(const CallDecision& decision,
     if (!ready.ok()) return ready.status();
     native = NativePreArrival{.nccl = Api().collectives, .ready_comm = *ready};
   }
-  absl::Status status = RunProgramOverNccl(program, args_,
-                                           {.nccl = Api().point_to_point,
-                                            .device = CudaDeviceOps(),
-                                            .comm = backend_.comm(),
-                                            .stream = stream_,
-                                            .scratch = backend_.scratch()},
-                                           native.has_value() ? &*native : nullptr);
+  absl::Status status = nccl::Run(program, args_,
+                                  {.nccl = Api().point_to_point,
+                                   .device = CudaDeviceOps(),
+                                   .comm = backend_.comm(),
+                                   .stream = stream_,
+                                   .scratch = backend_.scratch()},
+                                  native.has_value() ? &*native : nullptr);
   // The executor's own check of the call's arguments: the caller's mistake, as NCCL says it.
   if (status.code() == absl::StatusCode::kInvalidArgument && !LibraryCode(status).has_value()) {
     return WithLibraryCode(std::move(status), ncclInvalidArgument);

@@ -37,7 +37,7 @@ bool RunCase(const std::string& name, const Plan& plan, const MpiExecutorOptions
                            .count = kCount,
                            .type = DataType::kFloat32,
                            .op = ReduceOp::kSum};
-  const absl::Status status = ExecuteProgramWithMpi(*program, args, options, comm);
+  const absl::Status status = mpi::Run(*program, args, options, comm);
   if (!status.ok()) {
     std::printf("messages: FAIL %s: %s\n", name.c_str(), status.ToString().c_str());
     return false;

@@ -37,8 +37,8 @@ absl::Status RunInRoundOrder(HostCall& call) {
 
 }  // namespace
 
-absl::Status ExecuteProgramOnHost(const RankProgram& program, const AllReduceArgs& args,
-                                  const HostExecutorOptions& options, HostTransport& transport) {
+absl::Status host::Run(const RankProgram& program, const AllReduceArgs& args,
+                       const HostExecutorOptions& options, HostTransport& transport) {
   if (absl::Status status = ValidateProgram(program, args, options, transport); !status.ok()) {
     // Nothing was lent yet: aborting is all that failing takes.
     transport.Abort(status);

@@ -40,7 +40,9 @@ struct HostExecutorOptions {
 // into its own result, and a chunk this rank must change while a peer may still be reading it
 // (the extent's waits) goes through scratch memory first. Returns only once no peer can still be
 // reading this rank's buffers, on success and on error alike.
-absl::Status ExecuteProgramOnHost(const RankProgram& program, const AllReduceArgs& args,
-                                  const HostExecutorOptions& options, HostTransport& transport);
+namespace host {
+absl::Status Run(const RankProgram& program, const AllReduceArgs& args,
+                 const HostExecutorOptions& options, HostTransport& transport);
+}  // namespace host
 
 }  // namespace stragglar

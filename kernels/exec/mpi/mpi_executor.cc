@@ -436,9 +436,9 @@ absl::Status RunProgramWithMpi(const RankProgram& program, const AllReduceArgs& 
 
 }  // namespace
 
-absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
-                                   const MpiExecutorOptions& options, MPI_Comm comm,
-                                   CallProgress* progress, MpiAlarm* alarm) {
+absl::Status mpi::Run(const RankProgram& program, const AllReduceArgs& args,
+                      const MpiExecutorOptions& options, MPI_Comm comm, CallProgress* progress,
+                      MpiAlarm* alarm) {
   absl::Status status = RunProgramWithMpi(program, args, options, comm, progress, alarm);
   // This rank cannot finish the call: its peers must not wait for it (unless one of them said
   // so first).

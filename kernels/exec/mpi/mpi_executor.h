@@ -69,8 +69,10 @@ absl::Status MismatchedCounts(int32_t peer, int64_t received, int32_t round, int
 // raises it before returning, and one that a peer's alarm interrupts returns
 // MpiAlarm::Interrupted(), so that an erroneous call (counts that differ across ranks) returns on
 // every rank. A mismatched count is then MPI_ERR_TRUNCATE, MPI's own class for it.
-absl::Status ExecuteProgramWithMpi(const RankProgram& program, const AllReduceArgs& args,
-                                   const MpiExecutorOptions& options, MPI_Comm comm,
-                                   CallProgress* progress = nullptr, MpiAlarm* alarm = nullptr);
+namespace mpi {
+absl::Status Run(const RankProgram& program, const AllReduceArgs& args,
+                 const MpiExecutorOptions& options, MPI_Comm comm, CallProgress* progress = nullptr,
+                 MpiAlarm* alarm = nullptr);
+}  // namespace mpi
 
 }  // namespace stragglar

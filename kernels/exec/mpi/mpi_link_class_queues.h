@@ -25,7 +25,7 @@ namespace stragglar {
 
 // Runs `messages`' program on `queues` (SplitByLinkClass of it) as its rank of `comm`, each
 // transfer one MPI message tagged with its round, one element of a derived type when it is larger
-// than `max_message_bytes` (kernels/exec/mpi/mpi_wire.h). Errors as ExecuteProgramWithMpi's: a
+// than `max_message_bytes` (kernels/exec/mpi/mpi_wire.h). Errors as mpi::Run's: a
 // peer's message of another size is InvalidArgument; a failed MPI call is Internal, carrying its
 // code (LibraryCode). Nothing in flight with transfers left is Internal too; SplitByLinkClass
 // cannot give that (every wait is for an earlier transfer of the program, and each queue is in

@@ -353,8 +353,8 @@ ncclResult_t NcclCall::Run(ScratchSpace& scratch, const NativePreArrival* native
 
 }  // namespace
 
-absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
-                                const NcclCallContext& on, const NativePreArrival* native) {
+absl::Status nccl::Run(const RankProgram& program, const AllReduceArgs& args,
+                       const NcclCallContext& on, const NativePreArrival* native) {
   if (absl::Status status = CheckAllReduceArgs(program, args); !status.ok()) return status;
   if (program.placement.native_pre_arrival && native == nullptr) {
     return absl::InvalidArgumentError(

@@ -110,8 +110,9 @@ struct NcclCallContext {
 // and a CUDA failure carries ncclUnhandledCudaError (kernels/exec/library_code.h). A program
 // lowered with native_pre_arrival needs `native` (every rank of the call passes it alike); the
 // others ignore it.
-absl::Status RunProgramOverNccl(const RankProgram& program, const AllReduceArgs& args,
-                                const NcclCallContext& on,
-                                const NativePreArrival* native = nullptr);
+namespace nccl {
+absl::Status Run(const RankProgram& program, const AllReduceArgs& args, const NcclCallContext& on,
+                 const NativePreArrival* native = nullptr);
+}  // namespace nccl
 
 }  // namespace stragglar
