@@ -32,6 +32,7 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -43,9 +44,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/units.h"
 #include "bench/common/bandwidth.h"
@@ -64,6 +67,9 @@ ABSL_FLAG(int, warmup, 48,
 ABSL_FLAG(std::vector<std::string>, delays, std::vector<std::string>({"0", "5ms", "20ms"}),
           "straggler delays, comma-separated, e.g. 0,5ms,20ms");
 ABSL_FLAG(int, straggler, -1, "the late rank (-1: the last rank)");
+ABSL_FLAG(std::vector<std::string>, also_late, {},
+          "more late ranks, RANK:FRACTION each (comma-separated), each late by FRACTION of the "
+          "row's delay, e.g. 1:0.5: the delays as a distribution, not one straggler");
 ABSL_FLAG(std::string, dtype, "float32", "element type: float32, float64 or int32");
 ABSL_FLAG(bool, check, false, "bit-compare the MPI_Allreduce result with PMPI_Allreduce's");
 ABSL_FLAG(std::string, json, "", "also write every row with all numbers to this JSON file");
@@ -77,6 +83,7 @@ emulated hosts of one machine (scripts/cluster.sh).
 
 usage: mpirun -np N stragglar-mpi-bench [--min-bytes 1MiB] [--max-bytes 64MiB] [--step-factor 2]
          [--iterations 20] [--warmup 48] [--delays 0,5ms,20ms] [--straggler -1]
+         [--also-late RANK:FRACTION,...]
          [--dtype float32|float64|int32] [--check] [--json FILE]
 )";
 
@@ -98,6 +105,7 @@ struct Config {
   int warmup = 0;
   std::vector<double> delays;
   int straggler = 0;
+  std::map<int, double> also_late;  // rank -> its share of the row's delay
   ElementType dtype;
   bool check = false;
   std::string json;
@@ -171,6 +179,21 @@ absl::StatusOr<Config> ConfigFromFlags(int ranks) {
     return absl::InvalidArgumentError(absl::StrCat("--straggler ", config.straggler,
                                                    " is not a rank of 0..", ranks - 1,
                                                    " (or -1 for the last)"));
+  }
+  for (const std::string& text : absl::GetFlag(FLAGS_also_late)) {
+    const std::vector<std::string> parts = absl::StrSplit(text, ':');
+    int rank = -1;
+    double fraction = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &rank) ||
+        !absl::SimpleAtod(parts[1], &fraction) || rank < 0 || rank >= ranks ||
+        rank == config.straggler || !(fraction > 0 && fraction <= 1) ||
+        config.also_late.contains(rank)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--also-late \"", text, "\": want RANK:FRACTION, a rank of 0..", ranks - 1,
+                       " other than the straggler (", config.straggler,
+                       ") and not given twice, and a fraction in (0, 1], e.g. 1:0.5"));
+    }
+    config.also_late[rank] = fraction;
   }
   config.check = absl::GetFlag(FLAGS_check);
   config.json = absl::GetFlag(FLAGS_json);
@@ -309,10 +332,13 @@ class Bench {
     // A result left over from the previous call must not pass the check.
     if (config_.check) std::memset(out, impl == kNative ? 0x5a : 0xa5, count * config_.dtype.size);
     PMPI_Barrier(MPI_COMM_WORLD);
-    // The straggler models a rank that computes longer before the collective.
-    if (rank_ == config_.straggler && delay > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    }
+    // The straggler models a rank that computes longer before the collective; --also-late ranks
+    // less long.
+    const auto also = config_.also_late.find(rank_);
+    const double late_s = rank_ == config_.straggler        ? delay
+                          : also != config_.also_late.end() ? also->second * delay
+                                                            : 0;
+    if (late_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(late_s));
     *arrival = Now();
     if (impl == kNative) {
       PMPI_Allreduce(send_.data(), out, static_cast<int>(count), config_.dtype.mpi, MPI_SUM,
@@ -344,6 +370,16 @@ double BusBandwidth(int64_t bytes, double latency, int ranks) {
   return bench::AllReduceBandwidthOf(bytes, latency, ranks).busbw_gbps;
 }
 
+// ", also late: rank 1 by 0.5 of the delay", or "" for none.
+std::string AlsoLateText(const Config& config) {
+  if (config.also_late.empty()) return "";
+  std::vector<std::string> parts;
+  for (const auto& [rank, fraction] : config.also_late) {
+    parts.push_back(absl::StrFormat("rank %d by %g", rank, fraction));
+  }
+  return absl::StrCat(", also late: ", absl::StrJoin(parts, ", "), " of the delay");
+}
+
 void PrintHeader(const Config& config, int ranks, const std::vector<int64_t>& sizes) {
   const char* preload = std::getenv("LD_PRELOAD");
   std::vector<std::string> delays;
@@ -355,7 +391,7 @@ void PrintHeader(const Config& config, int ranks, const std::vector<int64_t>& si
   }
   std::cout << absl::StrFormat(
       "# %s: native PMPI_Allreduce vs MPI_Allreduce, sum\n"
-      "# ranks %d, straggler rank %d, dtype %s\n"
+      "# ranks %d, straggler rank %d%s, dtype %s\n"
       "# LD_PRELOAD %s\n"
       "# environment %s\n"
       "# sizes %s .. %s (x%d), delays %s\n"
@@ -364,7 +400,7 @@ void PrintHeader(const Config& config, int ranks, const std::vector<int64_t>& si
       "# time = max completion - min arrival; latency = max completion - max arrival;\n"
       "# busbw from latency; ratios are native/preload (> 1: MPI_Allreduce is faster)\n"
       "#\n",
-      kProgram, ranks, config.straggler, config.dtype.name,
+      kProgram, ranks, config.straggler, AlsoLateText(config), config.dtype.name,
       preload != nullptr && *preload != '\0' ? preload : "none", env.empty() ? "-" : env,
       FormatBytes(sizes.front()), FormatBytes(sizes.back()), config.step_factor,
       absl::StrJoin(delays, ", "), config.iterations, config.warmup, config.check ? "on" : "off");
@@ -480,6 +516,7 @@ int Main(int argc, char** argv) {
 
   nlohmann::json report = {{"ranks", ranks},
                            {"straggler", config->straggler},
+                           {"also_late", config->also_late},
                            {"dtype", config->dtype.name},
                            {"ld_preload", nullptr},
                            {"iterations", config->iterations},
