@@ -10,8 +10,13 @@
 #     Every rank runs the same algorithm at every call.
 #  2. A restart with STRAGGLAR_STATE_FILE: a job of 48 calls with rank 3 late runs StragglAR
 #     around it at every call from call 33 on (named at the exchange after call 31; call 32 is an
-#     exploration slot, one call in 64), every rank alike, and saves what it learned; the next
-#     job, rank 3 late again, runs StragglAR from its first call.
+#     exploration slot, one call in 64), every rank alike, and saves what it learned (rank 3 the
+#     straggler); the next job, rank 3 late again, starts from that: from its first call it runs
+#     one of our plans, where a job that learned nothing runs the library's own for an epoch.
+#     Which plan is the saved state's: StragglAR, or Ring, measured once (call 32), which the
+#     calibration still prices at the raw model (docs/policy.md) and so tries for an epoch when
+#     StragglAR's own factor came out high. On this 2-core machine that factor ranges 1.2-1.6
+#     (four restarts, 2026-11-29), and Ring was tried when it was above 1.39; CI failed so once.
 # The detections are the replay's of the job's trace (`stragglar replay`, which decides exactly as
 # the job did). Prints them and "cluster.policy: ok".
 # usage: policy_check.sh BUILD_DIR
@@ -114,7 +119,11 @@ if len(stragglar_after) > 2:
 first, restarted = algorithms("first.csv"), algorithms("restarted.csv")
 print(f"2. first job:     {letters(first)}")
 print(f"   restarted job: {letters(restarted)}")
-if restarted[:16].count("stragglar") < 15:
+state = json.load(open(f"{work}/state.json"))
+if state.get("straggler") != 3:
+    failures.append(f"the first job saved straggler {state.get('straggler')}, not rank 3")
+# One plan for the whole first epoch (an exploration slot is one call in 64, none in calls 0-15).
+if len(set(restarted[:16])) != 1 or restarted[0] not in ("stragglar", "ring"):
     failures.append("the restarted job did not start from what the first learned")
 if failures:
     sys.exit("FAIL: " + "; ".join(failures))
