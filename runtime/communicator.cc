@@ -240,9 +240,12 @@ absl::Status Communicator::FollowLinkChange() {
     }
     return core_.SetLink(*replayed);
   }
+  // A backend that defers its exchange (the GPU's) is not probed mid-run: its probe's rounds would
+  // queue behind the calls the GPU has not run yet, and time those.
   const double moved = core_.last_epoch().calibration_move;
   if (moved < kReprobeMove || core_.epochs() == link_changed_after_epoch_ + 1 ||
-      !LooksForSlowRank(backend_, core_.num_ranks(), options_.runtime.topology, options_.probe)) {
+      backend_.DefersExchange() ||
+      !LooksForSlowRank(core_.num_ranks(), options_.runtime.topology, options_.probe)) {
     return absl::OkStatus();
   }
   const LinkModel before = core_.link();

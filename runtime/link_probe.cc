@@ -102,12 +102,12 @@ absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_
   return SlowRankFromRounds(link, *gathered, kProbeLargeBytes).value_or(link);
 }
 
-bool LooksForSlowRank(const CommBackend& backend, int num_ranks,
-                      const std::optional<Topology>& topology, const LinkProbeSpec& spec) {
+bool LooksForSlowRank(int num_ranks, const std::optional<Topology>& topology,
+                      const LinkProbeSpec& spec) {
   const bool one_class =
       !topology.has_value() || !topology->multi_node() || topology->ranks_per_node == 1;
   return one_class && spec.find_slow_rank && num_ranks >= kSlowRankMinRanks &&
-         spec.shared_lanes == 0 && !backend.DefersExchange();
+         spec.shared_lanes == 0;
 }
 
 absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_ranks,
@@ -117,7 +117,7 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
     absl::StatusOr<LinkModel> link =
         ProbeLink(backend, num_ranks, FlatRingPeers(rank, num_ranks), spec);
     if (!link.ok()) return link.status();
-    if (LooksForSlowRank(backend, num_ranks, topology, spec)) {
+    if (LooksForSlowRank(num_ranks, topology, spec)) {
       link = ProbeSlowRank(backend, rank, num_ranks, *link);
       if (!link.ok()) return link.status();
     }
@@ -139,7 +139,7 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
   absl::StatusOr<LinkModel> inter =
       ProbeLink(backend, num_ranks, RailRingPeers(rank, *topology), spec);
   if (!inter.ok()) return inter.status();
-  if (LooksForSlowRank(backend, num_ranks, topology, spec)) {
+  if (LooksForSlowRank(num_ranks, topology, spec)) {
     // Every link is a NIC's, of one class: a slow one is priced as on one node.
     inter = ProbeSlowRank(backend, rank, num_ranks, *inter);
     if (!inter.ok()) return inter.status();

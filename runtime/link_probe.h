@@ -33,7 +33,7 @@ struct LinkProbeSpec {
   double shared_lanes = 0;
   // Also look for one rank whose link is slow (ProbeSlowRank), where every link is of one class
   // (one machine, or nodes of one rank) and at least kSlowRankMinRanks ranks have links of their
-  // own (shared_lanes 0), through a backend whose gather completes at once.
+  // own (shared_lanes 0).
   bool find_slow_rank = false;
 };
 
@@ -82,11 +82,12 @@ absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_
                                         const LinkModel& link);
 
 // Whether ProbeLinks looks for a slow rank here (LinkProbeSpec::find_slow_rank): every link of
-// one class (one node, or nodes of one rank), at least kSlowRankMinRanks ranks with links of their
-// own, and a backend whose gather completes at once. Where it does, a communicator probes for it
-// again when its calibration moves (Communicator::FollowLinkChange).
-bool LooksForSlowRank(const CommBackend& backend, int num_ranks,
-                      const std::optional<Topology>& topology, const LinkProbeSpec& spec);
+// one class (one node, or nodes of one rank) and at least kSlowRankMinRanks ranks with links of
+// their own. Where it does, a communicator whose backend completes its gathers at once probes for
+// it again when its calibration moves (Communicator::FollowLinkChange); one that defers them (the
+// GPU's) looks at setup only.
+bool LooksForSlowRank(int num_ranks, const std::optional<Topology>& topology,
+                      const LinkProbeSpec& spec);
 
 // A communicator that looked for a slow rank probes for it again after an epoch that moved a
 // measured algorithm's calibration by this factor or more, either way (EpochReport::

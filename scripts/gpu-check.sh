@@ -43,6 +43,10 @@
 #           profiling on; rank 1's transfers slowed on the wire from 8 s in: every transfer
 #           bit-exact, every rank names a link out of rank 1, rank 0 writes the advice; without
 #           the slowing nobody is named
+#   slow-link  tests/nccl/slow_link_check.sh (also ctest gpu.nccl_slow_link): stragglar-bench, 4
+#           ranks on one GPU, rank 2's wire slowed from the start: the preload's probe names rank
+#           2's link at setup, StragglAR runs in most calls, every value exact; without the
+#           slowing nobody is named
 #   watchdog  tests/nccl/watchdog_check.sh: 4 processes on one GPU, rank 3 never comes to call 20:
 #           plain NCCL stays stuck; with the preload (STRAGGLAR_WARN_AFTER=1s,
 #           STRAGGLAR_TIMEOUT=3s), for NCCL's own AllReduce and StragglAR forced, ranks 0-2 warn,
@@ -55,8 +59,8 @@
 # for docs/results/).
 #
 # usage: scripts/gpu-check.sh [BUILD_DIR] [--out DIR]
-#                            [--only reduce,timer,pass,doctor,links,watchdog,bench,prearrival,
-#                                    device,rounds,own-links,sweep,ddp]
+#                            [--only reduce,timer,pass,doctor,links,slow-link,watchdog,bench,
+#                                    prearrival,device,rounds,own-links,sweep,ddp]
 #                            [--prebuilt] [--quick] [--mps] [--iters N] [--limit SECONDS]
 #   BUILD_DIR defaults to build/ (scripts/build.sh); when it is configured the needed targets
 #   are built first, otherwise the script says what is missing. --prebuilt uses BUILD_DIR's
@@ -78,7 +82,7 @@ repo=$(pwd)
 
 build_dir=build
 out=""
-only="reduce,timer,pass,doctor,links,watchdog,bench,prearrival,device,rounds,own-links,sweep,ddp"
+only="reduce,timer,pass,doctor,links,slow-link,watchdog,bench,prearrival,device,rounds,own-links,sweep,ddp"
 prebuilt=0
 quick=0
 mps=0
@@ -118,10 +122,10 @@ while (($# > 0)); do
 done
 for step in ${only//,/ }; do
   case "$step" in
-    reduce | timer | pass | doctor | links | watchdog | bench | prearrival | device | rounds \
-      | own-links | sweep | ddp) ;;
-    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, watchdog, bench," \
-      "prearrival, device, rounds, own-links, sweep, ddp)" >&2
+    reduce | timer | pass | doctor | links | slow-link | watchdog | bench | prearrival | device \
+      | rounds | own-links | sweep | ddp) ;;
+    *) echo "gpu-check: --only: unknown step \"$step\" (reduce, timer, pass, doctor, links, slow-link," \
+      "watchdog, bench, prearrival, device, rounds, own-links, sweep, ddp)" >&2
       exit 2 ;;
   esac
 done
@@ -425,9 +429,20 @@ if wanted links; then
   fi
 fi
 
-# --- 2e. the call watchdog: a rank that never comes ---------------------------------------------
+# --- 2e. the AllReduce's slow-link probe ------------------------------------------------------
+if wanted slow-link; then
+  header "2e. the slow-link probe: stragglar-bench, 4 ranks on one GPU, rank 2's wire slowed"
+  if need slow-link "$bench" "$preload" "$build_dir/lib/libslow_socket.so"; then
+    run_logged slow-link "$limit" "$repo/tests/nccl/slow_link_check.sh" "$build_dir" "$preload" \
+      "$out/slow-link"
+    detail="exit $rc; $(grep -m 1 '^slowed:' "$out/slow-link.log" || echo 'no result')"
+    record slow-link "$(status_of "$rc")" "$detail"
+  fi
+fi
+
+# --- 2f. the call watchdog: a rank that never comes ---------------------------------------------
 if wanted watchdog; then
-  header "2e. the call watchdog: 4 ranks on one GPU, rank 3 never comes to call 20"
+  header "2f. the call watchdog: 4 ranks on one GPU, rank 3 never comes to call 20"
   if need watchdog "$build_dir/bin/watchdog_check" "$preload"; then
     run_logged watchdog "$limit" "$repo/tests/nccl/watchdog_check.sh" "$build_dir" "$preload" \
       "$out/watchdog"

@@ -239,7 +239,13 @@ std::shared_ptr<CommState> StateFor(Global& g, ncclComm_t comm, cudaStream_t str
       state->backend->set_epoch_calls(settings->epoch_calls);
       CommOptions options = PreloadCommOptions(*settings, kBackend, "ncclAllReduce", name,
                                                LagSource::kDuration);  // clock-free: across hosts
-      options.probe = {.small_repeats = 16, .large_repeats = 4};
+      // Every GPU has links of its own (NVLink ports, or a NIC per GPU between nodes): a slow
+      // one is priced, and StragglAR run around its rank where that is faster. Looked for at
+      // setup only (mid-run, a probe would be timed behind calls the GPU has not run yet), and
+      // not with the device executor, whose probe times its own Ring through every rank at once
+      // and cannot tell one rank's link from another's.
+      options.probe = {
+          .small_repeats = 16, .large_repeats = 4, .find_slow_rank = !settings->device_executor};
       options.runtime.native_is_nccl = true;  // native, the default, is NCCL's own AllReduce
       // Collective, like the creation, and before it: the link probe at creation measures the
       // executor that will run the plans.

@@ -3,10 +3,13 @@
  * SLOW_SOCKET_AFTER_S seconds after the process starts, every send() or sendmsg() of at least
  * 64 KiB (NCCL's data, not its bootstrap) first sleeps SLOW_SOCKET_US microseconds. The
  * transfers out of that rank then take longer on both ends, as over a degraded link; a spin
- * before ncclSend would instead make the sender late, which is not a slow link. */
+ * before ncclSend would instead make the sender late, which is not a slow link.
+ * With SLOW_SOCKET_HOSTID set, only the process whose NCCL_HOSTID equals it is slowed: preloaded
+ * into every rank that stragglar-bench starts (tests/nccl/slow_link_check.sh), it slows one. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +26,9 @@ static void MaybeWait(size_t bytes) {
   const char* us = getenv("SLOW_SOCKET_US");
   const char* after = getenv("SLOW_SOCKET_AFTER_S");
   if (us == NULL || bytes < 65536) return;
+  const char* only = getenv("SLOW_SOCKET_HOSTID");
+  const char* mine = getenv("NCCL_HOSTID");
+  if (only != NULL && (mine == NULL || strcmp(only, mine) != 0)) return;
   if (start_s < 0) start_s = Now();
   if (after != NULL && Now() - start_s < atof(after)) return;
   usleep((useconds_t)atoi(us));

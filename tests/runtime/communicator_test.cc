@@ -497,7 +497,9 @@ const LinkModel kHostLink{.alpha_s = 10e-6, .bandwidth_bytes_per_s = 1e9};
 
 class SlowingLinkBackend final : public GatheringBackend {
  public:
-  using GatheringBackend::GatheringBackend;
+  SlowingLinkBackend(int rank, Rendezvous& gathers, bool deferred = false)
+      : GatheringBackend(rank, gathers), deferred_(deferred) {}
+  bool DefersExchange() const override { return deferred_; }
   absl::Status BroadcastFromRankZero(std::string&) override { return absl::OkStatus(); }
   absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override {
     ++probe_rounds_;
@@ -507,11 +509,21 @@ class SlowingLinkBackend final : public GatheringBackend {
     };
     return std::max(hop(rank(), peers.next), hop(peers.previous, rank()));
   }
-  absl::Status MaxOverRanks(absl::Span<double>) override { return absl::OkStatus(); }
+  // Through the gathers: every rank's values meet, and each takes the largest of each.
+  absl::Status MaxOverRanks(absl::Span<double> values) override {
+    if (absl::Status status = StartGather(values); !status.ok()) return status;
+    absl::StatusOr<std::vector<double>> all = FinishGather();
+    if (!all.ok()) return all.status();
+    for (size_t i = 0; i < all->size(); ++i) {
+      values[i % values.size()] = std::max(values[i % values.size()], (*all)[i]);
+    }
+    return absl::OkStatus();
+  }
   void Ran(int64_t call) { last_call_ = call; }
   int probe_rounds() const { return probe_rounds_; }
 
  private:
+  bool deferred_;
   int64_t last_call_ = -1;
   int probe_rounds_ = 0;
 };
@@ -587,6 +599,50 @@ TEST(CommunicatorTest, ALinkThatSlowsOrRecoversIsProbedAgainAndFollowed) {
   // Two ring rounds a probe, one probe each way: none for the stall, nor for the epoch after each
   // change, whose calibration moved as the calls were priced on the new link.
   EXPECT_EQ(probe_rounds[0], 2 * 2);
+}
+
+// The NCCL preload's backend defers its exchange. It looks for a slow link at setup, where its
+// gathers complete at once, and names it as the others do; mid-run it probes no more (its rounds
+// would be timed behind calls the GPU has not run yet), so a link that slows later is left to the
+// calibration. Every rank alike.
+TEST(CommunicatorTest, ADeferringBackendLooksForASlowLinkAtSetupOnly) {
+  for (const bool slow_at_setup : {true, false}) {
+    SCOPED_TRACE(slow_at_setup ? "slow at setup" : "slow mid-run");
+    Rendezvous gathers;
+    std::vector<LinkModel> links(kRanks);
+    std::vector<int> setup_rounds(kRanks), mid_run_rounds(kRanks);
+    std::vector<std::vector<CallDecision>> decisions(kRanks);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      threads.emplace_back([&, rank] {
+        SlowingLinkBackend backend(rank, gathers, /*deferred=*/true);
+        if (slow_at_setup) backend.Ran(kSlowFrom);  // the probe's rounds see the slow link
+        CommOptions options{.runtime = Config(), .name = "gpus"};  // no link given: probed
+        options.probe.find_slow_rank = true;
+        absl::StatusOr<std::unique_ptr<Communicator>> comm =
+            Communicator::Create(rank, kRanks, std::move(options), backend);
+        ASSERT_TRUE(comm.ok()) << comm.status();
+        links[rank] = (*comm)->link();
+        setup_rounds[rank] = backend.probe_rounds();
+        for (int64_t call = 0; call < 112; ++call) {
+          SlowingLinkWork work(backend);
+          absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
+          ASSERT_TRUE(decision.ok()) << decision.status();
+          decisions[rank].push_back(*decision);
+        }
+        mid_run_rounds[rank] = backend.probe_rounds() - setup_rounds[rank];
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (int rank = 0; rank < kRanks; ++rank) {
+      EXPECT_EQ(links[rank].slow_rank, slow_at_setup ? 1 : -1) << "rank " << rank;
+      if (slow_at_setup) EXPECT_NEAR(links[rank].slow_factor, 4.0, 0.1) << "rank " << rank;
+      // The ring probe's warm-up, small and large rounds, then the slow-link probe's two rings.
+      EXPECT_EQ(setup_rounds[rank], 3 + 2) << "rank " << rank;
+      EXPECT_EQ(mid_run_rounds[rank], 0) << "rank " << rank;
+      EXPECT_TRUE(SameDecisions(decisions[rank], decisions[0])) << "rank " << rank;
+    }
+  }
 }
 
 }  // namespace

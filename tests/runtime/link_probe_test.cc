@@ -178,9 +178,10 @@ TEST(LinkProbeTest, EmulatedNodesAreMeasuredThroughTheirNics) {
 // measures, found by the same rule (the fake knows the whole machine).
 class SlowLinkBackend final : public CommBackend {
  public:
-  SlowLinkBackend(int rank, int num_ranks, int slow, double factor)
-      : rank_(rank), num_ranks_(num_ranks), slow_(slow), factor_(factor) {}
+  SlowLinkBackend(int rank, int num_ranks, int slow, double factor, bool deferred = false)
+      : rank_(rank), num_ranks_(num_ranks), slow_(slow), factor_(factor), deferred_(deferred) {}
   double Now() override { return 0; }
+  bool DefersExchange() const override { return deferred_; }
   absl::Status StartGather(absl::Span<const double> mine) override {
     EXPECT_EQ(mine.size(), 1u);
     gathered_.clear();
@@ -215,17 +216,19 @@ class SlowLinkBackend final : public CommBackend {
   }
   int rank_, num_ranks_, slow_;
   double factor_;
+  bool deferred_;
   int64_t bytes_ = 0;
   int rounds_ = 0;
   std::vector<double> gathered_;
 };
 
+// Whether the backend defers its exchange (the GPU's) or not: at setup both look.
 TEST(LinkProbeTest, FindsTheRankBehindASlowLink) {
   const LinkProbeSpec spec{.find_slow_rank = true};
   for (int n : {4, 5, 8}) {
     for (int slow : {0, 3, n - 1}) {
       for (int rank : {0, slow, (slow + 1) % n}) {
-        SlowLinkBackend backend(rank, n, slow, 5);
+        SlowLinkBackend backend(rank, n, slow, 5, /*deferred=*/rank % 2 == 1);
         absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, rank, n, std::nullopt, spec);
         ASSERT_TRUE(links.ok()) << links.status();
         const LinkModel& link = links->intra_node;
