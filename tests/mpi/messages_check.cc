@@ -2,7 +2,8 @@
 // a few hundred bytes, every transfer of the call travels as one element of a derived type
 // (kernels/exec/mpi/mpi_wire.h), as a transfer of 2 GiB or more does at the default. Every family
 // of plans runs round by round (whole messages and segmented reduces) and on one queue per link
-// class (the ranks as 2 nodes), in place and not, on small integers whose sums are exact; every
+// class (the ranks as 2 nodes), both also with transfers between the nodes cut into network
+// messages after a ready handshake, in place and not, on small integers whose sums are exact; every
 // result is compared with the exact sum. Prints "messages: ok" on rank 0; exits 1 on a wrong
 // element or a failed call.
 // usage: messages_check (4 ranks)
@@ -75,7 +76,17 @@ int Main() {
       {"rounds", {.reduce_segment_bytes = 0, .max_message_bytes = 496}},
       {"segmented", {.reduce_segment_bytes = 1024, .max_message_bytes = 496}},
       {"per-class queues",
-       {.ranks_per_node = 2, .per_class_queues = true, .max_message_bytes = 496}}};
+       {.ranks_per_node = 2, .per_class_queues = true, .max_message_bytes = 496}},
+      // Transfers between the nodes in messages of 1 KiB, each after its receiver's ready message,
+      // round by round and on the queues (a rank whose peers are all on the other node runs its
+      // rounds, and must cut and wait as its peers on queues do).
+      {"network messages",
+       {.ranks_per_node = 2, .network_message_bytes = 1024, .max_message_bytes = 496}},
+      {"per-class queues, network messages",
+       {.ranks_per_node = 2,
+        .per_class_queues = true,
+        .network_message_bytes = 1024,
+        .max_message_bytes = 496}}};
   bool ok = true;
   int cases = 0;
   for (const auto& [plan_name, plan] : plans) {

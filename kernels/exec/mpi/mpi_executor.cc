@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/exec/library_code.h"
 #include "kernels/exec/mpi/mpi_link_class_queues.h"
 #include "kernels/exec/mpi/mpi_messages.h"
+#include "kernels/exec/mpi/mpi_network.h"
 #include "kernels/program/link_class_queues.h"
 
 namespace stragglar {
@@ -60,8 +62,7 @@ class MpiCall {
   // The messages that carry a transfer of `bytes` with `peer`. Sender and receiver compute it
   // alike: the pair's nodes are the same either way.
   struct Cut {
-    int64_t size = 0;  // 0: one message
-    int64_t count = 1;
+    MessageCut messages;
     bool network = false;  // cut for the network (network_message_bytes)
   };
   Cut Segments(TransferOp op, int64_t bytes, int32_t peer) const {
@@ -71,12 +72,11 @@ class MpiCall {
     const int64_t size = network                     ? options_.network_message_bytes
                          : op == TransferOp::kReduce ? options_.reduce_segment_bytes
                                                      : 0;
-    if (size <= 0 || bytes <= size) return {.network = network};
-    return {.size = size, .count = (bytes + size - 1) / size, .network = network};
+    return {.messages = MessageCut::Of(bytes, size), .network = network};
   }
   // Segment j of a message starts at byte j * size of it.
   static int64_t SegmentLength(int64_t total, int64_t size, int64_t count, int64_t segment) {
-    return count == 1 ? total : std::min(size, total - segment * size);
+    return MessageCut{.size = size, .count = count}.Length(total, segment);
   }
   StepLayout LayoutOf(const ProgramStep& step) const;
   absl::Status RunStep(const ProgramStep& step);
@@ -92,9 +92,8 @@ class MpiCall {
     absl::StatusOr<int> done = WaitAny(absl::MakeSpan(request, 1), status);
     return done.ok() ? absl::OkStatus() : done.status();
   }
-  // The tag of round `round`'s ready message: above every round's own tag (Run checks that the
-  // rounds fit below half of MPI_TAG_UB).
-  int ReadyTag(int32_t round) const { return ready_tags_ + round; }
+  // The tag of round `round`'s ready message (set by Run when network messages are on).
+  int ReadyTag(int32_t round) const { return ready_tags_->Of(round); }
   absl::Status PostReceive(const ProgramStep& step, const StepLayout& layout, int64_t segment);
   // The step's first sends (at most kSendsInFlight), then more as those complete: waiting for a
   // receive (WaitReceive) or for sends (FinishSendsThrough) posts the later ones meanwhile.
@@ -107,7 +106,7 @@ class MpiCall {
   const MpiMessages messages_;
   const MpiExecutorOptions& options_;
   MPI_Comm comm_;
-  int ready_tags_ = 0;
+  std::optional<ReadyTags> ready_tags_;
   CallProgress* progress_;                // may be null
   MpiAlarm* alarm_;                       // may be null
   std::byte* target_ = nullptr;           // where the current step's receive lands
@@ -151,14 +150,14 @@ StepLayout MpiCall::LayoutOf(const ProgramStep& step) const {
   // Inside a node only reduce transfers are cut; a copy is one message whatever its size.
   if (sends) {
     const Cut cut = Segments(step.send_op, layout.send_bytes, step.send_peer);
-    layout.send_segment_bytes = cut.size;
-    layout.send_segments = cut.count;
+    layout.send_segment_bytes = cut.messages.size;
+    layout.send_segments = cut.messages.count;
     layout.send_waits_for_ready = cut.network;
   }
   if (receives) {
     const Cut cut = Segments(step.receive_op, layout.receive_bytes, step.receive_peer);
-    layout.segment_bytes = cut.size;
-    layout.segments = cut.count;
+    layout.segment_bytes = cut.messages.size;
+    layout.segments = cut.messages.count;
     layout.receive_says_ready = cut.network;
   }
   for (int32_t i = step.first_receive; i < step.first_receive + step.num_receives; ++i) {
@@ -331,19 +330,9 @@ absl::Status MpiCall::RunStep(const ProgramStep& step) {
 
 absl::Status MpiCall::Run() {
   if (options_.network_message_bytes > 0 && options_.ranks_per_node > 0) {
-    // Data messages are tagged with their round, ready messages with half the tag space above.
-    int* tag_ub = nullptr;
-    int found = 0;
-    if (int code = PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found); code != MPI_SUCCESS) {
-      return MpiCallFailed("MPI_Comm_get_attr", code);
-    }
-    ready_tags_ = found ? *tag_ub / 2 + 1 : 16384;
-    const int32_t last_round = program_.steps.empty() ? 0 : program_.steps.back().round;
-    if (last_round >= ready_tags_ - 1) {  // MPI_TAG_UB itself is the alarm's (mpi_alarm.h)
-      return absl::InvalidArgumentError(absl::StrCat("a plan of ", last_round + 1,
-                                                     " rounds needs more tags than MPI_TAG_UB (",
-                                                     found ? *tag_ub : 32767, ") gives"));
-    }
+    absl::StatusOr<ReadyTags> tags = ReadyTags::For(comm_, program_);
+    if (!tags.ok()) return tags.status();
+    ready_tags_ = *tags;
   }
   for (const ProgramStep& step : program_.steps) {
     if (absl::Status status = RunStep(step); !status.ok()) {
@@ -423,13 +412,17 @@ absl::Status RunProgramWithMpi(const RankProgram& program, const AllReduceArgs& 
     const LinkClassQueues queues = SplitByLinkClass(program, options.ranks_per_node);
     if (!queues.OneClass()) {
       return RunMpiOnLinkClassQueues(queues, MpiMessages(program, args), comm,
-                                     options.max_message_bytes, alarm);
+                                     {.network_message_bytes = options.network_message_bytes,
+                                      .max_message_bytes = options.max_message_bytes},
+                                     alarm);
     }
     // A rank whose peers are all in one class runs its rounds in order, but its messages must
-    // still be cut as its peers on queues cut theirs: one per transfer.
-    const MpiExecutorOptions whole{.ranks_per_node = options.ranks_per_node,
-                                   .max_message_bytes = options.max_message_bytes};
-    return MpiCall(program, args, whole, comm, progress, alarm).Run();
+    // still be cut as its peers on queues cut theirs: one per transfer inside the node, network
+    // messages and their handshake with other nodes.
+    const MpiExecutorOptions as_queues{.ranks_per_node = options.ranks_per_node,
+                                       .network_message_bytes = options.network_message_bytes,
+                                       .max_message_bytes = options.max_message_bytes};
+    return MpiCall(program, args, as_queues, comm, progress, alarm).Run();
   }
   return MpiCall(program, args, options, comm, progress, alarm).Run();
 }

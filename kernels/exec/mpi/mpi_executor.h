@@ -27,8 +27,9 @@ struct MpiExecutorOptions {
   // The machine: ranks numbered node by node, this many per node; 0: one node.
   int ranks_per_node = 0;
   // On a machine of nodes, a program whose peers lie on more than one node runs on one queue per
-  // link class (mpi_link_class_queues.h), any other round by round, and every transfer is one
-  // message (neither size below is used).
+  // link class (mpi_link_class_queues.h), any other round by round; a transfer inside a node is
+  // then one message (reduce_segment_bytes is not used), one with another node is cut by
+  // network_message_bytes, as round by round.
   bool per_class_queues = false;
   // > 0 (a multiple of 16): on a machine of nodes, every transfer with a peer on another node,
   // copy or reduce, travels as messages of at most this many bytes, all posted at once. Below

@@ -2,15 +2,25 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/exec/mpi/mpi_executor.h"
+#include "kernels/exec/mpi/mpi_network.h"
 #include "kernels/exec/mpi/mpi_wire.h"
 
 namespace stragglar {
 namespace {
+
+// The queue of transfers with peers on other nodes: the one cut into network messages.
+constexpr int kNetworkClass = 1;
+
+// Messages of one send posted and not yet complete, at most (as in the executor's rounds,
+// mpi_executor.cc: OpenMPI walks its list of pending sends at every turn).
+constexpr int64_t kSendsInFlight = 256;
 
 // Per thread, reused across calls: where each queue's receive lands when it cannot land in
 // place, and the buffers of sends whose extents are packed into one message.
@@ -22,25 +32,46 @@ thread_local std::vector<std::vector<std::byte>> spare_packs;
 class MpiQueueRun {
  public:
   MpiQueueRun(const LinkClassQueues& queues, const MpiMessages& messages, MPI_Comm comm,
-              int64_t max_message_bytes, MpiAlarm* alarm)
+              const QueueMessages& cut, std::optional<ReadyTags> ready_tags, MpiAlarm* alarm)
       : queues_(queues),
         messages_(messages),
         program_(messages.program()),
         comm_(comm),
-        max_message_bytes_(max_message_bytes),
+        cut_(cut),
+        ready_tags_(ready_tags),
         alarm_(alarm),
         writes_done_(program_.num_chunks, 0),
-        sends_done_(program_.num_chunks, 0),
-        requests_(kNumLinkClasses, MPI_REQUEST_NULL) {}
+        sends_done_(program_.num_chunks, 0) {}
 
   // RunQueues, then on a failure: the receives still posted cancelled, the sends let go.
   absl::Status Run();
 
  private:
   absl::Status RunQueues();
+  // What a request in flight is for.
+  enum class Purpose { kReceive, kSend, kPeerReady, kSaidReady };
+  struct InFlight {
+    Purpose purpose;
+    int link_class = 0;
+    int32_t step = 0;  // kSend: the step whose send it is a message of
+    int64_t message = 0;
+  };
   struct Receiving {
-    bool landed = false;    // its message is in
-    bool in_place = false;  // it landed in the result: nothing left to apply
+    bool posted = false;
+    bool in_place = false;  // it lands in the result: nothing left to apply
+    int64_t bytes = 0;
+    MessageCut messages;
+    int64_t landed = 0;
+    bool Landed() const { return posted && landed == messages.count; }
+  };
+  struct Sending {
+    int link_class = 0;
+    std::vector<std::byte> pack;  // empty when sent from the chunks in place
+    const std::byte* data = nullptr;
+    int64_t bytes = 0;
+    MessageCut messages;
+    int64_t posted = 0;
+    int64_t done = 0;
   };
 
   bool Met(const QueuedTransfer& transfer) const {
@@ -53,33 +84,54 @@ class MpiQueueRun {
     }
     return true;
   }
+  // Transfers on the network queue wait for their receiver to say it is ready.
+  bool Handshakes(int link_class) const {
+    return link_class == kNetworkClass && ready_tags_.has_value();
+  }
+  MessageCut CutOf(int link_class, int64_t bytes) const {
+    return MessageCut::Of(bytes, link_class == kNetworkClass ? cut_.network_message_bytes : 0);
+  }
   int64_t ReceiveBytes(const ProgramStep& step) const {
     return messages_.ExtentsBytes(step.first_receive, step.num_receives);
   }
+  absl::Status Post(Purpose purpose, int link_class, int32_t step, int64_t message,
+                    MPI_Request request) {
+    requests_.push_back(request);
+    in_flight_.push_back(
+        {.purpose = purpose, .link_class = link_class, .step = step, .message = message});
+    return absl::OkStatus();
+  }
   absl::Status PostReadySends(bool& progressed);
+  absl::Status StartSend(int link_class, int32_t step_index);
+  absl::Status PostMoreMessages(int32_t step_index, Sending& sending);
   absl::Status PostReceive(int link_class);
   absl::Status ApplyLandedReceives(bool& progressed);
   // Blocks until a request completes, then records what completed.
   absl::Status WaitForAny();
+  absl::Status Completed(const InFlight& done, const MPI_Status& status);
   absl::Status Stuck() const;
 
   const LinkClassQueues& queues_;
   const MpiMessages& messages_;
   const RankProgram& program_;
   MPI_Comm comm_;
-  const int64_t max_message_bytes_;
+  const QueueMessages cut_;
+  const std::optional<ReadyTags> ready_tags_;
   MpiAlarm* alarm_;  // may be null
   std::vector<int32_t> writes_done_;
   std::vector<int32_t> sends_done_;
   size_t next_send_[kNumLinkClasses] = {};
   size_t next_receive_[kNumLinkClasses] = {};
   Receiving receiving_[kNumLinkClasses];
-  // requests_[c], c < kNumLinkClasses: queue c's receive in flight (MPI_REQUEST_NULL when none).
-  // After them, the sends in flight, in step order per queue: step send_steps_[i] and its packed
-  // message packs_[i] (empty when it was sent from the chunks in place).
+  // Per queue: the send whose messages are still being posted (one at a time, in order), and
+  // whether the peer of its next send has said it is ready, or is being asked.
+  int32_t posting_[kNumLinkClasses] = {-1, -1};
+  bool peer_ready_[kNumLinkClasses] = {};
+  bool awaiting_ready_[kNumLinkClasses] = {};
+  std::map<int32_t, Sending> sending_;  // by step
+  // Every request in flight and what it is for, in the order posted.
   std::vector<MPI_Request> requests_;
-  std::vector<int32_t> send_steps_;
-  std::vector<std::vector<std::byte>> packs_;
+  std::vector<InFlight> in_flight_;
   std::vector<int> completed_;
   std::vector<MPI_Status> statuses_;
 };
@@ -87,28 +139,71 @@ class MpiQueueRun {
 absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
   for (int c = 0; c < kNumLinkClasses; ++c) {
     const std::vector<QueuedTransfer>& sends = queues_.sends[c];
-    for (size_t& next = next_send_[c]; next < sends.size() && Met(sends[next]); ++next) {
-      const ProgramStep& step = program_.steps[sends[next].step];
-      std::vector<std::byte> pack;
-      if (step.num_sends > 1 && !spare_packs.empty()) {
-        pack = std::move(spare_packs.back());
-        spare_packs.pop_back();
+    while (next_send_[c] < sends.size() && posting_[c] < 0) {
+      const QueuedTransfer& transfer = sends[next_send_[c]];
+      const ProgramStep& step = program_.steps[transfer.step];
+      if (Handshakes(c) && !peer_ready_[c]) {
+        // Asked as soon as the send is next, so that the answer is in by the time it may go.
+        if (!awaiting_ready_[c]) {
+          MPI_Request request = MPI_REQUEST_NULL;
+          if (int code = PMPI_Irecv(nullptr, 0, MPI_BYTE, step.send_peer,
+                                    ready_tags_->Of(step.round), comm_, &request);
+              code != MPI_SUCCESS) {
+            return MpiCallFailed("MPI_Irecv", code);
+          }
+          awaiting_ready_[c] = true;
+          if (absl::Status s = Post(Purpose::kPeerReady, c, transfer.step, 0, request); !s.ok()) {
+            return s;
+          }
+        }
+        break;
       }
-      const std::byte* data = messages_.SendData(step, pack);
-      absl::StatusOr<WireMessage> wire = WireMessage::Of(
-          messages_.ExtentsBytes(step.first_send, step.num_sends), max_message_bytes_);
-      if (!wire.ok()) return wire.status();
-      MPI_Request request = MPI_REQUEST_NULL;
-      if (int code = PMPI_Isend(data, wire->count(), wire->type(), step.send_peer, step.round,
-                                comm_, &request);
-          code != MPI_SUCCESS) {
-        return MpiCallFailed("MPI_Isend", code);
-      }
-      requests_.push_back(request);
-      send_steps_.push_back(sends[next].step);
-      packs_.push_back(std::move(pack));  // a vector's bytes stay where they are when it moves
+      if (!Met(transfer)) break;
+      if (absl::Status status = StartSend(c, transfer.step); !status.ok()) return status;
+      peer_ready_[c] = false;
+      ++next_send_[c];
       progressed = true;
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MpiQueueRun::StartSend(int link_class, int32_t step_index) {
+  const ProgramStep& step = program_.steps[step_index];
+  Sending& sending = sending_[step_index];
+  sending.link_class = link_class;
+  if (step.num_sends > 1 && !spare_packs.empty()) {
+    sending.pack = std::move(spare_packs.back());
+    spare_packs.pop_back();
+  }
+  sending.data = messages_.SendData(step, sending.pack);
+  sending.bytes = messages_.ExtentsBytes(step.first_send, step.num_sends);
+  sending.messages = CutOf(link_class, sending.bytes);
+  posting_[link_class] = step_index;
+  return PostMoreMessages(step_index, sending);
+}
+
+absl::Status MpiQueueRun::PostMoreMessages(int32_t step_index, Sending& sending) {
+  const ProgramStep& step = program_.steps[step_index];
+  for (; sending.posted < sending.messages.count && sending.posted - sending.done < kSendsInFlight;
+       ++sending.posted) {
+    absl::StatusOr<WireMessage> wire = WireMessage::Of(
+        sending.messages.Length(sending.bytes, sending.posted), cut_.max_message_bytes);
+    if (!wire.ok()) return wire.status();
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (int code = PMPI_Isend(sending.data + sending.messages.Offset(sending.posted), wire->count(),
+                              wire->type(), step.send_peer, step.round, comm_, &request);
+        code != MPI_SUCCESS) {
+      return MpiCallFailed("MPI_Isend", code);
+    }
+    if (absl::Status status =
+            Post(Purpose::kSend, sending.link_class, step_index, sending.posted, request);
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (sending.posted == sending.messages.count && posting_[sending.link_class] == step_index) {
+    posting_[sending.link_class] = -1;
   }
   return absl::OkStatus();
 }
@@ -125,20 +220,42 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
   std::byte* target = in_place
                           ? messages_.ResultChunk(program_.extents[step.first_receive].first_chunk)
                           : buffer.data();
-  receiving_[link_class] = {.landed = false, .in_place = in_place};
-  absl::StatusOr<WireMessage> wire = WireMessage::Of(bytes, max_message_bytes_);
-  if (!wire.ok()) return wire.status();
-  if (int code = PMPI_Irecv(target, wire->count(), wire->type(), step.receive_peer, step.round,
-                            comm_, &requests_[link_class]);
-      code != MPI_SUCCESS) {
-    return MpiCallFailed("MPI_Irecv", code);
+  Receiving& receiving = receiving_[link_class];
+  receiving = {
+      .posted = true, .in_place = in_place, .bytes = bytes, .messages = CutOf(link_class, bytes)};
+  for (int64_t message = 0; message < receiving.messages.count; ++message) {
+    absl::StatusOr<WireMessage> wire =
+        WireMessage::Of(receiving.messages.Length(bytes, message), cut_.max_message_bytes);
+    if (!wire.ok()) return wire.status();
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (int code = PMPI_Irecv(target + receiving.messages.Offset(message), wire->count(),
+                              wire->type(), step.receive_peer, step.round, comm_, &request);
+        code != MPI_SUCCESS) {
+      return MpiCallFailed("MPI_Irecv", code);
+    }
+    if (absl::Status s = Post(Purpose::kReceive, link_class, transfer.step, message, request);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Ready once every message has somewhere to land: over a link, a message that reaches a peer
+  // still receiving another shares the link with it, and both arrive late
+  // (mpi_executor.cc, RunStep).
+  if (Handshakes(link_class)) {
+    MPI_Request said = MPI_REQUEST_NULL;
+    if (int code = PMPI_Isend(nullptr, 0, MPI_BYTE, step.receive_peer, ready_tags_->Of(step.round),
+                              comm_, &said);
+        code != MPI_SUCCESS) {
+      return MpiCallFailed("MPI_Isend", code);
+    }
+    return Post(Purpose::kSaidReady, link_class, transfer.step, 0, said);
   }
   return absl::OkStatus();
 }
 
 absl::Status MpiQueueRun::ApplyLandedReceives(bool& progressed) {
   for (int c = 0; c < kNumLinkClasses; ++c) {
-    if (!receiving_[c].landed) continue;
+    if (!receiving_[c].Landed()) continue;
     const QueuedTransfer& transfer = queues_.receives[c][next_receive_[c]];
     if (!Met(transfer)) continue;
     const ProgramStep& step = program_.steps[transfer.step];
@@ -153,13 +270,45 @@ absl::Status MpiQueueRun::ApplyLandedReceives(bool& progressed) {
   return absl::OkStatus();
 }
 
-absl::Status MpiQueueRun::WaitForAny() {
-  // Nothing in flight: as MPI_Waitsome says of an array of MPI_REQUEST_NULL, not a wait for the
-  // alarm alone.
-  if (std::all_of(requests_.begin(), requests_.end(),
-                  [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
-    return Stuck();
+absl::Status MpiQueueRun::Completed(const InFlight& done, const MPI_Status& status) {
+  switch (done.purpose) {
+    case Purpose::kReceive: {
+      Receiving& receiving = receiving_[done.link_class];
+      const ProgramStep& step = program_.steps[done.step];
+      const int64_t length = receiving.messages.Length(receiving.bytes, done.message);
+      absl::StatusOr<WireMessage> wire = WireMessage::Of(length, cut_.max_message_bytes);
+      if (!wire.ok()) return wire.status();
+      const int64_t received = wire->ReceivedBytes(status);
+      if (received != length) {
+        return MismatchedCounts(step.receive_peer, received, step.round, program_.rank, length);
+      }
+      ++receiving.landed;
+      return absl::OkStatus();
+    }
+    case Purpose::kSend: {
+      Sending& sending = sending_.at(done.step);
+      ++sending.done;
+      if (sending.done < sending.messages.count) return PostMoreMessages(done.step, sending);
+      const ProgramStep& step = program_.steps[done.step];
+      ForEachChunk(program_, step.first_send, step.num_sends,
+                   [&](int32_t chunk) { ++sends_done_[chunk]; });
+      if (sending.pack.capacity() > 0) spare_packs.push_back(std::move(sending.pack));
+      sending_.erase(done.step);
+      return absl::OkStatus();
+    }
+    case Purpose::kPeerReady:
+      peer_ready_[done.link_class] = true;
+      awaiting_ready_[done.link_class] = false;
+      return absl::OkStatus();
+    case Purpose::kSaidReady:
+      return absl::OkStatus();
   }
+  return absl::OkStatus();
+}
+
+absl::Status MpiQueueRun::WaitForAny() {
+  // Nothing in flight: as MPI_Waitsome says of no requests, not a wait for the alarm alone.
+  if (requests_.empty()) return Stuck();
   // The alarm waits last, for the time of the wait.
   const bool alarmed = alarm_ != nullptr;
   if (alarmed) requests_.push_back(alarm_->request());
@@ -178,43 +327,23 @@ absl::Status MpiQueueRun::WaitForAny() {
   for (int k = 0; k < count; ++k) {
     if (alarmed && completed_[k] == alarm_index) return MpiAlarm::Interrupted();
   }
-  for (int k = 0; k < count; ++k) {
-    const int index = completed_[k];
-    if (index < kNumLinkClasses) {
-      const ProgramStep& step = program_.steps[queues_.receives[index][next_receive_[index]].step];
-      absl::StatusOr<WireMessage> wire = WireMessage::Of(ReceiveBytes(step), max_message_bytes_);
-      if (!wire.ok()) return wire.status();
-      const int64_t received = wire->ReceivedBytes(statuses_[k]);
-      if (received != ReceiveBytes(step)) {
-        return MismatchedCounts(step.receive_peer, received, step.round, program_.rank,
-                                ReceiveBytes(step));
-      }
-      receiving_[index].landed = true;
-      continue;
-    }
-    const ProgramStep& step = program_.steps[send_steps_[index - kNumLinkClasses]];
-    ForEachChunk(program_, step.first_send, step.num_sends,
-                 [&](int32_t chunk) { ++sends_done_[chunk]; });
-  }
-  // Drop the completed sends (MPI has set their requests to MPI_REQUEST_NULL), keeping the
-  // others in order.
-  size_t kept = kNumLinkClasses;
-  for (size_t i = kNumLinkClasses; i < requests_.size(); ++i) {
-    if (requests_[i] == MPI_REQUEST_NULL) {
-      std::vector<std::byte>& pack = packs_[i - kNumLinkClasses];
-      if (pack.capacity() > 0) spare_packs.push_back(std::move(pack));
-      continue;
-    }
-    if (kept != i) {  // a vector moved onto itself would lose the bytes MPI is still sending
-      requests_[kept] = requests_[i];
-      send_steps_[kept - kNumLinkClasses] = send_steps_[i - kNumLinkClasses];
-      packs_[kept - kNumLinkClasses] = std::move(packs_[i - kNumLinkClasses]);
-    }
+  // What completed is taken out first (MPI has set its requests to MPI_REQUEST_NULL), keeping
+  // the others in order: recording it may post more.
+  std::vector<std::pair<InFlight, MPI_Status>> done;
+  done.reserve(count);
+  for (int k = 0; k < count; ++k) done.emplace_back(in_flight_[completed_[k]], statuses_[k]);
+  size_t kept = 0;
+  for (size_t i = 0; i < requests_.size(); ++i) {
+    if (requests_[i] == MPI_REQUEST_NULL) continue;
+    requests_[kept] = requests_[i];
+    in_flight_[kept] = in_flight_[i];
     ++kept;
   }
   requests_.resize(kept);
-  send_steps_.resize(kept - kNumLinkClasses);
-  packs_.resize(kept - kNumLinkClasses);
+  in_flight_.resize(kept);
+  for (const auto& [what, status] : done) {
+    if (absl::Status recorded = Completed(what, status); !recorded.ok()) return recorded;
+  }
   return absl::OkStatus();
 }
 
@@ -241,7 +370,8 @@ absl::Status MpiQueueRun::Run() {
   // peer's later call match it.
   for (size_t i = 0; i < requests_.size(); ++i) {
     if (requests_[i] == MPI_REQUEST_NULL) continue;
-    if (i < kNumLinkClasses) {
+    const Purpose purpose = in_flight_[i].purpose;
+    if (purpose == Purpose::kReceive || purpose == Purpose::kPeerReady) {
       PMPI_Cancel(&requests_[i]);
       PMPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
     } else {
@@ -262,12 +392,10 @@ absl::Status MpiQueueRun::RunQueues() {
     if (progressed || Done()) continue;
     if (absl::Status status = WaitForAny(); !status.ok()) return status;
   }
-  // The result may change (kAvg, chunks no transfer wrote) only once no send reads it.
-  while (requests_.size() > kNumLinkClasses) {
+  // The result may change (kAvg, chunks no transfer wrote) only once no send reads it; and every
+  // ready message has gone.
+  while (!requests_.empty()) {
     if (absl::Status status = WaitForAny(); !status.ok()) return status;
-  }
-  for (std::vector<std::byte>& pack : packs_) {
-    if (pack.capacity() > 0) spare_packs.push_back(std::move(pack));
   }
   messages_.Finish();
   return absl::OkStatus();
@@ -276,8 +404,14 @@ absl::Status MpiQueueRun::RunQueues() {
 }  // namespace
 
 absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
-                                     MPI_Comm comm, int64_t max_message_bytes, MpiAlarm* alarm) {
-  return MpiQueueRun(queues, messages, comm, max_message_bytes, alarm).Run();
+                                     MPI_Comm comm, const QueueMessages& cut, MpiAlarm* alarm) {
+  std::optional<ReadyTags> ready_tags;
+  if (cut.network_message_bytes > 0) {
+    absl::StatusOr<ReadyTags> tags = ReadyTags::For(comm, messages.program());
+    if (!tags.ok()) return tags.status();
+    ready_tags = *tags;
+  }
+  return MpiQueueRun(queues, messages, comm, cut, ready_tags, alarm).Run();
 }
 
 }  // namespace stragglar

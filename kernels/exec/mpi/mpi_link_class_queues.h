@@ -19,20 +19,31 @@
 #include "absl/status/status.h"
 #include "kernels/exec/mpi/mpi_alarm.h"
 #include "kernels/exec/mpi/mpi_messages.h"
+#include "kernels/exec/mpi/mpi_wire.h"
 #include "kernels/program/link_class_queues.h"
 
 namespace stragglar {
 
+// How a run on the queues cuts its messages; the same on every rank of a communicator.
+struct QueueMessages {
+  // > 0: a transfer with a peer on another node travels as messages of at most this many bytes,
+  // all posted at once, and only once its receiver has said it is ready (mpi_network.h), as
+  // round by round (MpiExecutorOptions::network_message_bytes). 0: one message, sent at once.
+  int64_t network_message_bytes = 0;
+  // A message larger than this travels as one element of a derived type (mpi_wire.h).
+  int64_t max_message_bytes = kLargestPlainMessageBytes;
+};
+
 // Runs `messages`' program on `queues` (SplitByLinkClass of it) as its rank of `comm`, each
-// transfer one MPI message tagged with its round, one element of a derived type when it is larger
-// than `max_message_bytes` (kernels/exec/mpi/mpi_wire.h). Errors as mpi::Run's: a
-// peer's message of another size is InvalidArgument; a failed MPI call is Internal, carrying its
-// code (LibraryCode). Nothing in flight with transfers left is Internal too; SplitByLinkClass
-// cannot give that (every wait is for an earlier transfer of the program, and each queue is in
-// program order), so it is a check, not a path.
-// With `alarm`, every wait waits for it too (kernels/exec/mpi/mpi_alarm.h).
+// transfer inside the node one MPI message tagged with its round, and each with another node one
+// or more (`cut`). Errors as mpi::Run's: a peer's message of another size is InvalidArgument; a
+// failed MPI call is Internal, carrying its code (LibraryCode). Nothing in flight with transfers
+// left is Internal too; SplitByLinkClass cannot give that (every wait is for an earlier transfer
+// of the program, and each queue is in program order; a send's wait for its receiver's ready
+// message is for the receiver's earlier receives, which round order has too), so it is a check,
+// not a path. With `alarm`, every wait waits for it too (kernels/exec/mpi/mpi_alarm.h).
 absl::Status RunMpiOnLinkClassQueues(const LinkClassQueues& queues, const MpiMessages& messages,
-                                     MPI_Comm comm, int64_t max_message_bytes,
+                                     MPI_Comm comm, const QueueMessages& cut,
                                      MpiAlarm* alarm = nullptr);
 
 }  // namespace stragglar
