@@ -252,8 +252,8 @@ absl::Status Communicator::FollowLinkChange() {
   LinkModel without_slow_rank = before;
   without_slow_rank.slow_rank = -1;
   without_slow_rank.slow_factor = 1;
-  absl::StatusOr<LinkModel> probed =
-      ProbeSlowRank(backend_, rank(), core_.num_ranks(), without_slow_rank);
+  absl::StatusOr<LinkModel> probed = ProbeSlowRank(backend_, rank(), core_.num_ranks(),
+                                                   without_slow_rank, options_.probe.large_batches);
   if (!probed.ok()) return probed.status();
   // The same slow rank, slower by about as much: what the calibration measures already.
   if (probed->slow_rank == before.slow_rank &&

@@ -83,14 +83,16 @@ std::optional<LinkModel> SlowRankFromRounds(const LinkModel& link, absl::Span<co
 }
 
 absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_ranks,
-                                        const LinkModel& link) {
+                                        const LinkModel& link, int batches) {
   double least_s = std::numeric_limits<double>::infinity();
   for (int offset : {1, 2}) {
     const RingPeers peers{.next = (rank + offset) % num_ranks,
                           .previous = (rank + num_ranks - offset) % num_ranks};
-    absl::StatusOr<double> round = backend.RingRoundSeconds(kProbeLargeBytes, 1, peers);
-    if (!round.ok()) return round.status();
-    least_s = std::min(least_s, *round);
+    for (int batch = 0; batch < std::max(1, batches); ++batch) {
+      absl::StatusOr<double> round = backend.RingRoundSeconds(kProbeLargeBytes, 1, peers);
+      if (!round.ok()) return round.status();
+      least_s = std::min(least_s, *round);
+    }
   }
   if (absl::Status status = backend.StartGather({&least_s, 1}); !status.ok()) return status;
   absl::StatusOr<std::vector<double>> gathered = backend.FinishGather();
@@ -118,7 +120,7 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
         ProbeLink(backend, num_ranks, FlatRingPeers(rank, num_ranks), spec);
     if (!link.ok()) return link.status();
     if (LooksForSlowRank(num_ranks, topology, spec)) {
-      link = ProbeSlowRank(backend, rank, num_ranks, *link);
+      link = ProbeSlowRank(backend, rank, num_ranks, *link, spec.large_batches);
       if (!link.ok()) return link.status();
     }
     return ProbedLinks{.intra_node = *link};
@@ -141,7 +143,7 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
   if (!inter.ok()) return inter.status();
   if (LooksForSlowRank(num_ranks, topology, spec)) {
     // Every link is a NIC's, of one class: a slow one is priced as on one node.
-    inter = ProbeSlowRank(backend, rank, num_ranks, *inter);
+    inter = ProbeSlowRank(backend, rank, num_ranks, *inter, spec.large_batches);
     if (!inter.ok()) return inter.status();
   }
   links.inter_node = *inter;

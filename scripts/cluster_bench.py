@@ -78,6 +78,12 @@ class Shape:
             self.slow_rank = (self.slow_host - 1) * self.per_host  # its host's first rank
             self.text = f"{layout} h{self.slow_host} at {self.slow_rate}"
 
+    def slow_factor(self):
+        """How many times slower the slow host's link is (1 without one)."""
+        if self.slow_host is None:
+            return 1.0
+        return rate_bits(self.rate) / rate_bits(self.slow_rate)
+
     def phase_s(self, size):
         """The size's time on one link at TCP's goodput (95% of the tc rate): one pre-arrival
         phase, the unit of the straggler's delays."""
@@ -297,7 +303,11 @@ def goal_lines(goals):
         if delay == 0:
             ratio = cell["adapt"]["latency"] / cell[base]["latency"]
             idle = f"{ratio:.3f}"
+            # The issue's goal for a link 5x slower; a milder one sets none (the best StragglAR
+            # family itself is 1.16x Ring at 2x, 4x1 1 MiB), only adapt's 5% of it above.
             slow_target = {"4x1": 1.3, "8x1": 1.4}.get(shape.layout)
+            if shape.slow_factor() < 5:
+                slow_target = None
             if shape.slow_host is not None:
                 if slow_target and 1 / ratio < slow_target:
                     misses.append(f"slow link: best baseline ÷ adapt < {slow_target}")

@@ -40,7 +40,16 @@ SLOW_LATENCY = {
     0.088: {"native": 1.000, "ring": 0.500, "halving-doubling": 0.500, "stragglar": 0.400,
             "adapt": 0.450},
 }
+# A link only 2x slower (4x1:100mbit:h2=50mbit), nobody late: the 1.3x goal is the for a
+# link 5x slower and is not asked here (StragglAR around it is itself 1.16x Ring, measured); adapt
+# within 2% of StragglAR forced meets the rest.
+MILD_SHAPE = "4x1 h2 at 50mbit"
+MILD_LATENCY = {
+    0.0: {"native": 0.450, "ring": 0.300, "halving-doubling": 0.310, "stragglar": 0.260,
+          "adapt": 0.265},
+}
 EXPECTED = {
+    "| 4x1 h2 at 50mbit | 1 MiB | 0.0 ms | 1.019 |": "| 0.883 | met |",
     "| 4x1 h3 at 20mbit | 1 MiB | 0.0 ms | 1.028 |":
         "| 0.822 | MISSED: slow link: best baseline ÷ adapt < 1.3 |",
     "| 4x1 h3 at 20mbit | 1 MiB | 88.0 ms | 1.125 |": "| – | MISSED: adapt |",
@@ -96,11 +105,17 @@ def main():
         part(slow, ["cluster_bench.py", "--part", "slow"],
              ["ring", "halving-doubling", "stragglar", "adapt"], "link-bound: slow", SLOW_SHAPE,
              SLOW_LATENCY)
+        mild = os.path.join(work, "mild.json")
+        part(mild, ["cluster_bench.py", "--part", "mild"],
+             ["ring", "halving-doubling", "stragglar", "adapt"], "link-bound: mild", MILD_SHAPE,
+             MILD_LATENCY)
         with open(notes, "w") as file:
             file.write("A note that stays with the report.\n")
         out = os.path.join(work, "report")
-        result = bench("--shapes", "4x1:200mbit,8x1:100mbit,4x1:100mbit:h3=20mbit", "--sizes",
-                       "1MiB", "--report-from", forced, adapt, slow, "--notes", notes, "--out", out)
+        result = bench("--shapes",
+                       "4x1:200mbit,8x1:100mbit,4x1:100mbit:h3=20mbit,4x1:100mbit:h2=50mbit",
+                       "--sizes", "1MiB", "--report-from", forced, adapt, slow, mild, "--notes",
+                       notes, "--out", out)
         expect(result.returncode == 0, f"--report-from exited {result.returncode}: "
                f"{result.stderr.strip()}")
         if result.returncode == 0:
@@ -121,9 +136,9 @@ def main():
             expect("A note that stays with the report." in text, "the notes are not carried")
             with open(out + ".json") as file:
                 joined = json.load(file)
-            expect(len(joined["parts"]) == 3 and len(joined["samples"]) == 56,
+            expect(len(joined["parts"]) == 4 and len(joined["samples"]) == 64,
                    f"the joined JSON holds {len(joined['parts'])} parts and "
-                   f"{len(joined['samples'])} samples, not 3 and 56")
+                   f"{len(joined['samples'])} samples, not 4 and 64")
             expect("host 3 (rank 2) at 20mbit, StragglAR forced around it" in text,
                    "the slow shape's heading does not name the slow host")
 

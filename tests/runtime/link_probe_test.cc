@@ -4,6 +4,7 @@
 // of an emulated machine of nodes.
 #include "runtime/link_probe.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -194,9 +195,10 @@ class SlowLinkBackend final : public CommBackend {
   absl::StatusOr<std::vector<double>> FinishGather() override { return gathered_; }
   absl::Status BroadcastFromRankZero(std::string&) override { return absl::OkStatus(); }
   absl::StatusOr<double> RingRoundSeconds(int64_t bytes, int repeats, RingPeers peers) override {
+    const bool noisy = std::find(noisy_.begin(), noisy_.end(), rounds_) != noisy_.end();
     ++rounds_;
     bytes_ = bytes;
-    return std::max(Hop(rank_, peers.next), Hop(peers.previous, rank_));
+    return (noisy ? 10.0 : 1.0) * std::max(Hop(rank_, peers.next), Hop(peers.previous, rank_));
   }
   absl::Status MaxOverRanks(absl::Span<double> values) override {
     // The ring probe's rounds: the slowest rank's is a hop to or from the slow rank.
@@ -204,6 +206,8 @@ class SlowLinkBackend final : public CommBackend {
     return absl::OkStatus();
   }
   int rounds() const { return rounds_; }
+  // These rounds (counted from 0, in the order asked) take 10x as long: another job's bursts.
+  void SlowDownRounds(std::vector<int> rounds) { noisy_ = std::move(rounds); }
 
  private:
   double Hop(int from, int to) const {
@@ -219,6 +223,7 @@ class SlowLinkBackend final : public CommBackend {
   bool deferred_;
   int64_t bytes_ = 0;
   int rounds_ = 0;
+  std::vector<int> noisy_;
   std::vector<double> gathered_;
 };
 
@@ -239,6 +244,23 @@ TEST(LinkProbeTest, FindsTheRankBehindASlowLink) {
         EXPECT_EQ(backend.rounds(), 5);  // warm-up, small, large, and the two rings
       }
     }
+  }
+}
+
+// The slow-link rounds in batches, as the ring probe's large rounds (the MPI preload's 3): each
+// ring keeps its fastest, so a burst in one batch of each ring makes a fast rank neither slow nor
+// the median slower (the fake's gather checks that this rank sent the burst-free time).
+TEST(LinkProbeTest, TheSlowLinkRoundsKeepTheFastestBatch) {
+  const LinkProbeSpec spec{.large_repeats = 1, .large_batches = 3, .find_slow_rank = true};
+  for (int rank : {0, 2, 5}) {
+    SlowLinkBackend backend(rank, 8, 2, 5);
+    // Rounds 0-4: warm-up, small, 3 large batches; 5-7 the first ring's, 8-10 the second's.
+    backend.SlowDownRounds({5, 8});
+    absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, rank, 8, std::nullopt, spec);
+    ASSERT_TRUE(links.ok()) << links.status();
+    EXPECT_EQ(links->intra_node.slow_rank, 2) << rank;
+    EXPECT_NEAR(links->intra_node.slow_factor, 5, 1e-3) << rank;
+    EXPECT_EQ(backend.rounds(), 11);
   }
 }
 
@@ -281,12 +303,12 @@ TEST(LinkProbeTest, NamesNoSlowRankBelowTheBarOrWhereItCannotTell) {
 
 TEST(LinkProbeTest, TheSlowRankIsTheOneAboveTheMedianByTheRatio) {
   const LinkModel link{.alpha_s = 1e-5, .bandwidth_bytes_per_s = 1e9};
-  // Bytes take 1 ms on the median rank: 1.9 ms is not slow, 2.1 ms is, and the slowest of two wins.
+  // Bytes take 1 ms on the median rank: 1.6 ms is not slow, 1.8 ms is, and the slowest of two wins.
   const auto round = [&](double bytes_ms) { return link.alpha_s + bytes_ms * 1e-3; };
   EXPECT_FALSE(
-      SlowRankFromRounds(link, {round(1), round(1.9), round(1), round(1.1)}, 1 << 20).has_value());
+      SlowRankFromRounds(link, {round(1), round(1.6), round(1), round(1.1)}, 1 << 20).has_value());
   std::optional<LinkModel> slow =
-      SlowRankFromRounds(link, {round(1), round(1), round(2.1), round(1.1), round(3)}, 1 << 20);
+      SlowRankFromRounds(link, {round(1), round(1), round(1.8), round(1.1), round(3)}, 1 << 20);
   ASSERT_TRUE(slow.has_value());
   EXPECT_EQ(slow->slow_rank, 4);
   EXPECT_NEAR(slow->slow_factor, 3 / 1.1, 1e-9);

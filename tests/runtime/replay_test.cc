@@ -157,11 +157,11 @@ TEST(SlowLinkFromTraceTest, TheSlowestRankAtTheProbesBarOfTheMedian) {
   };
   EXPECT_EQ(slow({3e9, 3e9, 6e8, 3e9}), std::pair(2, 5.0));
   EXPECT_EQ(slow({3e9, 3e9, 3e9, 3e9}), std::pair(-1, 1.0));
-  // At the bar: exactly, and as a trace's 9 digits write a link the run priced at exactly 2x
-  // (3000000014.7 and half of it), which reads back a hair below 2. Well under it: not slow.
-  EXPECT_EQ(slow({1.5e9, 7.5e8, 1.5e9, 1.5e9}), std::pair(1, 2.0));
-  EXPECT_EQ(slow({3.00000001e9, 3.00000001e9, 3.00000001e9, 1.50000001e9}).first, 3);
-  EXPECT_EQ(slow({3e9, 3e9, 3e9, 1.55e9}), std::pair(-1, 1.0));
+  // At the bar (1.7x): exactly, and as a trace's 9 digits write a link the run priced at exactly
+  // the bar, which reads back a hair below it. Well under it: not slow.
+  EXPECT_EQ(slow({1.7e9, 1e9, 1.7e9, 1.7e9}), std::pair(1, 1.7));
+  EXPECT_EQ(slow({1.70000001e9, 1.70000001e9, 1.70000001e9, 1.00000001e9}).first, 3);
+  EXPECT_EQ(slow({3e9, 3e9, 3e9, 1.8e9}), std::pair(-1, 1.0));
   // The median of 5, not their mean: two fast outliers do not make the others slow.
   EXPECT_EQ(slow({1e9, 1e9, 1e9, 9e9, 9e9}), std::pair(-1, 1.0));
   // A rank with no link recorded: the call says nothing.
