@@ -19,12 +19,6 @@ namespace {
 // rank reduces, few enough that they stay in cache.
 constexpr int64_t kSegmentWindow = 2;
 
-// Messages of one transfer posted and not yet complete, at most. With more, OpenMPI's progress
-// engine walks its list of sends waiting for the transport at every turn: 1 MiB StragglAR calls
-// in 16-byte segments (about 22000 messages per transfer, all posted at once) took 1.6 s, the
-// time growing with the square of the size. 256 covers about 16 MiB in network messages.
-constexpr int64_t kSendsInFlight = 256;
-
 // How one step's transfers travel: how many messages each way and of what size, whether the
 // receive streams through a window of segments, and where it lands.
 struct StepLayout {

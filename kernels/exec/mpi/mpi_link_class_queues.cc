@@ -18,10 +18,6 @@ namespace {
 // The queue of transfers with peers on other nodes: the one cut into network messages.
 constexpr int kNetworkClass = 1;
 
-// Messages of one send posted and not yet complete, at most (as in the executor's rounds,
-// mpi_executor.cc: OpenMPI walks its list of pending sends at every turn).
-constexpr int64_t kSendsInFlight = 256;
-
 // Per thread, reused across calls: where each queue's receive lands when it cannot land in
 // place, and the buffers of sends whose extents are packed into one message.
 thread_local std::vector<std::byte> landing[kNumLinkClasses];

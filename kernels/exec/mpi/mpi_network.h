@@ -34,6 +34,12 @@ struct MessageCut {
   }
 };
 
+// Messages of one transfer posted and not yet complete, at most. With more, OpenMPI's progress
+// engine walks its list of sends waiting for the transport at every turn: 1 MiB StragglAR calls
+// in 16-byte segments (about 22000 messages per transfer, all posted at once) took 1.6 s, the
+// time growing with the square of the size. 256 covers about 16 MiB in network messages.
+inline constexpr int64_t kSendsInFlight = 256;
+
 // The tags of ready messages: data messages are tagged with their round, ready messages with
 // half of the tag space above (MPI_TAG_UB itself is the alarm's, mpi_alarm.h).
 class ReadyTags {
