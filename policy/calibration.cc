@@ -136,9 +136,9 @@ double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime
   if (plans.empty()) return 1;
   const double pooled = Median(std::move(plans));
   // A plan measured a few times takes its own median, but never above the pool of its size: a
-  // stalled call among its few cannot price it out. Priced at the raw model instead, Ring
-  // measured once at 1.29x it ran for a whole epoch where StragglAR, at its own 1.57x, was 17%
-  // faster (a restart on 4 emulated hosts, and the short runs of the slow-link bench).
+  // stalled call among its few cannot price it out. (Priced at the raw model instead, Ring
+  // measured once at 1.29x ran for a whole epoch where StragglAR, at its own 1.57x, was 17%
+  // faster: a restart on 4 emulated hosts, and the short runs of the slow-link bench.)
   if (it != ratios_.end() && it->second.measured() > 0) {
     return std::min(
         pooled, Median(std::vector<double>(it->second.values.begin(), it->second.values.end())));
