@@ -40,8 +40,8 @@ struct LinkProbeSpec {
 // A rank's link is slow when its probe round takes at least this many times the median rank's,
 // counted above the round of small messages. The bar is that a link that slows 2x is
 // named, and the probe measures less than the cap: on emulated hosts (tc tbf) a link capped 5x
-// lower measured 4.06-4.14x, and one capped 2x lower 1.8-1.9x, which a bar of 2 named in one
-// adapt run of three (2026-11-29).
+// lower measured 4.06-4.14x, and one capped 2x lower 1.92-1.97x with each ring's fastest of 3
+// batches (1.79x, 1.88x and under 1.7x with one round per ring; 2026-11-29).
 inline constexpr double kSlowRankRatio = 1.7;
 // Fewer ranks cannot tell the slow rank from its neighbours: on 3, every rank is next to it in
 // both of the probe's rings.
