@@ -125,7 +125,13 @@ double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime
   }
   // Too few of its own. The library's own AllReduce is another program, priced as Ring only for
   // want of its own model: its error is its own (OpenMPI's TCP Allreduce took 1.5x our Ring plan
-  // on emulated hosts), so it takes its own few samples, and never joins our plans' pool.
+  // on emulated hosts), so it takes its own few samples, and never joins our plans' pool. A plan
+  // takes the ratio pooled over our plans on this size when that is below 1: their model error is
+  // mostly shared, and a link faster than the probe found is faster for every plan. Above 1 the
+  // pool may be one plan's own trouble (Halving-Doubling's streamed exchanges took 1.5x the model
+  // over TCP, Ring 1.05x), which would price an unmeasured plan out of ever being tried: it takes
+  // the raw model instead, is chosen where that says it is fastest, and is measured then (every
+  // call of an epoch is a sample), once per size and regime.
   std::vector<double> native, plans;
   for (const auto& [key, ratios] : ratios_) {
     if (std::get<int>(key) != bucket) continue;
@@ -133,23 +139,7 @@ double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime
     pool.insert(pool.end(), ratios.values.begin(), ratios.values.end());
   }
   if (algorithm == Algorithm::kNative && !native.empty()) return Median(std::move(native));
-  if (plans.empty()) return 1;
-  const double pooled = Median(std::move(plans));
-  // A plan measured a few times takes its own median, but never above the pool of its size: a
-  // stalled call among its few cannot price it out. (Priced at the raw model instead, Ring
-  // measured once at 1.29x ran for a whole epoch where StragglAR, at its own 1.57x, was 17%
-  // faster: a restart on 4 emulated hosts, and the short runs of the slow-link bench.)
-  if (it != ratios_.end() && it->second.measured() > 0) {
-    return std::min(
-        pooled, Median(std::vector<double>(it->second.values.begin(), it->second.values.end())));
-  }
-  // Never measured: the pool when that is below 1, as their model error is mostly shared, and a
-  // link faster than the probe found is faster for every plan. Above 1 the pool may be one plan's
-  // own trouble (Halving-Doubling's streamed exchanges took 1.5x the model over TCP, Ring 1.05x),
-  // which would price an unmeasured plan out of ever being tried: it takes the raw model instead,
-  // is chosen where that says it is fastest, and is measured then (every call of an epoch is a
-  // sample), once per size and regime.
-  return std::min(1.0, pooled);
+  return plans.empty() ? 1 : std::min(1.0, Median(std::move(plans)));
 }
 
 int Calibration::Samples(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {

@@ -40,9 +40,9 @@ class Calibration {
   // Ratios kept per (algorithm, bucket, regime); older ones are forgotten so the model follows
   // drift.
   static constexpr int kSamplesKept = 32;
-  // Below this many of its own samples (in its regime) a plan uses the median of its few, at most
-  // the ratio pooled over all plans and regimes on its size; with none, that pool where it is
-  // below 1, else 1; native (the library's own AllReduce) its own few, or with none the plans'.
+  // Below this many of its own samples (in its regime) a plan uses the ratio pooled over all plans
+  // and regimes on its size where that is below 1, else 1; native (the library's own AllReduce)
+  // its own few, or with none the plans'.
   static constexpr int kOwnSamples = 4;
 
   // An epoch's median ratio of one algorithm this far from the median it kept (either way), with
@@ -67,11 +67,10 @@ class Calibration {
   double CloseEpoch();
   // The correction to multiply the model's time after the last arrival by: the median of the
   // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
-  // a plan the median of those few, at most the median pooled over our plans (every plan
-  // algorithm and regime) on this size, and with none that pool at most 1 (an unmeasured plan is
-  // never priced slower than the model says, so it gets tried); for native the median of its own
-  // on this size if it has any, else the plans'; 1 with nothing to pool. Ratios scaled by a shift
-  // count as its own here until measured ones replace them.
+  // a plan the median pooled over our plans (every plan algorithm and regime) on this size, at
+  // most 1 (an unmeasured plan is never priced slower than the model says, so it gets tried), for
+  // native the median of its own on this size if it has any, else the plans'; 1 with nothing to
+  // pool. Ratios scaled by a shift count as its own here until measured ones replace them.
   double Factor(Algorithm algorithm, int64_t bytes,
                 CalibrationRegime regime = CalibrationRegime::kPhaseExposed) const;
   // The ratios measured since the last shift (scaled ones are not counted).

@@ -13,13 +13,13 @@
 #     exploration slot, one call in 64), every rank alike, and saves what it learned (rank 3 the
 #     straggler); the next job, rank 3 late again, starts from that: from its first call it runs
 #     one of our plans, where a job that learned nothing runs the library's own for an epoch.
-#     Which plan is the saved state's: StragglAR as a rule, or another where the state prices it
-#     faster. Ring was measured once (call 32); until 2026-11-29 the calibration priced a plan of
-#     so few samples at the raw model (docs/policy.md), and Ring ran the restart's first epoch in
-#     3 of 8 restarts on this 2-core machine, where StragglAR's own factor ranged 1.2-1.6 (CI
-#     failed so once). Since, 5 of 6 restarts ran StragglAR and one Halving-Doubling, which had
-#     measured 105 ms after the last arrival to StragglAR's 103. Which plan the state picks is
-#     the policy's; this checks that it was used.
+#     Which plan is the saved state's: StragglAR as a rule, or another the state prices faster.
+#     Ring, measured once (call 32), is priced at the raw model until it has 4 samples
+#     (docs/policy.md), and ran the restart's first epoch in 3 of 8 restarts on this 2-core
+#     machine, where StragglAR's own factor ranged 1.2-1.6 (CI failed so once, 2026-11-29); with
+#     a trial rule that priced it by its one sample, one restart of 6 ran Halving-Doubling,
+#     measured at 105 ms against StragglAR's 103. Which plan is the policy's; this checks that
+#     the state was used.
 # The detections are the replay's of the job's trace (`stragglar replay`, which decides exactly as
 # the job did). Prints them and "cluster.policy: ok".
 # usage: policy_check.sh BUILD_DIR

@@ -10,9 +10,10 @@
 # on a loaded 2-core machine StragglAR, Ring and Halving-Doubling each took 82-95 ms, so the
 # policy may rightly move among them (a fresh clone's test once failed asserting StragglAR).
 # The policy must follow within 3 epochs of the change: from call 160 on, no epoch's median time
-# is more than 1.4x the fastest of them. Among StragglAR, Ring and Halving-Doubling, within 10% of
-# one another here, it may move on what it measures (epoch medians vary 1.2x with Ring alone);
-# what fails is an epoch of the library's own AllReduce, 625 ms a call here, 1.7x the others.
+# is more than 1.6x the fastest of them. StragglAR around the slow link is the fastest by then
+# (1.2-1.4x Ring and Halving-Doubling), and the policy may move among them on what it measures
+# (epoch medians vary 1.2x with Ring alone); what fails is an epoch of the library's own
+# AllReduce, 625 ms a call here, 2.3x StragglAR's.
 # Before the calibration scaled every algorithm by the shift it measured, the algorithms not
 # running kept their old factors, and the policy went through them one by one, the library's own
 # included: h, r, S, n, h, h in epochs 9 to 15 (n at 625 ms), h, r, n, r, S, r, h in another run.
@@ -74,18 +75,23 @@ for first in range(0, len(ran), epoch):
     majority[first] = collections.Counter(letters).most_common(1)[0][0]
     medians[first] = statistics.median(shortest[c] for c in calls)
     print(f"  {first:3d} {letters} {medians[first] * 1e3:5.0f} ms")
-def settled(firsts, when):
-    # No epoch among `firsts` over 1.4x the fastest of them: the policy runs a fast algorithm.
+def settled(firsts, when, bar):
+    # No epoch among `firsts` over `bar` times the fastest of them: a fast algorithm runs.
     fastest = min(medians[first] for first in firsts)
-    slow = [first for first in firsts if medians[first] > 1.4 * fastest]
+    slow = [first for first in firsts if medians[first] > bar * fastest]
     if slow:
         sys.exit(f"FAIL: {when}, the epoch from call {slow[0]} ran {majority[slow[0]]} at "
                  f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {firsts[0]} on")
     print(f"{when}, calls {firsts[0]}-{firsts[-1] + epoch - 1}: "
           f"{''.join(majority[first] for first in firsts)}, the slowest epoch "
           f"{max(medians[f] for f in firsts) / fastest:.2f}x the fastest")
-settled(range(3 * epoch, change, epoch), "before the change")
-settled(range(change + 3 * epoch, len(ran), epoch), "3 epochs after it")
+settled(range(3 * epoch, change, epoch), "before the change", 1.4)
+# After it, StragglAR around the slow link is the fastest (about 270 ms against Ring's and
+# Halving-Doubling's 320-380), and the policy reaches it after remeasuring the others' guessed
+# factors, one 4-call slot an epoch, so the epochs before it run 1.2-1.41x its time (2026-11-29,
+# a fresh clone failed at 1.41 against a bar of 1.4). The detour this catches is the library's
+# own, 625 ms here: 2.3x.
+settled(range(change + 3 * epoch, len(ran), epoch), "3 epochs after it", 1.6)
 PY
 (($? == 0)) || exit 1
 # The calibration moved, so the ranks probed for a slow link again and named rank 1's (host 2's):
