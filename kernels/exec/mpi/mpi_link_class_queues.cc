@@ -90,12 +90,10 @@ class MpiQueueRun {
   int64_t ReceiveBytes(const ProgramStep& step) const {
     return messages_.ExtentsBytes(step.first_receive, step.num_receives);
   }
-  absl::Status Post(Purpose purpose, int link_class, int32_t step, int64_t message,
-                    MPI_Request request) {
+  void Post(Purpose purpose, int link_class, int32_t step, int64_t message, MPI_Request request) {
     requests_.push_back(request);
     in_flight_.push_back(
         {.purpose = purpose, .link_class = link_class, .step = step, .message = message});
-    return absl::OkStatus();
   }
   absl::Status PostReadySends(bool& progressed);
   absl::Status StartSend(int link_class, int32_t step_index);
@@ -130,6 +128,7 @@ class MpiQueueRun {
   std::vector<InFlight> in_flight_;
   std::vector<int> completed_;
   std::vector<MPI_Status> statuses_;
+  std::vector<std::pair<InFlight, MPI_Status>> done_;  // what a wait completed, reused
 };
 
 absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
@@ -148,9 +147,7 @@ absl::Status MpiQueueRun::PostReadySends(bool& progressed) {
             return MpiCallFailed("MPI_Irecv", code);
           }
           awaiting_ready_[c] = true;
-          if (absl::Status s = Post(Purpose::kPeerReady, c, transfer.step, 0, request); !s.ok()) {
-            return s;
-          }
+          Post(Purpose::kPeerReady, c, transfer.step, 0, request);
         }
         break;
       }
@@ -192,11 +189,7 @@ absl::Status MpiQueueRun::PostMoreMessages(int32_t step_index, Sending& sending)
         code != MPI_SUCCESS) {
       return MpiCallFailed("MPI_Isend", code);
     }
-    if (absl::Status status =
-            Post(Purpose::kSend, sending.link_class, step_index, sending.posted, request);
-        !status.ok()) {
-      return status;
-    }
+    Post(Purpose::kSend, sending.link_class, step_index, sending.posted, request);
   }
   if (sending.posted == sending.messages.count && posting_[sending.link_class] == step_index) {
     posting_[sending.link_class] = -1;
@@ -229,10 +222,7 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
         code != MPI_SUCCESS) {
       return MpiCallFailed("MPI_Irecv", code);
     }
-    if (absl::Status s = Post(Purpose::kReceive, link_class, transfer.step, message, request);
-        !s.ok()) {
-      return s;
-    }
+    Post(Purpose::kReceive, link_class, transfer.step, message, request);
   }
   // Ready once every message has somewhere to land: over a link, a message that reaches a peer
   // still receiving another shares the link with it, and both arrive late
@@ -244,7 +234,7 @@ absl::Status MpiQueueRun::PostReceive(int link_class) {
         code != MPI_SUCCESS) {
       return MpiCallFailed("MPI_Isend", code);
     }
-    return Post(Purpose::kSaidReady, link_class, transfer.step, 0, said);
+    Post(Purpose::kSaidReady, link_class, transfer.step, 0, said);
   }
   return absl::OkStatus();
 }
@@ -325,9 +315,8 @@ absl::Status MpiQueueRun::WaitForAny() {
   }
   // What completed is taken out first (MPI has set its requests to MPI_REQUEST_NULL), keeping
   // the others in order: recording it may post more.
-  std::vector<std::pair<InFlight, MPI_Status>> done;
-  done.reserve(count);
-  for (int k = 0; k < count; ++k) done.emplace_back(in_flight_[completed_[k]], statuses_[k]);
+  done_.clear();
+  for (int k = 0; k < count; ++k) done_.emplace_back(in_flight_[completed_[k]], statuses_[k]);
   size_t kept = 0;
   for (size_t i = 0; i < requests_.size(); ++i) {
     if (requests_[i] == MPI_REQUEST_NULL) continue;
@@ -337,7 +326,7 @@ absl::Status MpiQueueRun::WaitForAny() {
   }
   requests_.resize(kept);
   in_flight_.resize(kept);
-  for (const auto& [what, status] : done) {
+  for (const auto& [what, status] : done_) {
     if (absl::Status recorded = Completed(what, status); !recorded.ok()) return recorded;
   }
   return absl::OkStatus();
