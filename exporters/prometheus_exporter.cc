@@ -77,6 +77,11 @@ PrometheusObserver::PrometheusObserver(prometheus::Registry& registry, std::stri
                            .Name("stragglar_collective_duration_seconds")
                            .Help("Time from this rank's arrival to its completion of a collective")
                            .Register(registry)),
+      measured_link_family_(prometheus::BuildGauge()
+                                .Name("stragglar_link_measured_bytes_per_second")
+                                .Help("This rank's own link each way as the slow-link probe "
+                                      "measured it, from its fastest and its slowest batch")
+                                .Register(registry)),
       ranks_(num_ranks) {
   auto& lag = prometheus::BuildHistogram()
                   .Name("stragglar_arrival_lag_seconds")
@@ -195,6 +200,21 @@ void PrometheusObserver::OnEpoch(int rank, const EpochReport& report) {
   series.straggler->Set(report.straggler.value_or(-1));
   series.slow_link->Set(report.link.slow_rank);
   series.link_bandwidth->Set(report.link.RankBandwidth(rank));
+  if (rank < static_cast<int>(report.link_speeds.size())) {
+    const RankLinkSpeed& speed = report.link_speeds[rank];
+    const std::array<double, 4> measured = {speed.send_bytes_per_s, speed.receive_bytes_per_s,
+                                            speed.slowest_send_bytes_per_s,
+                                            speed.slowest_receive_bytes_per_s};
+    for (size_t i = 0; i < measured.size(); ++i) {
+      if (series.measured_link[i] == nullptr) {
+        prometheus::Labels labels = RankLabels(rank);
+        labels.emplace("direction", i % 2 == 0 ? "send" : "receive");
+        labels.emplace("batch", i < 2 ? "fastest" : "slowest");
+        series.measured_link[i] = &measured_link_family_.Add(labels);
+      }
+      series.measured_link[i]->Set(measured[i]);
+    }
+  }
   if (rank < static_cast<int>(report.persistence.size())) {
     series.persistence->Set(report.persistence[rank]);
   }

@@ -16,6 +16,7 @@
 // rank's arrival is known).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -88,6 +89,9 @@ class PrometheusObserver : public CollectiveObserver {
     prometheus::Gauge* persistence = nullptr;
     prometheus::Gauge* slow_link = nullptr;       // the rank behind the slow link, or -1
     prometheus::Gauge* link_bandwidth = nullptr;  // this rank's link, bytes/s per direction
+    // This rank's link each way as the slow-link probe measured it: send and receive, from the
+    // fastest batch and from the slowest. Added at the first report that has them.
+    std::array<prometheus::Gauge*, 4> measured_link{};
     prometheus::Counter* saved = nullptr;
     prometheus::Counter* lost = nullptr;
     prometheus::Counter* switches = nullptr;
@@ -102,6 +106,7 @@ class PrometheusObserver : public CollectiveObserver {
   std::string comm_;
   prometheus::Family<prometheus::Counter>& calls_family_;
   prometheus::Family<prometheus::Histogram>& duration_family_;
+  prometheus::Family<prometheus::Gauge>& measured_link_family_;
   std::vector<RankSeries> ranks_;
 };
 

@@ -38,12 +38,16 @@ nlohmann::json Metadata(absl::string_view name, int tid, nlohmann::json args) {
 }  // namespace
 
 void WriteCsvTrace(absl::Span<const TraceRow> rows, std::ostream& out) {
-  out << "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n";
+  out << "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s,link_send_bytes_per_s,"
+         "link_receive_bytes_per_s\n";
+  const auto speed = [](double bytes_per_s) {
+    return bytes_per_s > 0 ? absl::StrFormat("%.9g", bytes_per_s) : "";
+  };
   for (const TraceRow& row : rows) {
-    out << absl::StrFormat(
-        "%d,%d,%.9f,%.9f,%d,%s,%s\n", row.call, row.rank, row.arrival_s, row.duration_s, row.bytes,
-        CsvField(row.algorithm),
-        row.link_bytes_per_s > 0 ? absl::StrFormat("%.9g", row.link_bytes_per_s) : "");
+    out << absl::StrFormat("%d,%d,%.9f,%.9f,%d,%s,%s,%s,%s\n", row.call, row.rank, row.arrival_s,
+                           row.duration_s, row.bytes, CsvField(row.algorithm),
+                           speed(row.link_bytes_per_s), speed(row.link_send_bytes_per_s),
+                           speed(row.link_receive_bytes_per_s));
   }
 }
 
@@ -109,6 +113,10 @@ nlohmann::json PerfettoTrace(absl::Span<const TraceRow> rows, absl::string_view 
                              {"lag_s", lag_s},
                              {"wait_s", wait_s}};
       if (row.link_bytes_per_s > 0) args["link_bytes_per_s"] = row.link_bytes_per_s;
+      if (row.link_send_bytes_per_s > 0) args["link_send_bytes_per_s"] = row.link_send_bytes_per_s;
+      if (row.link_receive_bytes_per_s > 0) {
+        args["link_receive_bytes_per_s"] = row.link_receive_bytes_per_s;
+      }
       events.push_back({{"ph", "X"},
                         {"pid", 0},
                         {"tid", row.rank},

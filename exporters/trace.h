@@ -24,20 +24,25 @@ struct TraceRow {         // one rank's view of one collective call
   // closed this call's epoch was absorbed (a rank behind a slow link shows its own lower speed);
   // 0: not known.
   double link_bytes_per_s = 0;
+  // This rank's own link as the slow-link probe last measured it, each way (its fastest batch:
+  // RankLinkSpeed); 0: not measured (the probe looks only where LooksForSlowRank).
+  double link_send_bytes_per_s = 0;
+  double link_receive_bytes_per_s = 0;
 };
 
-// The contract's CSV: header `call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s`,
-// then one line per row in the given order, times with 9 decimals ("%.9f"), the link with 9
-// significant digits ("%.9g"; empty when not known). Readers that do not know the last column may
-// ignore it. The format has no quoting, so commas, quotes and line breaks in `algorithm` are
-// written as '_' to keep the columns aligned.
+// The contract's CSV: header `call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s,
+// link_send_bytes_per_s,link_receive_bytes_per_s`, then one line per row in the given order, times
+// with 9 decimals ("%.9f"), the links with 9 significant digits ("%.9g"; empty when not known).
+// Readers that do not know the last three columns may ignore them. The format has no quoting, so
+// commas, quotes and line breaks in `algorithm` are written as '_' to keep the columns aligned.
 void WriteCsvTrace(absl::Span<const TraceRow> rows, std::ostream& out);
 
 // Chrome trace-event JSON: {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}.
 // One process (pid 0) named `process_name`; one track per rank (tid = rank, "thread_name" =
 // "rank N", "thread_sort_index" = N). Each row is a complete event ("ph": "X", cat "collective")
 // named "allreduce <algorithm>", with ts/dur in microseconds relative to the earliest arrival in
-// the trace, and args {call, algorithm, bytes, lag_s, wait_s}, plus link_bytes_per_s where known:
+// the trace, and args {call, algorithm, bytes, lag_s, wait_s}, plus link_bytes_per_s,
+// link_send_bytes_per_s and link_receive_bytes_per_s where known:
 // lag_s = arrival - earliest arrival of the call, wait_s = last arrival of the call - arrival
 // (over the ranks present in the call).
 // When wait_s > 0 the row gets a nested child "X" event "wait for rank R" (cat "wait"; R = the

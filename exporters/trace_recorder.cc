@@ -18,13 +18,17 @@ void TraceRecorder::OnEpoch(int rank, const EpochReport& report) {
         truncated_ = true;
         return;
       }
+      const RankLinkSpeed measured =
+          rank < report.link_speeds.size() ? report.link_speeds[rank] : RankLinkSpeed{};
       rows_.push_back({.call = report.first_call + static_cast<int64_t>(i),
                        .rank = static_cast<int>(rank),
                        .arrival_s = call.timing[rank].arrival_s,
                        .duration_s = call.timing[rank].duration_s,
                        .bytes = call.bytes,
                        .algorithm = std::string(AlgorithmName(call.decision.algorithm)),
-                       .link_bytes_per_s = report.link.RankBandwidth(static_cast<int>(rank))});
+                       .link_bytes_per_s = report.link.RankBandwidth(static_cast<int>(rank)),
+                       .link_send_bytes_per_s = measured.send_bytes_per_s,
+                       .link_receive_bytes_per_s = measured.receive_bytes_per_s});
     }
   }
 }

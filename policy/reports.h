@@ -50,6 +50,9 @@ struct EpochReport {
   // The link the policy prices transfers on (on a machine of nodes, the one inside a node): the
   // link probe's measure, with the rank behind a slow link where the probe found one.
   LinkModel link;
+  // By rank: each rank's own link as the slow-link probe last measured it, each way; empty where
+  // the probe does not look for a slow link (LooksForSlowRank).
+  std::vector<RankLinkSpeed> link_speeds;
   // The largest move of a measured algorithm's calibration this epoch, either way (>= 1;
   // Calibration::CloseEpoch): a link that slowed or recovered moves it.
   double calibration_move = 1;

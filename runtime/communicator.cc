@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int
                                                                    CommOptions options,
                                                                    CommBackend& backend) {
   LinkModel link;
+  std::vector<RankLinkSpeed> link_speeds;
   if (options.link.has_value()) {
     link = *options.link;
   } else {
@@ -57,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int
         ProbeLinks(backend, rank, num_ranks, options.runtime.topology, options.probe);
     if (!probed.ok()) return probed.status();
     link = probed->intra_node;
+    link_speeds = std::move(probed->rank_speeds);
     if (probed->inter_node.has_value()) {
       options.runtime.inter_node_link = *probed->inter_node;
       if (rank == 0) {
@@ -66,9 +68,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int
     } else if (rank == 0) {
       Log(LogLevel::kInfo, absl::StrCat(options.name, ": ", DescribeLink(link)));
     }
+    if (rank == 0 && !link_speeds.empty()) {
+      Log(LogLevel::kInfo, absl::StrCat(options.name, ": ", DescribeLinkSpeeds(link_speeds)));
+    }
   }
   absl::StatusOr<RuntimeCore> core = RuntimeCore::Create(options.runtime, rank, num_ranks, link);
   if (!core.ok()) return core.status();
+  core->SetLinkSpeeds(std::move(link_speeds));
   auto comm = std::unique_ptr<Communicator>(
       new Communicator(std::move(options), backend, *std::move(core)));
   if (absl::Status status = comm->LoadLearnedState(); !status.ok()) return status;
@@ -252,23 +258,27 @@ absl::Status Communicator::FollowLinkChange() {
   LinkModel without_slow_rank = before;
   without_slow_rank.slow_rank = -1;
   without_slow_rank.slow_factor = 1;
-  absl::StatusOr<LinkModel> probed = ProbeSlowRank(backend_, rank(), core_.num_ranks(),
-                                                   without_slow_rank, options_.probe.large_batches);
-  if (!probed.ok()) return probed.status();
+  absl::StatusOr<SlowLinkProbe> probe = ProbeSlowRank(
+      backend_, rank(), core_.num_ranks(), without_slow_rank, options_.probe.large_batches);
+  if (!probe.ok()) return probe.status();
+  core_.SetLinkSpeeds(std::move(probe->speeds));
+  const LinkModel& probed = probe->link;
   // The same slow rank, slower by about as much: what the calibration measures already.
-  if (probed->slow_rank == before.slow_rank &&
-      std::abs(std::log(probed->slow_factor / before.slow_factor)) < std::log(1.25)) {
+  if (probed.slow_rank == before.slow_rank &&
+      std::abs(std::log(probed.slow_factor / before.slow_factor)) < std::log(1.25)) {
     return absl::OkStatus();
   }
-  if (absl::Status status = core_.SetLink(*probed); !status.ok()) return status;
+  if (absl::Status status = core_.SetLink(probed); !status.ok()) return status;
   link_changed_after_epoch_ = core_.epochs();
   if (rank() == 0) {
     Log(LogLevel::kInfo,
         absl::StrCat(options_.name, ": after epoch ", core_.epochs() - 1, " (calibration moved ",
-                     absl::StrFormat("%.2g", moved), "x) ", DescribeLink(*probed),
-                     probed->has_slow_rank() || !before.has_slow_rank()
+                     absl::StrFormat("%.2g", moved), "x) ", DescribeLink(probed),
+                     probed.has_slow_rank() || !before.has_slow_rank()
                          ? ""
                          : absl::StrCat("; rank ", before.slow_rank, "'s is not slow any more")));
+    Log(LogLevel::kInfo,
+        absl::StrCat(options_.name, ": ", DescribeLinkSpeeds(core_.last_epoch().link_speeds)));
   }
   return absl::OkStatus();
 }

@@ -6,9 +6,11 @@
 // hierarchical ring's two steps), so a slow hop between nodes does not set the price of NVLink.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -70,20 +72,43 @@ RingPeers RailRingPeers(int rank, const Topology& topology);
 absl::StatusOr<LinkModel> ProbeLink(CommBackend& backend, int num_ranks, RingPeers peers,
                                     const LinkProbeSpec& spec);
 
-// Each rank's time for one round of kProbeLargeBytes on two rings, to the rank 1 after it and to
-// the rank 2 after it, the lesser kept: a rank next to the slow one shares a hop with it in one
-// ring only, the slow rank in both. Given every rank's (`round_s`, by rank) and `link` (whose alpha
-// is the round of small messages): the rank whose time is at least kSlowRankRatio times the
-// median's, the slowest if several are; nullopt when none is. The returned link is `link` with the
-// median rank's bandwidth (the ring probe's, set by its slowest rank, was the slow link's) and that
-// rank slow by the ratio of their times. Pure, for tests; ProbeSlowRank measures and gathers.
-std::optional<LinkModel> SlowRankFromRounds(const LinkModel& link, absl::Span<const double> round_s,
-                                            int64_t large_bytes);
-// ProbeSlowRank: the two rings' rounds on this rank, each ring's fastest of `batches` (>= 1; the
-// spec's large_batches: noise only slows a round), gathered from every rank (the same result on
-// every rank), then SlowRankFromRounds. `link` unchanged when no rank is slow. Collective.
-absl::StatusOr<LinkModel> ProbeSlowRank(CommBackend& backend, int rank, int num_ranks,
-                                        const LinkModel& link, int batches = 1);
+// One rank's rounds of kProbeLargeBytes in the slow-link probe, on the ring to the rank 1 after it
+// ([0]) and on the ring to the rank 2 after it ([1]): each ring's fastest batch and its slowest.
+struct SlowLinkRounds {
+  std::array<double, 2> fastest_s{};
+  std::array<double, 2> slowest_s{};
+};
+
+// Each rank's own link each way, from every rank's rounds (by rank). A rank's round in ring k
+// ends when its send to rank + k and its receive from rank - k have, so it joins four link ends:
+// its own two, the send of rank - k and the receive of rank + k. Each end is as fast as the
+// fastest round it took part in: a slow end slows every round it is in, and each fast end is in
+// one round without it (on 4 ranks or more). Times count above `link`'s alpha (the round of small
+// messages), as the ring probe's. Pure, for tests; ProbeSlowRank measures and gathers.
+std::vector<RankLinkSpeed> RankLinkSpeeds(const LinkModel& link,
+                                          absl::Span<const SlowLinkRounds> rounds,
+                                          int64_t large_bytes);
+
+// The rank behind a slow link, from every rank's speeds: the one whose slower direction is at
+// least kSlowRankRatio times slower than the median of every rank's two directions; nullopt when
+// none is, or on fewer than kSlowRankMinRanks ranks. The returned link is `link` with the median's
+// bandwidth (the ring probe's, set by its slowest rank, was the slow link's) and that rank slow by
+// the ratio. LinkModel has one factor for both ways: a link slow one way is priced slow both, which
+// overprices StragglAR's return of the result to that rank, never the plans that avoid it.
+std::optional<LinkModel> SlowRankFromSpeeds(const LinkModel& link,
+                                            absl::Span<const RankLinkSpeed> speeds);
+
+// What ProbeSlowRank measured: `link` with the slow rank where there is one, and every rank's
+// speeds.
+struct SlowLinkProbe {
+  LinkModel link;
+  std::vector<RankLinkSpeed> speeds;
+};
+// ProbeSlowRank: the two rings' rounds on this rank, `batches` of each (>= 1; the spec's
+// large_batches), gathered from every rank (the same result on every rank), then RankLinkSpeeds
+// and SlowRankFromSpeeds. `link` unchanged when no rank is slow. Collective.
+absl::StatusOr<SlowLinkProbe> ProbeSlowRank(CommBackend& backend, int rank, int num_ranks,
+                                            const LinkModel& link, int batches = 1);
 
 // Whether ProbeLinks looks for a slow rank here (LinkProbeSpec::find_slow_rank): every link of
 // one class (one node, or nodes of one rank) and at least kSlowRankMinRanks ranks with links of
@@ -102,6 +127,8 @@ inline constexpr double kReprobeMove = 1.6;
 struct ProbedLinks {
   LinkModel intra_node;
   std::optional<LinkModel> inter_node;  // set on a machine of several nodes
+  // By rank, where the probe looked for a slow rank (LooksForSlowRank); empty elsewhere.
+  std::vector<RankLinkSpeed> rank_speeds;
 };
 
 // Rank `rank`'s side of the probe: on a machine of several nodes (`topology`), each class on its
@@ -114,5 +141,8 @@ absl::StatusOr<ProbedLinks> ProbeLinks(CommBackend& backend, int rank, int num_r
 // The link model a communicator measured, for its log line: "link: 12.5 us + 1.52 GB/s per
 // message".
 std::string DescribeLink(const LinkModel& link);
+// Every rank's measured link, for the same log: "links (send/receive, MB/s): 0 12.4/12.5, 1 ...",
+// each way's slowest batch in brackets where it measured 10% or more below the fastest.
+std::string DescribeLinkSpeeds(absl::Span<const RankLinkSpeed> speeds);
 
 }  // namespace stragglar

@@ -132,6 +132,7 @@ absl::Status RuntimeCore::AbsorbEpoch(absl::Span<const double> all_payloads) {
   absl::StatusOr<EpochReport> report = policy_.Absorb(first_call, epoch.calls, all_payloads);
   if (!report.ok()) return report.status();
   last_epoch_ = *std::move(report);
+  last_epoch_.link_speeds = link_speeds_;
   // Its pending timings are dropped with it: nothing will read them any more.
   const int64_t end = first_call + static_cast<int64_t>(epoch.calls.size());
   std::erase_if(pending_timings_, [&](const auto& entry) { return entry.first < end; });

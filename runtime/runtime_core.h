@@ -118,6 +118,11 @@ class RuntimeCore {
     last_epoch_.link = link;
     return absl::OkStatus();
   }
+  // Every rank's link as the slow-link probe measured it, which each epoch's report says from now.
+  void SetLinkSpeeds(std::vector<RankLinkSpeed> speeds) {
+    link_speeds_ = std::move(speeds);
+    last_epoch_.link_speeds = link_speeds_;
+  }
   // The last AbsorbEpoch()'s report (empty before the first).
   const EpochReport& last_epoch() const { return last_epoch_; }
 
@@ -148,6 +153,7 @@ class RuntimeCore {
   // Calls recorded without a timing, oldest first (they fill in call order, or nearly).
   std::deque<std::pair<int64_t, PendingTiming>> pending_timings_;
   EpochReport last_epoch_;
+  std::vector<RankLinkSpeed> link_speeds_;
 };
 
 }  // namespace stragglar

@@ -6,7 +6,7 @@
 #   scripts/cluster.sh up N[xG] [--rate 200mbit] [--name h] [--owner PID] [--no-check]
 #   scripts/cluster.sh run [MPIRUN-ARGS...] PROGRAM [ARGS...]   # mpirun over the hosts, G per host
 #   scripts/cluster.sh exec HOST COMMAND [ARGS...]               # a command inside one host
-#   scripts/cluster.sh rate HOST|all RATE                        # change a cap while jobs run
+#   scripts/cluster.sh rate HOST|all RATE [--way out|in]         # change a cap while jobs run
 #   scripts/cluster.sh link HOST up|down                         # take a host's link down and up
 #   scripts/cluster.sh measure FROM TO [SECONDS]                 # one TCP stream's goodput
 #   scripts/cluster.sh check                                     # the link-bound check again
@@ -104,13 +104,24 @@ print(max(4096, int(float(m.group(1)) * scale / 8 * 100e-6)))' "$1" 2>/dev/null 
     die "rate \"$1\" is not a tc rate such as 200mbit, 1gbit, 25mbps"
 }
 
+# set_rate HOST RATE [both|out|in]: the host's link capped both ways, or only what it sends (out)
+# or receives (in); a cap on one way leaves the other at the rate the cluster came up with.
 set_rate() {
-  local host=$1 rate=$2 burst
+  local host=$1 rate=$2 way=${3:-both} burst
   burst=$(burst_for "$rate")
-  # Egress inside the host, and egress of the bridge-side end: the host's ingress.
-  in_host "$host" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms
-  tc qdisc replace dev "sgv-$host" root tbf rate "$rate" burst "$burst" latency 100ms
-  echo "$rate" >"$(dir)/rate.$host"
+  # Egress inside the host (what it sends), and egress of the bridge-side end (what it receives).
+  if [[ $way != in ]]; then
+    in_host "$host" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms
+  fi
+  if [[ $way != out ]]; then
+    tc qdisc replace dev "sgv-$host" root tbf rate "$rate" burst "$burst" latency 100ms
+  fi
+  if [[ $way == both ]]; then
+    echo "$rate" >"$(dir)/rate.$host"
+    rm -f "$(dir)/rate-out.$host" "$(dir)/rate-in.$host"
+  else
+    echo "$rate" >"$(dir)/rate-$way.$host"
+  fi
 }
 
 # /etc/hosts lines of this cluster, so that `mpirun --host h1,...` resolves its hosts.
@@ -379,13 +390,19 @@ cmd_exec() {
 
 cmd_rate() {
   require_cluster
-  (($# == 2)) || die "rate: needs HOST|all RATE"
+  local way=both
+  if (($# == 4)) && [[ $3 == --way ]]; then
+    [[ $4 == out || $4 == in ]] || die "rate: --way is out or in, not \"$4\""
+    way=$4
+  elif (($# != 2)); then
+    die "rate: needs HOST|all RATE [--way out|in]"
+  fi
   local targets=("$1")
   [[ $1 != all ]] || targets=("${hosts[@]}")
   local host
   for host in "${targets[@]}"; do
     host_index "$host" >/dev/null
-    set_rate "$host" "$2"
+    set_rate "$host" "$2" "$way"
   done
 }
 
@@ -400,11 +417,16 @@ cmd_status() {
   require_cluster
   echo "cluster $name: ${#hosts[@]} hosts of $ranks_per_host ranks, $subnet.0/24, bridge sgb-$name"
   echo "link check: $(cat "$(dir)/verdict")"
-  local i state
+  local i state way ways
   for i in "${!hosts[@]}"; do
     state=$(cat "/sys/class/net/sgv-${hosts[$i]}/operstate" 2>/dev/null || echo missing)
-    printf '%-8s %-14s rate %-10s link %s\n' "${hosts[$i]}" "$subnet.$((i + 1))" \
-      "$(cat "$(dir)/rate.${hosts[$i]}")" "$state"
+    ways=""
+    for way in out in; do
+      [[ ! -f $(dir)/rate-$way.${hosts[$i]} ]] ||
+        ways+=" ($way $(cat "$(dir)/rate-$way.${hosts[$i]}"))"
+    done
+    printf '%-8s %-14s rate %-10s link %s%s\n' "${hosts[$i]}" "$subnet.$((i + 1))" \
+      "$(cat "$(dir)/rate.${hosts[$i]}")" "$state" "$ways"
   done
 }
 

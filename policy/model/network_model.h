@@ -49,6 +49,17 @@ struct LinkModel {
   }
 };
 
+// One rank's own link as the slow-link probe measured it (runtime/link_probe.h), in bytes per
+// second each way: from each ring's fastest batch of rounds, and from its slowest (the spread a
+// shared machine's noise gives). What the dashboards show; the price is LinkModel's.
+struct RankLinkSpeed {
+  double send_bytes_per_s = 0;
+  double receive_bytes_per_s = 0;
+  double slowest_send_bytes_per_s = 0;
+  double slowest_receive_bytes_per_s = 0;
+  friend bool operator==(const RankLinkSpeed&, const RankLinkSpeed&) = default;
+};
+
 // What a memo of prices on a link is keyed by: the message size and every field of the link.
 using LinkKey = std::tuple<int64_t, double, double, double, int, double>;
 inline LinkKey KeyOf(double bytes, const LinkModel& link) {

@@ -38,6 +38,21 @@ python3 -c "import sys; sys.exit(0 if float('$factor') >= 2 else 1)" || {
   echo "FAIL: rank 2's link measured only ${factor}x slower"
   exit 1
 }
+# Rank 0 lists every rank's link each way: rank 2's both ways at least 2x below every other
+# rank's (the cap is both ways).
+python3 - "$work/out" <<'PY' || exit 1
+import re, sys
+line = next((l for l in open(sys.argv[1]) if "links (send/receive, MB/s):" in l), None)
+if line is None:
+    sys.exit("FAIL: rank 0 did not list the links' speeds")
+speeds = {int(r): (float(s), float(v)) for r, s, v in
+          re.findall(r"(\d+) ([0-9.]+)(?: \([0-9.]+\))?/([0-9.]+)", line.split("MB/s):")[1])}
+if sorted(speeds) != [0, 1, 2, 3]:
+    sys.exit(f"FAIL: the speeds' ranks: {line}")
+slowest_fast = min(min(speeds[r]) for r in (0, 1, 3))
+if not all(way * 2 <= slowest_fast for way in speeds[2]):
+    sys.exit(f"FAIL: rank 2's link is not 2x below the others' both ways: {line}")
+PY
 # Rank 0 names each plan at its first use.
 grep -q "stragglar around rank 2 for 1 MiB" "$work/out" || {
   echo "FAIL: no StragglAR plan around rank 2 ran"

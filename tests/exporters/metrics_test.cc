@@ -147,6 +147,42 @@ TEST(MetricsTest, ObserverExportsEveryContractMetric) {
   EXPECT_EQ(RankSeries(registry, "stragglar_wait_seconds_total", 2).counter.value, 0);
 }
 
+// Each rank exports its own link as the slow-link probe measured it, each way, its fastest batch
+// and its slowest; none before a report has speeds (the probe did not look).
+TEST(MetricsTest, EachRankExportsItsMeasuredLinkEachWay) {
+  prometheus::Registry registry;
+  PrometheusObserver observer(registry, "test", 4);
+  const auto measured = [&](int rank, const std::string& direction, const std::string& batch) {
+    return RankSeries(registry, "stragglar_link_measured_bytes_per_second", rank,
+                      {{"direction", direction}, {"batch", batch}})
+        .gauge.value;
+  };
+  observer.OnEpoch(0, EpochReport{});
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name == "stragglar_link_measured_bytes_per_second") {
+      EXPECT_TRUE(family.metric.empty());
+    }
+  }
+  EpochReport report;
+  for (int rank = 0; rank < 4; ++rank) {
+    report.link_speeds.push_back({.send_bytes_per_s = 1e9 + rank,
+                                  .receive_bytes_per_s = 2e9 + rank,
+                                  .slowest_send_bytes_per_s = 3e8 + rank,
+                                  .slowest_receive_bytes_per_s = 4e8 + rank});
+  }
+  for (int rank = 0; rank < 4; ++rank) observer.OnEpoch(rank, report);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(measured(rank, "send", "fastest"), 1e9 + rank);
+    EXPECT_EQ(measured(rank, "receive", "fastest"), 2e9 + rank);
+    EXPECT_EQ(measured(rank, "send", "slowest"), 3e8 + rank);
+    EXPECT_EQ(measured(rank, "receive", "slowest"), 4e8 + rank);
+  }
+  // A later probe's speeds replace them.
+  report.link_speeds[2].send_bytes_per_s = 5e8;
+  observer.OnEpoch(2, report);
+  EXPECT_EQ(measured(2, "send", "fastest"), 5e8);
+}
+
 TEST(MetricsTest, ExplorationIsNotASwitch) {
   prometheus::Registry registry;
   PrometheusObserver observer(registry, "test", 2);

@@ -18,6 +18,10 @@
 namespace stragglar {
 namespace {
 
+const std::string kCsvHeader =
+    "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s,link_send_bytes_per_s,"
+    "link_receive_bytes_per_s\n";
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -50,26 +54,23 @@ TEST(CsvTraceTest, WritesTheContractHeaderAndOneLinePerRowInOrder) {
   };
   std::ostringstream out;
   WriteCsvTrace(rows, out);
-  EXPECT_EQ(out.str(),
-            "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"
-            "0,0,1.500000000,0.250000000,1024,ring,\n"
-            "0,1,1.750000000,0.007812500,1024,ring,\n"
-            "1,1,2.000000000,0.125000000,4096,stragglar,\n"
-            "1,0,2.000000001,0.500000000,4096,stragglar,\n");
+  EXPECT_EQ(out.str(), kCsvHeader +
+                           "0,0,1.500000000,0.250000000,1024,ring,,,\n"
+                           "0,1,1.750000000,0.007812500,1024,ring,,,\n"
+                           "1,1,2.000000000,0.125000000,4096,stragglar,,,\n"
+                           "1,0,2.000000001,0.500000000,4096,stragglar,,,\n");
 }
 
 TEST(CsvTraceTest, EmptyInputIsJustTheHeader) {
   std::ostringstream out;
   WriteCsvTrace({}, out);
-  EXPECT_EQ(out.str(), "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n");
+  EXPECT_EQ(out.str(), kCsvHeader);
 }
 
 TEST(CsvTraceTest, SeparatorsInTheAlgorithmCannotShiftColumns) {
   std::ostringstream out;
   WriteCsvTrace({Row(3, 2, 0, 0, "a,b\"c\nd", 8)}, out);
-  EXPECT_EQ(out.str(),
-            "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"
-            "3,2,0.000000000,0.000000000,8,a_b_c_d,\n");
+  EXPECT_EQ(out.str(), kCsvHeader + "3,2,0.000000000,0.000000000,8,a_b_c_d,,,\n");
 }
 
 // Nine significant digits: a slow link's factor reads back within a part in 10^8.
@@ -78,13 +79,14 @@ TEST(CsvTraceTest, TheLinkHasNineDigitsAndAnEmptyFieldWhenNotKnown) {
   fast.link_bytes_per_s = 3.0e9;
   TraceRow slow = Row(5, 1, 1, 0, "ring", 64);
   slow.link_bytes_per_s = 3.0e9 / 7;
+  slow.link_send_bytes_per_s = 3.0e9 / 7;  // measured slow one way only
+  slow.link_receive_bytes_per_s = 2.9e9;
   std::ostringstream out;
   WriteCsvTrace({fast, slow, Row(6, 0, 2, 0, "ring", 64)}, out);
-  EXPECT_EQ(out.str(),
-            "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"
-            "5,0,1.000000000,0.000000000,64,ring,3e+09\n"
-            "5,1,1.000000000,0.000000000,64,ring,428571429\n"
-            "6,0,2.000000000,0.000000000,64,ring,\n");
+  EXPECT_EQ(out.str(), kCsvHeader +
+                           "5,0,1.000000000,0.000000000,64,ring,3e+09,,\n"
+                           "5,1,1.000000000,0.000000000,64,ring,428571429,428571429,2.9e+09\n"
+                           "6,0,2.000000000,0.000000000,64,ring,,,\n");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -100,6 +102,9 @@ TEST(TraceRecorderTest, RowsCarryEachRanksOwnLink) {
                             .decision = {.algorithm = Algorithm::kStragglar, .straggler = 1},
                             .timing = {{.arrival_s = 1.0 + call}, {.arrival_s = 1.5 + call}, {}}});
   }
+  // Rank 1's measured link, each way; the others' measured alike.
+  report.link_speeds.assign(3, {.send_bytes_per_s = 4e9, .receive_bytes_per_s = 4.1e9});
+  report.link_speeds[1] = {.send_bytes_per_s = 1e9, .receive_bytes_per_s = 3.9e9};
   TraceRecorder recorder(/*recording_rank=*/2);
   recorder.OnEpoch(/*rank=*/0, report);  // another rank's copy: not recorded twice
   EXPECT_THAT(recorder.rows(), IsEmpty());
@@ -108,6 +113,8 @@ TEST(TraceRecorderTest, RowsCarryEachRanksOwnLink) {
   for (const TraceRow& row : recorder.rows()) {
     EXPECT_EQ(row.algorithm, "stragglar");
     rows.emplace_back(row.call, row.rank, row.arrival_s, row.link_bytes_per_s);
+    EXPECT_EQ(row.link_send_bytes_per_s, row.rank == 1 ? 1e9 : 4e9);
+    EXPECT_EQ(row.link_receive_bytes_per_s, row.rank == 1 ? 3.9e9 : 4.1e9);
   }
   EXPECT_THAT(rows, ElementsAre(std::tuple(96, 0, 1.0, 4e9), std::tuple(96, 1, 1.5, 1e9),
                                 std::tuple(96, 2, 0.0, 4e9), std::tuple(97, 0, 2.0, 4e9),
@@ -267,9 +274,17 @@ TEST(PerfettoTraceTest, WaitSlicesNameTheLateRankAndNestInsideTheirCollective) {
 TEST(PerfettoTraceTest, ASlicesArgsCarryItsRanksLinkWhereKnown) {
   TraceRow row = Row(0, 1, 1, kTick);
   row.link_bytes_per_s = 2.5e8;
+  row.link_send_bytes_per_s = 2.5e8;
+  row.link_receive_bytes_per_s = 9e8;
   const nlohmann::json trace = RoundTrip(PerfettoTrace({Row(0, 0, 1, kTick), row}, "job"));
-  EXPECT_EQ(FindSlice(trace, "collective", 0, 1).at("args").at("link_bytes_per_s"), 2.5e8);
-  EXPECT_FALSE(FindSlice(trace, "collective", 0, 0).at("args").contains("link_bytes_per_s"));
+  const nlohmann::json args = FindSlice(trace, "collective", 0, 1).at("args");
+  EXPECT_EQ(args.at("link_bytes_per_s"), 2.5e8);
+  EXPECT_EQ(args.at("link_send_bytes_per_s"), 2.5e8);
+  EXPECT_EQ(args.at("link_receive_bytes_per_s"), 9e8);
+  for (const char* unknown :
+       {"link_bytes_per_s", "link_send_bytes_per_s", "link_receive_bytes_per_s"}) {
+    EXPECT_FALSE(FindSlice(trace, "collective", 0, 0).at("args").contains(unknown)) << unknown;
+  }
 }
 
 TEST(PerfettoTraceTest, RowOrderDoesNotMatter) {

@@ -16,7 +16,7 @@ run() {
 }
 run "$work/trace.csv"
 grep -q "world: late ranks" "$work/log" || { echo "no lag summary in the log"; cat "$work/log"; exit 1; }
-head -1 "$work/trace.csv" | grep -qx "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s"
+head -1 "$work/trace.csv" | grep -qx "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s,link_send_bytes_per_s,link_receive_bytes_per_s"
 rows=$(($(wc -l <"$work/trace.csv") - 1))
 # Every call of the world communicator, 4 rows each (the last, partial epoch is flushed at
 # MPI_Finalize).

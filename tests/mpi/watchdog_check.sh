@@ -44,7 +44,7 @@ grep -qE 'call 1 \(stragglar\) has waited [0-9.]+ s for rank [0-3] in round [0-9
   fail "no line naming the rank waited for"
 # MPI_Abort's error code, MPI_ERR_OTHER, is mpirun's exit status (OpenMPI).
 ((status == 16)) || fail "mpirun exited with $status, not MPI_Abort's MPI_ERR_OTHER (16)"
-head -1 "$work/trace.csv" | grep -qx "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s" ||
+head -1 "$work/trace.csv" | grep -qx "call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s,link_send_bytes_per_s,link_receive_bytes_per_s" ||
   fail "rank 0 wrote no trace"
 rows=$(($(wc -l <"$work/trace.csv") - 1))
 ((rows == 4)) || fail "the trace has $rows rows; expected the first call's 4"

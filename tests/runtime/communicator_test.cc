@@ -596,6 +596,18 @@ TEST(CommunicatorTest, ALinkThatSlowsOrRecoversIsProbedAgainAndFollowed) {
   }
   const LinkModel& named = watcher->epochs[slowed + 1].link;
   EXPECT_NEAR(named.slow_factor, 4.0, 0.1);
+  // Each probe's speeds of every rank's link, each way, in the reports from it on: none before
+  // the first (the link was given), rank 1's a quarter of the others' while slow, all alike after.
+  EXPECT_TRUE(watcher->epochs[0].link_speeds.empty());
+  for (const auto& [epoch, slow] : {std::pair{slowed + 1, 1}, {slow_rank.size() - 1, -1}}) {
+    const std::vector<RankLinkSpeed>& speeds = watcher->epochs[epoch].link_speeds;
+    ASSERT_EQ(speeds.size(), static_cast<size_t>(kRanks)) << "epoch " << epoch;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const double expected = (rank == slow ? 0.25 : 1.0) * kHostLink.bandwidth_bytes_per_s;
+      EXPECT_NEAR(speeds[rank].send_bytes_per_s / expected, 1, 0.01) << epoch << " " << rank;
+      EXPECT_NEAR(speeds[rank].receive_bytes_per_s / expected, 1, 0.01) << epoch << " " << rank;
+    }
+  }
   // Two ring rounds a probe, one probe each way: none for the stall, nor for the epoch after each
   // change, whose calibration moved as the calls were priced on the new link.
   EXPECT_EQ(probe_rounds[0], 2 * 2);

@@ -177,19 +177,33 @@ TEST(LinkProbeTest, EmulatedNodesAreMeasuredThroughTheirNics) {
 // the slower of this rank's hop out (to peers.next) and in (from peers.previous), and a hop to or
 // from the slow rank moves its bytes `factor` times slower. The gather hands back what every rank
 // measures, found by the same rule (the fake knows the whole machine).
+// Which ways a slow link is slow.
+enum class SlowWay { kBoth, kSend, kReceive };
+
 class SlowLinkBackend final : public CommBackend {
  public:
-  SlowLinkBackend(int rank, int num_ranks, int slow, double factor, bool deferred = false)
-      : rank_(rank), num_ranks_(num_ranks), slow_(slow), factor_(factor), deferred_(deferred) {}
+  SlowLinkBackend(int rank, int num_ranks, int slow, double factor, bool deferred = false,
+                  SlowWay way = SlowWay::kBoth)
+      : rank_(rank),
+        num_ranks_(num_ranks),
+        slow_(slow),
+        factor_(factor),
+        deferred_(deferred),
+        way_(way) {}
   double Now() override { return 0; }
   bool DefersExchange() const override { return deferred_; }
+  // The other ranks' rounds by the rule (noise-free: each ring's fastest and slowest batch alike),
+  // and this rank's as it measured them.
   absl::Status StartGather(absl::Span<const double> mine) override {
-    EXPECT_EQ(mine.size(), 1u);
+    EXPECT_EQ(mine.size(), 4u);
     gathered_.clear();
     for (int r = 0; r < num_ranks_; ++r) {
-      gathered_.push_back(std::min(RoundOf(r, 1), RoundOf(r, 2)));
+      const double rounds[4] = {RoundOf(r, 1), RoundOf(r, 2), RoundOf(r, 1), RoundOf(r, 2)};
+      for (int i = 0; i < 4; ++i) gathered_.push_back(r == rank_ ? mine[i] : rounds[i]);
     }
-    EXPECT_EQ(mine[0], gathered_[rank_]);  // this rank measured what the rule says
+    // This rank's fastest batches are what the rule says.
+    EXPECT_EQ(mine[0], RoundOf(rank_, 1));
+    EXPECT_EQ(mine[1], RoundOf(rank_, 2));
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<double>> FinishGather() override { return gathered_; }
@@ -202,7 +216,8 @@ class SlowLinkBackend final : public CommBackend {
   }
   absl::Status MaxOverRanks(absl::Span<double> values) override {
     // The ring probe's rounds: the slowest rank's is a hop to or from the slow rank.
-    values[1] = std::max(values[1], Hop(slow_, (slow_ + 1) % num_ranks_));
+    values[1] = std::max({values[1], Hop(slow_, (slow_ + 1) % num_ranks_),
+                          Hop((slow_ + num_ranks_ - 1) % num_ranks_, slow_)});
     return absl::OkStatus();
   }
   int rounds() const { return rounds_; }
@@ -212,7 +227,9 @@ class SlowLinkBackend final : public CommBackend {
  private:
   double Hop(int from, int to) const {
     const double bytes = static_cast<double>(bytes_);
-    return kInside.TransferSeconds(from == slow_ || to == slow_ ? bytes * factor_ : bytes);
+    const bool slow =
+        (from == slow_ && way_ != SlowWay::kReceive) || (to == slow_ && way_ != SlowWay::kSend);
+    return kInside.TransferSeconds(slow ? bytes * factor_ : bytes);
   }
   double RoundOf(int rank, int offset) const {
     return std::max(Hop(rank, (rank + offset) % num_ranks_),
@@ -221,6 +238,7 @@ class SlowLinkBackend final : public CommBackend {
   int rank_, num_ranks_, slow_;
   double factor_;
   bool deferred_;
+  SlowWay way_;
   int64_t bytes_ = 0;
   int rounds_ = 0;
   std::vector<int> noisy_;
@@ -301,19 +319,73 @@ TEST(LinkProbeTest, NamesNoSlowRankBelowTheBarOrWhereItCannotTell) {
   EXPECT_EQ(unasked.rounds(), 3);
 }
 
+// Each rank's speeds each way, from the rounds: a link slow one way is told from one slow the other
+// way and from one slow both ways, on every size the probe looks at, and its neighbours, which
+// share a round with it in each ring, keep their own speed.
+TEST(LinkProbeTest, EachRanksLinkIsMeasuredEachWay) {
+  const double fast = kInside.bandwidth_bytes_per_s;
+  for (int n : {4, 5, 8}) {
+    for (SlowWay way : {SlowWay::kBoth, SlowWay::kSend, SlowWay::kReceive}) {
+      const int slow = n / 2;
+      SlowLinkBackend backend(0, n, slow, 4, false, way);
+      LinkProbeSpec spec{.find_slow_rank = true};
+      absl::StatusOr<ProbedLinks> links = ProbeLinks(backend, 0, n, std::nullopt, spec);
+      ASSERT_TRUE(links.ok()) << links.status();
+      ASSERT_EQ(links->rank_speeds.size(), static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        const RankLinkSpeed& speed = links->rank_speeds[r];
+        const bool slow_send = r == slow && way != SlowWay::kReceive;
+        const bool slow_receive = r == slow && way != SlowWay::kSend;
+        EXPECT_NEAR(speed.send_bytes_per_s / fast, slow_send ? 0.25 : 1, 1e-3) << n << " " << r;
+        EXPECT_NEAR(speed.receive_bytes_per_s / fast, slow_receive ? 0.25 : 1, 1e-3)
+            << n << " " << r;
+        // No noise: every batch alike.
+        EXPECT_EQ(speed.slowest_send_bytes_per_s, speed.send_bytes_per_s);
+      }
+      EXPECT_EQ(links->intra_node.slow_rank, slow);
+      EXPECT_NEAR(links->intra_node.slow_factor, 4, 1e-3);
+    }
+  }
+  // Where the probe does not look, no speeds.
+  SlowLinkBackend unasked(0, 8, 2, 5);
+  EXPECT_TRUE(ProbeLinks(unasked, 0, 8, std::nullopt, {})->rank_speeds.empty());
+}
+
+// Each end's slowest batch gives the spread. A burst in one rank's rounds is no end's spread:
+// every end was also in a round of another rank's.
+TEST(LinkProbeTest, TheSlowestBatchGivesTheSpread) {
+  const LinkModel link{.alpha_s = 0, .bandwidth_bytes_per_s = 1e9};
+  std::vector<SlowLinkRounds> rounds(6, {.fastest_s = {1e-3, 1e-3}, .slowest_s = {1e-3, 1e-3}});
+  rounds[2].slowest_s = {3e-3, 1.5e-3};
+  for (const RankLinkSpeed& speed : RankLinkSpeeds(link, rounds, 1'000'064)) {
+    EXPECT_EQ(speed, (RankLinkSpeed{1e9, 1e9, 1e9, 1e9}));
+  }
+  // Every round of every rank slowed in its slowest batch: the spread shows it everywhere.
+  for (SlowLinkRounds& each : rounds) each.slowest_s = {2e-3, 2e-3};
+  for (const RankLinkSpeed& speed : RankLinkSpeeds(link, rounds, 1'000'064)) {
+    EXPECT_DOUBLE_EQ(speed.slowest_send_bytes_per_s, 5e8);
+    EXPECT_DOUBLE_EQ(speed.send_bytes_per_s, 1e9);
+  }
+}
+
 TEST(LinkProbeTest, TheSlowRankIsTheOneAboveTheMedianByTheRatio) {
   const LinkModel link{.alpha_s = 1e-5, .bandwidth_bytes_per_s = 1e9};
-  // Bytes take 1 ms on the median rank: 1.6 ms is not slow, 1.8 ms is, and the slowest of two wins.
-  const auto round = [&](double bytes_ms) { return link.alpha_s + bytes_ms * 1e-3; };
+  // Speeds in GB/s each way: a link at 1/1.6 is not slow, one at 1/1.8 is, and the slowest wins.
+  const auto at = [](double send, double receive) {
+    return RankLinkSpeed{.send_bytes_per_s = send * 1e9, .receive_bytes_per_s = receive * 1e9};
+  };
   EXPECT_FALSE(
-      SlowRankFromRounds(link, {round(1), round(1.6), round(1), round(1.1)}, 1 << 20).has_value());
+      SlowRankFromSpeeds(link, {at(1, 1), at(1, 1 / 1.6), at(1, 1), at(1.1, 1)}).has_value());
   std::optional<LinkModel> slow =
-      SlowRankFromRounds(link, {round(1), round(1), round(1.8), round(1.1), round(3)}, 1 << 20);
+      SlowRankFromSpeeds(link, {at(1, 1), at(1, 1), at(1 / 1.8, 1), at(1, 1.1), at(1, 1 / 3.0)});
   ASSERT_TRUE(slow.has_value());
   EXPECT_EQ(slow->slow_rank, 4);
-  EXPECT_NEAR(slow->slow_factor, 3 / 1.1, 1e-9);
+  EXPECT_NEAR(slow->slow_factor, 3, 1e-9);  // against the lower median, 1 GB/s
+  EXPECT_NEAR(slow->bandwidth_bytes_per_s, 1e9, 1e-3);
   EXPECT_EQ(slow->alpha_s, link.alpha_s);
-  EXPECT_FALSE(SlowRankFromRounds(link, {round(1), round(9), round(1)}, 1 << 20).has_value());
+  // Too few ranks to tell, or a speed not measured.
+  EXPECT_FALSE(SlowRankFromSpeeds(link, {at(1, 1), at(9, 1 / 9.0), at(1, 1)}).has_value());
+  EXPECT_FALSE(SlowRankFromSpeeds(link, {at(1, 1), at(1, 0.1), at(1, 1), at(0, 1)}).has_value());
 }
 
 }  // namespace

@@ -113,5 +113,11 @@ TEST(PreloadCommonTest, DescribeLinkGivesLatencyAndBandwidth) {
             "link: 7.34 us + 5.67 GB/s per message");
 }
 
+// Each rank's speeds each way, and a slowest batch only where it is 10% or more below the fastest.
+TEST(PreloadCommonTest, DescribeLinkSpeedsGivesEachRankEachWay) {
+  EXPECT_EQ(DescribeLinkSpeeds({{12.4e6, 12.5e6, 12.0e6, 6.25e6}, {3.1e6, 12.5e6, 2.5e6, 12.5e6}}),
+            "links (send/receive, MB/s): 0 12.4/12.5 (6.25), 1 3.1 (2.5)/12.5");
+}
+
 }  // namespace
 }  // namespace stragglar

@@ -307,8 +307,8 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
   EXPECT_NEAR(span["speedup"].get<double>(),
               span["baseline_mean_s"].get<double>() / span["adaptive_mean_s"].get<double>(), 1e-9);
   const std::string trace = ReadFile(dir / "trace.csv");
-  EXPECT_THAT(trace,
-              StartsWith("call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s\n"));
+  EXPECT_THAT(trace, StartsWith("call,rank,arrival_s,duration_s,bytes,algorithm,link_bytes_per_s,"
+                                "link_send_bytes_per_s,link_receive_bytes_per_s\n"));
   EXPECT_EQ(std::count(trace.begin(), trace.end(), '\n'), 1 + 48 * 4);
   // The trace is the adaptive phase's: its per-call latencies average to the summary's mean.
   std::vector<double> last_arrival(48, 0), last_completion(48, 0);
