@@ -323,18 +323,7 @@ bench_run() {
 # preload's trace), over all calls and over the last 20.
 algorithms() {
   [[ -n $python && -e $1 ]] || { echo "(no trace: $1)"; return; }
-  $python - "$1" <<'EOF'
-import collections, csv, sys
-
-calls = collections.defaultdict(list)
-for row in csv.DictReader(open(sys.argv[1])):
-    if row["rank"] == "0":
-        calls[int(row["bytes"])].append(row["algorithm"] or "?")
-for size, algorithms in sorted(calls.items()):
-    every = ", ".join(f"{a} {n}" for a, n in sorted(collections.Counter(algorithms).items()))
-    last = ", ".join(f"{a} {n}" for a, n in sorted(collections.Counter(algorithms[-20:]).items()))
-    print(f"# algorithms at {size} B: {every} (last 20: {last})")
-EOF
+  $python "$repo/scripts/gpu-results.py" algorithms "$1"
 }
 
 # start_mps / stop_mps: a CUDA MPS control daemon of our own for the multi-process steps (--mps).
@@ -369,54 +358,7 @@ trap stop_mps EXIT
 # ratios A B...: per size, B's time over A's, from the benchmarks' JSON files.
 ratios() {
   [[ -n $python ]] || { echo "(no python3: ratios not computed)"; return; }
-  $python - "$out" "$@" <<'EOF'
-import json, os, sys
-
-out, names = sys.argv[1], sys.argv[2:]
-runs = {}
-for name in names:
-    try:
-        with open(os.path.join(out, name + ".json")) as f:
-            runs[name] = json.load(f)
-    except (OSError, ValueError):
-        print(f"{name}: no JSON results")
-base = names[0]
-if not runs.get(base, {}).get("rows") or len(runs) < 2:
-    print(f"(no ratios: {base} has no rows)")
-    sys.exit(0)
-short = {name: name.replace("bench-", "").replace("late-", "") for name in names}
-print(f"time of {base} / time of each run (> 1: faster than {base}); 'after' is the time after "
-      "the straggler's arrival")
-head = f"{'size':>12} {'place':>5} {short[base] + ' (us)':>16}"
-for name in names[1:]:
-    head += f" {short[name]:>12}"
-print(head)
-result = json.load(open(os.path.join(out, "ratios.json"))) if os.path.exists(
-    os.path.join(out, "ratios.json")) else {}
-table = result.setdefault(f"{base} vs " + ", ".join(names[1:]), [])
-for i, row in enumerate(runs[base]["rows"]):
-    for place in ("oop", "ip"):
-        for metric in ("time_us", "after_arrival_us"):
-            if metric not in row[place]:
-                continue
-            line = f"{row['size']:>12} {place:>5} {row[place][metric]:>16.1f}"
-            entry = {"size": row["size"], "placement": place, "metric": metric,
-                     base: row[place][metric]}
-            if metric == "after_arrival_us":
-                line = f"{'after':>12} {place:>5} {row[place][metric]:>16.1f}"
-            for name in names[1:]:
-                rows = runs.get(name, {}).get("rows", [])
-                other = rows[i][place].get(metric) if i < len(rows) else None
-                if other:
-                    line += f" {row[place][metric] / other:>11.3f}x"
-                    entry[name] = other
-                else:
-                    line += f" {'-':>12}"
-            print(line)
-            table.append(entry)
-with open(os.path.join(out, "ratios.json"), "w") as f:
-    json.dump(result, f, indent=2)
-EOF
+  $python "$repo/scripts/gpu-results.py" ratios "$out" "$@"
 }
 
 # --- 2d. link profiling of send/recv -----------------------------------------------------------
@@ -745,11 +687,7 @@ done
 if [[ -n $python ]]; then
   for i in "${!names[@]}"; do
     printf '%s\t%s\t%s\n' "${names[$i]}" "${statuses[$i]}" "${details[$i]}"
-  done | $python -c '
-import json, sys
-rows = [dict(zip(("check", "status", "detail"), line.rstrip("\n").split("\t", 2)))
-        for line in sys.stdin if line.strip()]
-json.dump({"checks": rows}, open(sys.argv[1], "w"), indent=2)' "$out/summary.json"
+  done | $python "$repo/scripts/gpu-results.py" summary "$out/summary.json"
 fi
 
 # A draft for docs/results/gpu-<date>.md: device, command, summary and the benchmark tables.

@@ -62,6 +62,14 @@ rate=$(mbits ctool2 ctool3)
 within "$rate" 15 20.5 || fail "out of ctool2 at 20mbit: $rate Mbit/s"
 rate=$(mbits ctool3 ctool1)
 within "$rate" 60 81 || fail "ctool3 -> ctool1 (untouched) measured $rate Mbit/s"
+# One way: ctool3 sending at 20 Mbit/s caps ctool3 -> ctool1 and leaves ctool1 -> ctool3.
+"$cluster" rate --name $name ctool3 20mbit --way out
+rate=$(mbits ctool3 ctool1)
+within "$rate" 15 20.5 || fail "out of ctool3 at 20mbit (--way out): $rate Mbit/s"
+rate=$(mbits ctool1 ctool3)
+within "$rate" 60 81 || fail "into ctool3, not capped by --way out, measured $rate Mbit/s"
+"$cluster" status --name $name | grep -q "^ctool3 .*(out 20mbit)" ||
+  fail "status does not show ctool3's one-way cap"
 
 # The link check names a link that misses its rate: told ctool2 runs at 1gbit, it must not call
 # the cluster link-bound. (A check that always says link-bound would pass everything else here.)
@@ -86,7 +94,8 @@ placed=$(timeout 60 "$cluster" run --name $name hostname 2>/dev/null | sort | tr
 
 # Bad input: one line on stderr, a non-zero exit, nothing made.
 bad_commands=("up 0 --name ctbad" "up 4x --name ctbad" "up 2 --rate fast --name ctbad"
-  "up 2 --name Bad" "rate ctool9 10mbit --name $name" "link ctool1 sideways --name $name"
+  "up 2 --name Bad" "rate ctool9 10mbit --name $name" "rate ctool1 10mbit --way up --name $name"
+  "link ctool1 sideways --name $name"
   "frobnicate")
 for bad in "${bad_commands[@]}"; do
   # shellcheck disable=SC2086  # each is a command line

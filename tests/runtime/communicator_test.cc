@@ -622,6 +622,7 @@ TEST(CommunicatorTest, ADeferringBackendLooksForASlowLinkAtSetupOnly) {
     SCOPED_TRACE(slow_at_setup ? "slow at setup" : "slow mid-run");
     Rendezvous gathers;
     std::vector<LinkModel> links(kRanks);
+    std::vector<std::vector<RankLinkSpeed>> speeds(kRanks);
     std::vector<int> setup_rounds(kRanks), mid_run_rounds(kRanks);
     std::vector<std::vector<CallDecision>> decisions(kRanks);
     std::vector<std::thread> threads;
@@ -635,6 +636,7 @@ TEST(CommunicatorTest, ADeferringBackendLooksForASlowLinkAtSetupOnly) {
             Communicator::Create(rank, kRanks, std::move(options), backend);
         ASSERT_TRUE(comm.ok()) << comm.status();
         links[rank] = (*comm)->link();
+        speeds[rank] = (*comm)->core().last_epoch().link_speeds;
         setup_rounds[rank] = backend.probe_rounds();
         for (int64_t call = 0; call < 112; ++call) {
           SlowingLinkWork work(backend);
@@ -649,6 +651,13 @@ TEST(CommunicatorTest, ADeferringBackendLooksForASlowLinkAtSetupOnly) {
     for (int rank = 0; rank < kRanks; ++rank) {
       EXPECT_EQ(links[rank].slow_rank, slow_at_setup ? 1 : -1) << "rank " << rank;
       if (slow_at_setup) EXPECT_NEAR(links[rank].slow_factor, 4.0, 0.1) << "rank " << rank;
+      // Every rank's link each way, as the setup's probe measured it: the same on every rank.
+      ASSERT_EQ(speeds[rank].size(), static_cast<size_t>(kRanks)) << "rank " << rank;
+      EXPECT_EQ(speeds[rank], speeds[0]) << "rank " << rank;
+      const double slowed = slow_at_setup ? 0.25 : 1.0;
+      EXPECT_NEAR(speeds[rank][1].send_bytes_per_s / kHostLink.bandwidth_bytes_per_s, slowed, 0.01);
+      EXPECT_NEAR(speeds[rank][1].receive_bytes_per_s / kHostLink.bandwidth_bytes_per_s, slowed,
+                  0.01);
       // The ring probe's warm-up, small and large rounds, then the slow-link probe's two rings.
       EXPECT_EQ(setup_rounds[rank], 3 + 2) << "rank " << rank;
       EXPECT_EQ(mid_run_rounds[rank], 0) << "rank " << rank;
