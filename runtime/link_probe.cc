@@ -138,18 +138,19 @@ absl::StatusOr<SlowLinkProbe> ProbeSlowRank(CommBackend& backend, int rank, int 
       mine.slowest_s[ring] = std::max(mine.slowest_s[ring], *round);
     }
   }
-  const double sent[4] = {mine.fastest_s[0], mine.fastest_s[1], mine.slowest_s[0],
-                          mine.slowest_s[1]};
+  const double sent[kSlowLinkGatherValues] = {mine.fastest_s[0], mine.fastest_s[1],
+                                              mine.slowest_s[0], mine.slowest_s[1]};
   if (absl::Status status = backend.StartGather(sent); !status.ok()) return status;
   absl::StatusOr<std::vector<double>> gathered = backend.FinishGather();
   if (!gathered.ok()) return gathered.status();
-  if (static_cast<int>(gathered->size()) != 4 * num_ranks) {
+  if (static_cast<int>(gathered->size()) != kSlowLinkGatherValues * num_ranks) {
     return absl::InternalError(absl::StrCat("the slow-link probe gathered ", gathered->size(),
-                                            " times from ", num_ranks, " ranks (4 each)"));
+                                            " times from ", num_ranks, " ranks (",
+                                            kSlowLinkGatherValues, " each)"));
   }
   std::vector<SlowLinkRounds> rounds(static_cast<size_t>(num_ranks));
   for (int r = 0; r < num_ranks; ++r) {
-    const double* each = gathered->data() + 4 * r;
+    const double* each = gathered->data() + kSlowLinkGatherValues * r;
     rounds[r] = {.fastest_s = {each[0], each[1]}, .slowest_s = {each[2], each[3]}};
   }
   SlowLinkProbe probe{.link = link, .speeds = RankLinkSpeeds(link, rounds, kProbeLargeBytes)};

@@ -78,6 +78,9 @@ struct SlowLinkRounds {
   std::array<double, 2> fastest_s{};
   std::array<double, 2> slowest_s{};
 };
+// What ProbeSlowRank gathers from each rank: a SlowLinkRounds. A backend whose gather holds a fixed
+// number of values (the NCCL one's, sized by the epoch) holds at least this many.
+inline constexpr int kSlowLinkGatherValues = 4;
 
 // Each rank's own link each way, from every rank's rounds (by rank). A rank's round in ring k
 // ends when its send to rank + k and its receive from rank - k have, so it joins four link ends:

@@ -129,7 +129,7 @@ absl::StatusOr<ncclComm_t> NcclBackend::ReadyComm(int straggler, int block) {
 
 absl::Status NcclBackend::EnsureExchangeBuffers() {
   if (gathered_event_ != nullptr) return absl::OkStatus();
-  const size_t values = 2 * static_cast<size_t>(epoch_calls_) * (size_ + 1);
+  const size_t values = GatherCapacity() * (size_ + 1);
   if (cudaError_t code = cudaMalloc(&device_exchange_, values * sizeof(double));
       code != cudaSuccess) {
     device_exchange_ = nullptr;
@@ -153,8 +153,9 @@ absl::Status NcclBackend::EnsureExchangeBuffers() {
 absl::Status NcclBackend::StartGather(absl::Span<const double> mine) {
   if (absl::Status status = EnsureExchangeBuffers(); !status.ok()) return status;
   const size_t values = mine.size();
-  if (values > 2 * static_cast<size_t>(epoch_calls_)) {
-    return absl::InternalError("epoch exchange: more calls than an epoch holds");
+  if (values > GatherCapacity()) {
+    return absl::InternalError(absl::StrCat("epoch exchange: ", values, " values, more than the ",
+                                            GatherCapacity(), " it holds"));
   }
   std::memcpy(host_exchange_, mine.data(), values * sizeof(double));
   double* device_all = device_exchange_ + values;

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "kernels/exec/nccl/nccl_executor.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/comm_backend.h"
+#include "runtime/link_probe.h"
 
 namespace stragglar {
 
@@ -96,6 +98,12 @@ class NcclBackend final : public CommBackend {
   absl::Status NotRevoked();
   absl::Status CudaFailed(absl::string_view call, cudaError_t code);
   absl::Status NcclFailed(absl::string_view call, ncclResult_t code);
+  // Values per rank a gather holds: an epoch's 2 per call, or the slow-link probe's (an epoch may
+  // be 1 call). Fixed at the first gather, which comes after the agreement set the epoch.
+  size_t GatherCapacity() const {
+    return std::max(2 * static_cast<size_t>(epoch_calls_),
+                    static_cast<size_t>(kSlowLinkGatherValues));
+  }
   absl::Status EnsureExchangeBuffers();
   // `bytes` of host memory as rank 0 has them, on every rank (through device scratch).
   absl::Status BroadcastBytes(void* host, size_t bytes);
