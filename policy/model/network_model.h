@@ -51,7 +51,8 @@ struct LinkModel {
 
 // One rank's own link as the slow-link probe measured it (runtime/link_probe.h), in bytes per
 // second each way: from each ring's fastest batch of rounds, and from its slowest (the spread a
-// shared machine's noise gives). What the dashboards show; the price is LinkModel's.
+// shared machine's noise gives). What the metrics, the trace and the log show; the price is
+// LinkModel's.
 struct RankLinkSpeed {
   double send_bytes_per_s = 0;
   double receive_bytes_per_s = 0;
