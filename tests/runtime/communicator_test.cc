@@ -650,7 +650,9 @@ TEST(CommunicatorTest, ADeferringBackendLooksForASlowLinkAtSetupOnly) {
     for (std::thread& thread : threads) thread.join();
     for (int rank = 0; rank < kRanks; ++rank) {
       EXPECT_EQ(links[rank].slow_rank, slow_at_setup ? 1 : -1) << "rank " << rank;
-      if (slow_at_setup) EXPECT_NEAR(links[rank].slow_factor, 4.0, 0.1) << "rank " << rank;
+      if (slow_at_setup) {
+        EXPECT_NEAR(links[rank].slow_factor, 4.0, 0.1) << "rank " << rank;
+      }
       // Every rank's link each way, as the setup's probe measured it: the same on every rank.
       ASSERT_EQ(speeds[rank].size(), static_cast<size_t>(kRanks)) << "rank " << rank;
       EXPECT_EQ(speeds[rank], speeds[0]) << "rank " << rank;
