@@ -105,7 +105,7 @@ print(max(4096, int(float(m.group(1)) * scale / 8 * 100e-6)))' "$1" 2>/dev/null 
 }
 
 # set_rate HOST RATE [both|out|in]: the host's link capped both ways, or only what it sends (out)
-# or receives (in); a cap on one way leaves the other at the rate the cluster came up with.
+# or receives (in); a cap on one way leaves the other as it was.
 set_rate() {
   local host=$1 rate=$2 way=${3:-both} burst
   burst=$(burst_for "$rate")
