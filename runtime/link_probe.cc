@@ -153,9 +153,9 @@ absl::StatusOr<SlowLinkProbe> ProbeSlowRank(CommBackend& backend, int rank, int 
     const double* each = gathered->data() + kSlowLinkGatherValues * r;
     rounds[r] = {.fastest_s = {each[0], each[1]}, .slowest_s = {each[2], each[3]}};
   }
-  SlowLinkProbe probe{.link = link, .speeds = RankLinkSpeeds(link, rounds, kProbeLargeBytes)};
-  probe.link = SlowRankFromSpeeds(link, probe.speeds).value_or(link);
-  return probe;
+  std::vector<RankLinkSpeed> speeds = RankLinkSpeeds(link, rounds, kProbeLargeBytes);
+  const LinkModel probed = SlowRankFromSpeeds(link, speeds).value_or(link);
+  return SlowLinkProbe{.link = probed, .speeds = std::move(speeds)};
 }
 
 bool LooksForSlowRank(int num_ranks, const std::optional<Topology>& topology,
