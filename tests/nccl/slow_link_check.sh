@@ -5,7 +5,8 @@
 # wire is slowed from the start (tests/nccl/slow_socket.c, 2 ms before every send of 64 KiB or
 # more). Checks: every value exact; the probe at setup names rank 2's link, on the line rank 0
 # logs at INFO ("rank 2's link N.NNx slower"); after the warm-up StragglAR runs in most calls (the
-# plan around the slow link). Then the same without the slowing: exact, and no slow link named.
+# plan around the slow link). Then slowed again with epochs of one call: exact, rank 2 named. Then
+# the same without the slowing: exact, and no slow link named.
 # Without a GPU, stragglar-bench prints its SKIP line and exits 77, and so does this.
 # usage: slow_link_check.sh BUILD_DIR PRELOAD OUT_DIR
 set -uo pipefail
@@ -21,8 +22,8 @@ run_bench() {  # NAME [VAR=VALUE...]: one run; its output in OUT/NAME.log, its t
   local name=$1
   shift
   rm -f "$out/$name.trace.csv"
-  env "$@" LD_PRELOAD="$shim:$preload" STRAGGLAR_DEBUG=INFO STRAGGLAR_EPOCH_CALLS=16 \
-    STRAGGLAR_TRACE_FILE="$out/$name.trace.csv" \
+  env LD_PRELOAD="$shim:$preload" STRAGGLAR_DEBUG=INFO STRAGGLAR_EPOCH_CALLS=16 \
+    STRAGGLAR_TRACE_FILE="$out/$name.trace.csv" "$@" \
     timeout 300 "$bench" --ranks 4 --one_gpu -b 4M -e 4M -d float -o sum -c 1 -w 64 -n 32 \
     --timeout_s 280 >"$out/$name.log" 2>&1
   local rc=$?
@@ -47,6 +48,14 @@ echo "slowed: ${named:-no slow link named}; StragglAR in $(stragglar_share "$out
 [[ $named == "rank 2's link "* ]] || fail "slowed: the probe did not name rank 2's link"
 share=$(stragglar_share "$out/slowed.trace.csv")
 ((2 * ${share%/*} > ${share#*/})) || fail "slowed: StragglAR ran in only $share calls"
+
+# Epochs of one call: the backend's exchange is sized by the epoch (2 values a call per rank), and
+# the setup probe sends 4 per rank through it; sized by the epoch alone, it would fail here.
+run_bench slowed-epoch1 SLOW_SOCKET_HOSTID=stragglar-bench-2 SLOW_SOCKET_US=2000 \
+  STRAGGLAR_EPOCH_CALLS=1
+named=$(grep -m 1 -o "rank [0-9]*'s link [0-9.]*x slower" "$out/slowed-epoch1.log")
+echo "slowed, epochs of 1 call: ${named:-no slow link named}"
+[[ $named == "rank 2's link "* ]] || fail "slowed-epoch1: the probe did not name rank 2's link"
 
 run_bench healthy
 if grep -q "'s link [0-9.]*x slower" "$out/healthy.log"; then
