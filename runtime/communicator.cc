@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int
   std::vector<RankLinkSpeed> link_speeds;
   if (options.link.has_value()) {
     link = *options.link;
+    link_speeds = std::move(options.link_speeds);
   } else {
     // Checked before the probe, so that a bad world fails alike on every rank without traffic.
     if (num_ranks < 2 || rank < 0 || rank >= num_ranks) {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
@@ -53,6 +54,9 @@ struct CommOptions {
   // machine of several nodes (runtime.topology) the link between nodes too, which then replaces
   // runtime.inter_node_link.
   std::optional<LinkModel> link;
+  // With `link`: every rank's link as a probe measured it (by rank; empty: not measured), which
+  // the epochs' reports then carry as a probe's would.
+  std::vector<RankLinkSpeed> link_speeds;
   LinkProbeSpec probe;
   // A replay's links (runtime/replay/): given each absorbed epoch's report, the link the replayed
   // run priced once it had absorbed that epoch, in place of probing again; nullopt keeps the link.

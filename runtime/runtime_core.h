@@ -123,6 +123,7 @@ class RuntimeCore {
     link_speeds_ = std::move(speeds);
     last_epoch_.link_speeds = link_speeds_;
   }
+  const std::vector<RankLinkSpeed>& link_speeds() const { return link_speeds_; }
   // The last AbsorbEpoch()'s report (empty before the first).
   const EpochReport& last_epoch() const { return last_epoch_; }
 

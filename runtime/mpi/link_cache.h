@@ -8,8 +8,10 @@
 // the ranks that made an earlier communicator of the shape have it: Agreed asks them all, and
 // hands out rank 0's when every rank has one. A slow link (LinkModel::slow_rank) is a process's
 // own: it is kept by its rank in MPI_COMM_WORLD, and handed out by its rank in the new
-// communicator, or not at all where that process is not in it. A link measured again while a
-// communicator runs (Communicator::FollowLinkChange: it slowed or recovered) replaces what it
+// communicator, or not at all where that process is not in it. Each rank's measured speeds
+// (ProbedLinks::rank_speeds) are kept the same way, by process: a later communicator gets them
+// where every one of its processes was measured, and none otherwise. A link measured again while
+// a communicator runs (Communicator::FollowLinkChange: it slowed or recovered) replaces what it
 // started from (LinkCacheUpdater), so that a later communicator starts from the link as it is.
 #pragma once
 
@@ -19,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "exporters/observer.h"
 #include "policy/model/network_model.h"
@@ -42,12 +45,19 @@ class LinkCache {
   void Keep(MPI_Comm comm, const LinkShape& shape, ProbedLinks links);
 
  private:
+  // What Keep stored: the links, their speeds by the rank of each process in MPI_COMM_WORLD.
+  struct Kept {
+    ProbedLinks links;  // rank_speeds empty
+    std::map<int, RankLinkSpeed> speeds_by_world_rank;
+  };
+
   std::mutex mutex_;  // communicators are made on any of the program's threads
-  std::map<LinkShape, ProbedLinks> links_;
+  std::map<LinkShape, Kept> links_;
 };
 
-// Among a communicator's observers: when an epoch's report carries another link than the last
-// one kept (every rank of the communicator sees it after the same epoch), keeps it for `shape`.
+// Among a communicator's observers: when an epoch's report carries another link, or other
+// speeds, than the last kept (every rank of the communicator sees them after the same epoch),
+// keeps them for `shape`.
 // Only a link where every link is of one class is measured again (Policy::SetLink): on one node,
 // or on nodes of one rank, where it is the link between nodes too.
 class LinkCacheUpdater : public CollectiveObserver {
@@ -64,6 +74,7 @@ class LinkCacheUpdater : public CollectiveObserver {
   MPI_Comm comm_;
   LinkShape shape_;
   LinkKey kept_;
+  std::vector<RankLinkSpeed> kept_speeds_;
 };
 
 }  // namespace stragglar

@@ -371,6 +371,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
         .ranks = size, .nodes = topology.has_value() ? topology->nodes : 1, .one_host = one_host};
     if (std::optional<ProbedLinks> links = g.links.Agreed(own, shape); links.has_value()) {
       options.link = links->intra_node;
+      options.link_speeds = links->rank_speeds;
       if (links->inter_node.has_value()) options.runtime.inter_node_link = *links->inter_node;
     }
     const bool probes = !options.link.has_value();
@@ -383,7 +384,9 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
       state->comm = *std::move(created);
       std::optional<LinkModel> between;
       if (topology.has_value()) between = state->comm->core().config().inter_node_link;
-      const ProbedLinks links{.intra_node = state->comm->link(), .inter_node = between};
+      const ProbedLinks links{.intra_node = state->comm->link(),
+                              .inter_node = between,
+                              .rank_speeds = state->comm->core().link_speeds()};
       if (probes) g.links.Keep(own, shape, links);
       state->comm->observers().Add(std::make_shared<LinkCacheUpdater>(g.links, own, shape, links));
     } else {

@@ -282,6 +282,34 @@ TEST(CommunicatorTest, WorkThatRunsNoPlanIsGivenNoneAndDecidesAlike) {
                                                            /*runs_plans=*/false));
 }
 
+// Speeds given with the link (runtime/mpi/link_cache.h's) are reported as a setup probe's are.
+TEST(CommunicatorTest, SpeedsGivenWithTheLinkAreReportedEveryEpoch) {
+  const std::vector<RankLinkSpeed> speeds = {
+      {1e6, 2e6, 3e6, 4e6}, {5e6, 6e6, 7e6, 8e6}, {9e6, 1e7, 2e7, 3e7}, {4e7, 5e7, 6e7, 7e7}};
+  Rendezvous gathers, broadcasts;
+  auto watcher = std::make_shared<Watcher>();
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      ScriptedBackend backend(rank, /*deferred=*/false, gathers, broadcasts);
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+          rank, kRanks,
+          {.runtime = Config(), .name = "cached", .link = kPaperLink, .link_speeds = speeds},
+          backend);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      EXPECT_EQ((*comm)->core().link_speeds(), speeds);
+      if (rank == 0) (*comm)->observers().Add(watcher);
+      for (int64_t call = 0; call < 16; ++call) {
+        ScriptedWork work(rank, backend, /*deferred=*/false, /*runs_plans=*/true);
+        ASSERT_TRUE((*comm)->AllReduce(kBytes, false, work).ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_EQ(watcher->epochs.size(), 2u);
+  for (const EpochReport& epoch : watcher->epochs) EXPECT_EQ(epoch.link_speeds, speeds);
+}
+
 // A GPU backend: decisions come from the epochs absorbed an epoch late, and the replay told to
 // exchange that way reproduces them call by call.
 TEST(CommunicatorTest, DeferredExchangeDecidesAsTheDeferredReplay) {
