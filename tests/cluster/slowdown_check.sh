@@ -4,13 +4,14 @@
 # late by 30 ms throughout, every result checked (tests/mpi/lateness.cc). At call 112 host 2's
 # link goes from 200 to 40 Mbit/s: every algorithm now waits on it, and StragglAR, Ring and
 # Halving-Doubling take about the same time.
-# Before the change the policy must have settled on a fast algorithm: in calls 48-111 no epoch's
-# median time is more than 1.4x the fastest of them. Which one it is, is not asserted: at 4 ranks
+# Before the change the policy must have settled on a fast algorithm: in calls 48-111 every epoch
+# runs an algorithm whose fastest epoch there is within 1.4x the fastest of them (epochs of one
+# algorithm vary more than that on a loaded VM, so each is judged by its algorithm's best). Which one it is, is not asserted: at 4 ranks
 # StragglAR's gain after a 30 ms straggler is about 8% at 1 MiB (86 against 93 ms a call), and
 # on a loaded 2-core machine StragglAR, Ring and Halving-Doubling each took 82-95 ms, so the
 # policy may rightly move among them (a fresh clone's test once failed asserting StragglAR).
-# The policy must follow within 3 epochs of the change: from call 160 on, no epoch's median time
-# is more than 1.6x the fastest of them. StragglAR around the slow link is the fastest by then
+# The policy must follow within 3 epochs of the change: from call 160 on, every epoch runs an
+# algorithm whose fastest epoch there is within 1.6x the fastest of them. StragglAR around the slow link is the fastest by then
 # (1.2-1.4x Ring and Halving-Doubling), and the policy may move among them on what it measures
 # (epoch medians vary 1.2x with Ring alone); what fails is an epoch of the library's own
 # AllReduce, 625 ms a call here, 2.3x StragglAR's.
@@ -76,12 +77,20 @@ for first in range(0, len(ran), epoch):
     medians[first] = statistics.median(shortest[c] for c in calls)
     print(f"  {first:3d} {letters} {medians[first] * 1e3:5.0f} ms")
 def settled(firsts, when, bar):
-    # No epoch among `firsts` over `bar` times the fastest of them: a fast algorithm runs.
+    # Every epoch among `firsts` runs an algorithm that was fast in one of them: its own fastest
+    # epoch within `bar` times the fastest of all. Judged by the algorithm's best epoch, not each
+    # epoch's own time: on this 2-core VM one algorithm's epochs in a row took 124-129 ms, then
+    # 80-84 ms (Halving-Doubling, calls 48-111, 2026-11-30), a slowdown of the machine that is
+    # not the policy's choice.
     fastest = min(medians[first] for first in firsts)
-    slow = [first for first in firsts if medians[first] > bar * fastest]
+    best = collections.defaultdict(lambda: float("inf"))
+    for first in firsts:
+        best[majority[first]] = min(best[majority[first]], medians[first])
+    slow = [first for first in firsts if best[majority[first]] > bar * fastest]
     if slow:
-        sys.exit(f"FAIL: {when}, the epoch from call {slow[0]} ran {majority[slow[0]]} at "
-                 f"{medians[slow[0]] / fastest:.2f}x the fastest epoch from call {firsts[0]} on")
+        sys.exit(f"FAIL: {when}, the epoch from call {slow[0]} ran {majority[slow[0]]}, whose "
+                 f"fastest epoch took {best[majority[slow[0]]] / fastest:.2f}x the fastest "
+                 f"epoch from call {firsts[0]} on")
     print(f"{when}, calls {firsts[0]}-{firsts[-1] + epoch - 1}: "
           f"{''.join(majority[first] for first in firsts)}, the slowest epoch "
           f"{max(medians[f] for f in firsts) / fastest:.2f}x the fastest")
