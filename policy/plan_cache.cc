@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +25,7 @@ absl::StatusOr<const PlanHeader*> PlanCache::ForPlan(Algorithm algorithm,
   return parts_->store.Get(algorithm, straggler, {.pieces = *pieces});
 }
 
-absl::StatusOr<PlanCache::StragglarShape> PlanCache::FastestAfterArrival(
+absl::StatusOr<PlanCache::ShapeAfterArrival> PlanCache::FastestAfterArrival(
     absl::Span<const StragglarShape> shapes, double bytes, const LinkModel& link) {
   StragglarShape best = shapes.front();
   double best_s = std::numeric_limits<double>::infinity();
@@ -41,7 +43,7 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::FastestAfterArrival(
       best = shape;
     }
   }
-  return best;
+  return ShapeAfterArrival{.shape = best, .seconds = best_s};
 }
 
 absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& link) {
@@ -57,10 +59,10 @@ absl::StatusOr<int> PlanCache::StragglarPieces(double bytes, const LinkModel& li
     if (pieces > 1 && (num_ranks_ - 1) * pieces > kMaxPipelinedPieces) break;
     flat.push_back({.pieces = pieces});
   }
-  absl::StatusOr<StragglarShape> best = FastestAfterArrival(flat, bytes, link);
+  absl::StatusOr<ShapeAfterArrival> best = FastestAfterArrival(flat, bytes, link);
   if (!best.ok()) return best.status();
-  pieces_.emplace(key, best->pieces);
-  return best->pieces;
+  pieces_.emplace(key, best->shape.pieces);
+  return best->shape.pieces;
 }
 
 absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestLogDepth(double bytes,
@@ -69,7 +71,54 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestLogDepth(double bytes,
   for (int blocks : LogDepthBlockChoices(num_ranks_, bytes, link)) {
     log_depth.push_back({.log_depth_blocks = blocks});
   }
-  return FastestAfterArrival(log_depth, bytes, link);
+  absl::StatusOr<ShapeAfterArrival> best = FastestAfterArrival(log_depth, bytes, link);
+  if (!best.ok()) return best.status();
+  return best->shape;
+}
+
+absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestHierarchical(double bytes,
+                                                                      const LinkModel& link) {
+  const Topology& topology = machine().topology;
+  std::vector<StragglarShape> flat_rails;
+  std::vector<StragglarShape> log_depth_rails;
+  for (int blocks : HierarchicalRailBlockChoices(topology, bytes, machine().inter_node_link)) {
+    if (blocks > 0) {
+      log_depth_rails.push_back({.log_depth_blocks = blocks, .hierarchical = true});
+      continue;
+    }
+    for (int rail_pieces : kRailPieceChoices) {
+      if (rail_pieces > 1 && (topology.nodes - 1) * rail_pieces > kMaxPipelinedPieces) break;
+      flat_rails.push_back({.hierarchical = true, .rail_pieces = rail_pieces});
+    }
+  }
+  std::optional<ShapeAfterArrival> best_flat;
+  std::optional<ShapeAfterArrival> best_log_depth;
+  for (auto [rails, best] :
+       {std::pair{&flat_rails, &best_flat}, {&log_depth_rails, &best_log_depth}}) {
+    if (rails->empty()) continue;
+    // On queues, the plan written for them too: each rails with its shards in pieces (the counts
+    // that divide a shard's chunks).
+    for (size_t i = 0, count = rails->size(); machine().PricedWithQueues() && i < count; ++i) {
+      absl::StatusOr<const PlanHeader*> whole =
+          parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, (*rails)[i]);
+      if (!whole.ok()) return whole.status();
+      const int shard_chunks = (*whole)->num_chunks / topology.ranks_per_node;
+      for (int pieces : HierarchicalQueuePieces(shard_chunks)) {
+        StragglarShape in_pieces = (*rails)[i];
+        in_pieces.pieces = pieces;
+        rails->push_back(in_pieces);
+      }
+    }
+    absl::StatusOr<ShapeAfterArrival> fastest = FastestAfterArrival(*rails, bytes, link);
+    if (!fastest.ok()) return fastest.status();
+    *best = *fastest;
+  }
+  if (!best_log_depth.has_value()) return best_flat->shape;
+  if (!best_flat.has_value() ||
+      best_log_depth->seconds < (1 - kLogDepthRailsMinGain) * best_flat->seconds) {
+    return best_log_depth->shape;
+  }
+  return best_flat->shape;
 }
 
 absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShapes(
@@ -87,32 +136,9 @@ absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShape
   if (!best_log_depth.ok()) return best_log_depth.status();
   shapes.push_back(*best_log_depth);
   if (machine().topology.multi_node()) {
-    // Hierarchical StragglAR with the better rails after arrival: the flat schedule over the
-    // nodes (up to kMaxFlatRailNodes), or log-depth StragglAR with the block counts worth pricing
-    // for a rail's shard.
-    const Topology& topology = machine().topology;
-    std::vector<StragglarShape> hierarchical;
-    for (int blocks : HierarchicalRailBlockChoices(topology, bytes, machine().inter_node_link)) {
-      hierarchical.push_back({.log_depth_blocks = blocks, .hierarchical = true});
-    }
-    // On queues, the plan written for them too: each of those rails with its shards in pieces
-    // (the counts that divide a shard's chunks).
-    for (size_t i = 0, rails = hierarchical.size(); machine().PricedWithQueues() && i < rails;
-         ++i) {
-      absl::StatusOr<const PlanHeader*> whole =
-          parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, hierarchical[i]);
-      if (!whole.ok()) return whole.status();
-      const int shard_chunks = (*whole)->num_chunks / topology.ranks_per_node;
-      for (int pieces : HierarchicalQueuePieces(shard_chunks)) {
-        hierarchical.push_back({.pieces = pieces,
-                                .log_depth_blocks = hierarchical[i].log_depth_blocks,
-                                .hierarchical = true});
-      }
-    }
-    absl::StatusOr<StragglarShape> best_hierarchical =
-        FastestAfterArrival(hierarchical, bytes, link);
-    if (!best_hierarchical.ok()) return best_hierarchical.status();
-    shapes.push_back(*best_hierarchical);
+    absl::StatusOr<StragglarShape> hierarchical = BestHierarchical(bytes, link);
+    if (!hierarchical.ok()) return hierarchical.status();
+    shapes.push_back(*hierarchical);
   }
   return shapes_.emplace(key, std::move(shapes)).first->second;
 }

@@ -87,9 +87,7 @@ class PlanCache {
   // The shapes of StragglAR's plan worth pricing for `bytes` on `link`, the flat schedule with
   // StragglarPieces first; then log-depth StragglAR with the better (after the straggler's
   // arrival) of LogDepthBlockChoices; then, on a machine of nodes, hierarchical StragglAR with the
-  // best of its rails (HierarchicalRailBlockChoices: the flat schedule up to kMaxFlatRailNodes
-  // nodes, or log-depth in LogDepthBlockChoices of a shard; with per-class queues, each also with
-  // its shards in HierarchicalQueuePieces). With
+  // better of its rails (BestHierarchical). With
   // forced pieces: the flat schedule only. Above kMaxFlatStragglarRanks ranks the flat schedule
   // is left out, forced pieces or not. A function of its inputs alone, so every rank gets the same.
   absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);
@@ -156,12 +154,23 @@ class PlanCache {
   }
   absl::StatusOr<const PlanHeader*> ForPlan(Algorithm algorithm, std::optional<int> straggler,
                                             double bytes, const LinkModel& link);
+  // A shape and the model's time for its plan's post-arrival rounds.
+  struct ShapeAfterArrival {
+    StragglarShape shape;
+    double seconds = 0;
+  };
   // Of StragglAR's plans in `shapes` (around the last rank), the one whose post-arrival rounds the
   // model prices fastest; ties keep the earlier.
-  absl::StatusOr<StragglarShape> FastestAfterArrival(absl::Span<const StragglarShape> shapes,
-                                                     double bytes, const LinkModel& link);
+  absl::StatusOr<ShapeAfterArrival> FastestAfterArrival(absl::Span<const StragglarShape> shapes,
+                                                        double bytes, const LinkModel& link);
   // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.
   absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
+  // Hierarchical StragglAR with the better rails: the best flat rails
+  // (HierarchicalRailBlockChoices' 0, pipelined in 1, 2, 4, 8 or 16 pieces while a rail has at most
+  // kMaxPipelinedPieces chunks), unless the best log-depth rails are faster after arrival by more
+  // than kLogDepthRailsMinGain (policy/stragglar_shape.h). With per-class queues each rails is also
+  // priced with its shards in HierarchicalQueuePieces.
+  absl::StatusOr<StragglarShape> BestHierarchical(double bytes, const LinkModel& link);
   bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
 
   int num_ranks_;

@@ -15,8 +15,8 @@ PlanStore::Kept& PlanStore::Keep(Kept kept) {
 
 absl::StatusOr<const PlanHeader*> PlanStore::Get(Algorithm algorithm, std::optional<int> straggler,
                                                  const StragglarShape& shape) {
-  const Key key = {algorithm, straggler.value_or(-1), shape.pieces, shape.log_depth_blocks,
-                   shape.hierarchical};
+  const Key key = {algorithm,          straggler.value_or(-1), shape.pieces, shape.log_depth_blocks,
+                   shape.hierarchical, shape.rail_pieces};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second.header;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
@@ -92,7 +92,7 @@ absl::StatusOr<Plan> PlanStore::Synthesize(Algorithm algorithm, std::optional<in
   const Topology& topology = machine_.topology;
   if (shape.hierarchical) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
-                                           shape.log_depth_blocks, shape.pieces);
+                                           shape.log_depth_blocks, shape.pieces, shape.rail_pieces);
   }
   if (shape.log_depth_blocks > 0) {
     return SynthesizeLogDepthStragglar(num_ranks_, *straggler, shape.log_depth_blocks);
@@ -137,9 +137,11 @@ const Plan* PlanStore::CanonicalTransfers(const Renamed& renamed) const {
 }
 
 absl::StatusOr<Plan> PlanStore::WholePlan(const Kept& kept) {
-  const auto& [algorithm, straggler, pieces, blocks, hierarchical] = kept.key;
-  const StragglarShape shape{
-      .pieces = pieces, .log_depth_blocks = blocks, .hierarchical = hierarchical};
+  const auto& [algorithm, straggler, pieces, blocks, hierarchical, rail_pieces] = kept.key;
+  const StragglarShape shape{.pieces = pieces,
+                             .log_depth_blocks = blocks,
+                             .hierarchical = hierarchical,
+                             .rail_pieces = rail_pieces};
   const Renamed* renamed = RenamedOf(kept.header);
   if (renamed == nullptr) renamed = IndexedByRenaming(kept.header);
   if (renamed != nullptr) {

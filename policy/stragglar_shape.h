@@ -2,9 +2,10 @@
 // offers for the size (PlanCache::StragglarShapes): the paper's flat schedule, pipelined in
 // `pieces` per chunk; log-depth StragglAR, broadcasting the straggler's buffer in
 // `log_depth_blocks` blocks (> 0); or hierarchical StragglAR on the machine's nodes, whose rails
-// run the flat schedule, or log-depth StragglAR in `log_depth_blocks` blocks (> 0), and whose
-// shards move inside nodes in `pieces` pieces (> 1: the plan written for per-class queues, which
-// the plan cache offers only where the executor runs those queues).
+// run the flat schedule pipelined in `rail_pieces` pieces, or log-depth StragglAR in
+// `log_depth_blocks` blocks (> 0), and whose shards move inside nodes in `pieces` pieces (> 1: the
+// plan written for per-class queues, which the plan cache offers only where the executor runs
+// those queues).
 #pragma once
 
 #include <vector>
@@ -17,6 +18,7 @@ struct StragglarShape {
   int pieces = 1;
   int log_depth_blocks = 0;
   bool hierarchical = false;
+  int rail_pieces = 1;
 
   friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
 };
@@ -37,5 +39,15 @@ inline std::vector<int> HierarchicalQueuePieces(int chunks_per_shard) {
   for (int each = 2; each <= 16 && chunks_per_shard % each == 0; each *= 2) pieces.push_back(each);
   return pieces;
 }
+
+// Hierarchical StragglAR's rails (kernels/synth/stragglar_hierarchical.cc) are the flat schedule,
+// pipelined in 1, 2, 4, 8 or 16 pieces, unless log-depth rails are faster after arrival by more
+// than this fraction. Log-depth rails run a whole Halving-Doubling AllReduce among the ready nodes
+// before the straggler arrives, where flat rails run a ReduceScatter, the least any plan moves
+// then, and a straggler less late than that phase pays for it: on 4x2 at 2 MiB, 602 ms with nobody
+// late against 343 ms for flat rails in 8 pieces, which the model priced within 1% of each other
+// after arrival (docs/results/cluster-nodes-rails-2026-11-30.md).
+inline constexpr double kLogDepthRailsMinGain = 0.05;
+inline constexpr int kRailPieceChoices[] = {1, 2, 4, 8, 16};
 
 }  // namespace stragglar

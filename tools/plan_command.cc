@@ -22,16 +22,15 @@ void Print(const Plan& plan, nlohmann::json extra, const PlanTableNote& note, bo
   }
 }
 
-// Hierarchical StragglAR (its rails log-depth in `rail_blocks` blocks, or flat for 0), or the
-// hierarchical ring, on the --topology machine.
+// Hierarchical StragglAR (its rails log-depth in `rail_blocks` blocks, or flat for 0, pipelined
+// in --pieces), or the hierarchical ring, on the --topology machine.
 absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, int rail_blocks,
                              std::ostream& out) {
   const Topology& topology = *args.topology;
-  if (args.pieces != 1 && rail_blocks == 0) {
-    return Usage("--pieces does not apply with --topology: the hierarchical plan is not pipelined");
-  }
+  const int rail_pieces = rail_blocks == 0 ? args.pieces : 1;
   if (rail_blocks == 0) {
-    if (absl::Status fits = HierarchicalPlanFits(topology, algorithm == Algorithm::kStragglar);
+    if (absl::Status fits =
+            HierarchicalPlanFits(topology, algorithm == Algorithm::kStragglar, rail_pieces);
         !fits.ok()) {
       return fits;
     }
@@ -41,8 +40,9 @@ absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, int rail
           ? SynthesizeHierarchicalRing(topology.nodes, topology.ranks_per_node)
           : SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node,
                                             args.straggler.value_or(args.num_ranks - 1),
-                                            rail_blocks);
-  if (!plan.ok() && rail_blocks > 0 && plan.status().code() == absl::StatusCode::kInvalidArgument) {
+                                            rail_blocks, /*pieces=*/1, rail_pieces);
+  if (!plan.ok() && plan.status().code() == absl::StatusCode::kInvalidArgument &&
+      (rail_blocks > 0 || rail_pieces > 1)) {
     return Usage(absl::StrCat("--pieces: ", plan.status().message()));
   }
   if (!plan.ok()) return plan.status();
@@ -60,6 +60,9 @@ absl::Status RunHierarchical(const PlanArgs& args, Algorithm algorithm, int rail
   if (rail_blocks > 0) {
     extra["blocks"] = rail_blocks;
     absl::StrAppend(&family, ", log-depth rails of ", rail_blocks, " blocks");
+  } else if (rail_pieces > 1) {
+    extra["pieces"] = rail_pieces;
+    absl::StrAppend(&family, ", flat rails in ", rail_pieces, " pieces per chunk");
   }
   Print(*plan, extra, {.family = family}, args.json, out);
   return absl::OkStatus();

@@ -58,17 +58,18 @@ absl::Status RingPlanFits(int num_ranks) {
   return RingPlanFits(num_ranks, absl::StrCat("--ranks ", num_ranks));
 }
 
-absl::Status HierarchicalPlanFits(const Topology& topology, bool stragglar) {
+absl::Status HierarchicalPlanFits(const Topology& topology, bool stragglar, int rail_pieces) {
   const std::string given = absl::StrCat("--topology ", TopologyName(topology));
   if (!topology.multi_node() || topology.ranks_per_node == 1) {
-    return stragglar ? FlatStragglarPlanFits(topology.num_ranks(), 1, given)
+    return stragglar ? FlatStragglarPlanFits(topology.num_ranks(), rail_pieces, given)
                      : RingPlanFits(topology.num_ranks(), given);
   }
   const int per_node = topology.ranks_per_node;
-  const int64_t transfers = HierarchicalTransfersBound(topology.nodes, per_node);
+  const int64_t transfers = HierarchicalTransfersBound(topology.nodes, per_node, rail_pieces);
   if (transfers <= kMaxPlanTransfers) return absl::OkStatus();
-  const int largest = LargestFitting(
-      1, [per_node](int nodes) { return HierarchicalTransfersBound(nodes, per_node); });
+  const int largest = LargestFitting(1, [per_node, rail_pieces](int nodes) {
+    return HierarchicalTransfersBound(nodes, per_node, rail_pieces);
+  });
   return TooLarge(given, "hierarchical plan", transfers,
                   absl::StrCat(largest, " nodes of ", per_node, " ranks"),
                   stragglar ? "stragglar-log-depth (its rails log-depth)" : "fewer nodes");

@@ -25,8 +25,8 @@ absl::Status FlatStragglarPlanFits(int num_ranks, int pieces, absl::string_view 
 absl::Status FlatStragglarPlanFits(int num_ranks, int pieces);
 absl::Status RingPlanFits(int num_ranks, absl::string_view given);
 absl::Status RingPlanFits(int num_ranks);
-// The same for the hierarchical ring and hierarchical StragglAR with flat rails on `topology`
-// (one level: the flat plans above).
-absl::Status HierarchicalPlanFits(const Topology& topology, bool stragglar);
+// The same for the hierarchical ring and hierarchical StragglAR with flat rails (pipelined in
+// `rail_pieces`) on `topology` (one level: the flat plans above).
+absl::Status HierarchicalPlanFits(const Topology& topology, bool stragglar, int rail_pieces = 1);
 
 }  // namespace stragglar

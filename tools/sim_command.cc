@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/units.h"
+#include "kernels/synth/stragglar_schedule.h"
 #include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "policy/model/nccl_models.h"
@@ -83,6 +84,8 @@ struct SimRow {
   int blocks = 0;
   // Hierarchical StragglAR's pieces per shard inside nodes (> 1 only with --queues per-class).
   int pieces = 1;
+  // Hierarchical StragglAR's flat rails' pieces per chunk.
+  int rail_pieces = 1;
   std::optional<Plan> plan;               // simulated with its transfers
   std::optional<PlanHeader> ring_header;  // Ring simulated by its ring run, without its transfers
   bool simulated() const { return plan.has_value() || ring_header.has_value(); }
@@ -115,6 +118,7 @@ absl::StatusOr<SimRow> SimulatePlanRow(const Candidate& candidate, Plan plan, co
 struct PlanShape {
   int blocks = 0;
   int pieces = 1;
+  int rail_pieces = 1;
 };
 
 // The fastest of the `shapes` plans (`synthesize(shape)`), by simulation, its shape kept.
@@ -129,6 +133,7 @@ absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<P
     if (!row.ok()) return row.status();
     row->blocks = shape.blocks;
     row->pieces = shape.pieces;
+    row->rail_pieces = shape.rail_pieces;
     if (!best.has_value() || row->completion_s < best->completion_s) best = *std::move(row);
   }
   return *std::move(best);
@@ -150,34 +155,63 @@ absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArg
       args);
 }
 
-// Hierarchical StragglAR with the best of its rails (HierarchicalRailBlockChoices, as the policy
-// prices them): the flat schedule over the nodes (0 blocks), or log-depth StragglAR in the block
-// counts worth pricing for a shard. With per-class queues also the best of 1, 2, 4, 8 and 16
-// pieces per shard (those that divide its chunks).
+// Hierarchical StragglAR with the better of its rails, as the policy prices them
+// (PlanCache::BestHierarchical): the best flat rails (the flat schedule over the nodes, pipelined
+// in kRailPieceChoices) unless the best log-depth rails (HierarchicalRailBlockChoices) finish
+// sooner after the last arrival by more than kLogDepthRailsMinGain. With per-class queues each
+// rails also in the best of 2, 4, 8 and 16 pieces per shard (those that divide its chunks).
 absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
   const Topology& topology = args.network.topology;
   const std::vector<int> rail_blocks = HierarchicalRailBlockChoices(
       topology, static_cast<double>(args.bytes), args.network.inter_node);
-  // Flat rails only where their plan fits (4096x16 would hold 539 million transfers).
-  const absl::Status flat_rails_fit = HierarchicalPlanFits(topology, /*stragglar=*/true);
   const auto synthesize = [&](PlanShape shape) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler,
-                                           shape.blocks, shape.pieces);
+                                           shape.blocks, shape.pieces, shape.rail_pieces);
   };
-  std::vector<PlanShape> shapes;
+  // Flat rails only where their plan fits (4096x16 would hold 539 million transfers).
+  absl::Status flat_rails_fit = absl::OkStatus();
+  std::vector<PlanShape> flat_rails;
+  std::vector<PlanShape> log_depth_rails;
   for (int blocks : rail_blocks) {
-    if (blocks == 0 && !flat_rails_fit.ok()) continue;
-    shapes.push_back({.blocks = blocks});
-    if (!args.per_class_queues || !topology.multi_node() || topology.ranks_per_node == 1) continue;
-    absl::StatusOr<Plan> whole = synthesize({.blocks = blocks});
-    if (!whole.ok()) return whole.status();
-    const int chunks_per_shard = whole->num_chunks / topology.ranks_per_node;
-    for (int pieces : HierarchicalQueuePieces(chunks_per_shard)) {
-      shapes.push_back({.blocks = blocks, .pieces = pieces});
+    if (blocks > 0) {
+      log_depth_rails.push_back({.blocks = blocks});
+      continue;
+    }
+    for (int rail_pieces : kRailPieceChoices) {
+      if (rail_pieces > 1 && (topology.nodes - 1) * rail_pieces > kMaxPipelinedPieces) break;
+      flat_rails_fit = HierarchicalPlanFits(topology, /*stragglar=*/true, rail_pieces);
+      if (!flat_rails_fit.ok()) break;
+      flat_rails.push_back({.rail_pieces = rail_pieces});
     }
   }
-  if (shapes.empty()) return flat_rails_fit;
-  return FastestOf(candidate, shapes, synthesize, args);
+  std::optional<SimRow> best_flat;
+  std::optional<SimRow> best_log_depth;
+  for (auto [rails, best] :
+       {std::pair{&flat_rails, &best_flat}, std::pair{&log_depth_rails, &best_log_depth}}) {
+    for (size_t i = 0, count = rails->size();
+         args.per_class_queues && topology.multi_node() && topology.ranks_per_node > 1 && i < count;
+         ++i) {
+      absl::StatusOr<Plan> whole = synthesize((*rails)[i]);
+      if (!whole.ok()) return whole.status();
+      const int chunks_per_shard = whole->num_chunks / topology.ranks_per_node;
+      for (int pieces : HierarchicalQueuePieces(chunks_per_shard)) {
+        PlanShape in_pieces = (*rails)[i];
+        in_pieces.pieces = pieces;
+        rails->push_back(in_pieces);
+      }
+    }
+    if (rails->empty()) continue;
+    absl::StatusOr<SimRow> fastest = FastestOf(candidate, *rails, synthesize, args);
+    if (!fastest.ok()) return fastest.status();
+    *best = *std::move(fastest);
+  }
+  if (!best_flat.has_value() && !best_log_depth.has_value()) return flat_rails_fit;
+  if (!best_log_depth.has_value()) return *std::move(best_flat);
+  if (!best_flat.has_value() || best_log_depth->after_last_arrival_s <
+                                    (1 - kLogDepthRailsMinGain) * best_flat->after_last_arrival_s) {
+    return *std::move(best_log_depth);
+  }
+  return *std::move(best_flat);
 }
 
 absl::StatusOr<SimRow> SimulateCandidate(const Candidate& candidate, const SimArgs& args) {
@@ -286,6 +320,7 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
       entry["post_arrival_rounds"] = row.plan->post_arrival_rounds();
       if (row.blocks > 0) entry["blocks"] = row.blocks;
       if (row.pieces > 1) entry["pieces"] = row.pieces;
+      if (row.rail_pieces > 1) entry["rail_pieces"] = row.rail_pieces;
       if (!args.per_class_queues) entry["break_even_delay_s"] = BreakEvenJson(row);
       const bool flat = row.candidate == Candidate(PlanFamily{.algorithm = Algorithm::kStragglar});
       if (break_even == nullptr || flat) break_even = &row;
@@ -357,8 +392,12 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
   for (const SimRow& row : rows) {
     if (row.blocks > 0 && row.candidate == Candidate(kStragglarHierarchicalFamily)) {
       out << absl::StrFormat(
-          "\n%s: log-depth rails, a shard in %d blocks (faster than the flat rails here)\n",
-          CandidateName(row.candidate), row.blocks);
+          "\n%s: log-depth rails, a shard in %d blocks (faster than the flat rails here by more "
+          "than %.0f%%)\n",
+          CandidateName(row.candidate), row.blocks, 100 * kLogDepthRailsMinGain);
+    } else if (row.rail_pieces > 1) {
+      out << absl::StrFormat("\n%s: flat rails, pipelined in %d pieces per chunk\n",
+                             CandidateName(row.candidate), row.rail_pieces);
     } else if (row.blocks > 0) {
       out << absl::StrFormat(
           "\n%s: the straggler's buffer in %d blocks (the better power of two around the "
@@ -369,7 +408,8 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
       out << absl::StrFormat(
           "%s%s: each shard handed out and gathered inside nodes in %d pieces, overlapping the "
           "rails (the plan written for per-class queues)\n",
-          row.blocks > 0 ? "" : "\n", CandidateName(row.candidate), row.pieces);
+          row.blocks > 0 || row.rail_pieces > 1 ? "" : "\n", CandidateName(row.candidate),
+          row.pieces);
     }
   }
   if (args.algorithms.empty() && !FlatStragglarByDefault(topology)) {

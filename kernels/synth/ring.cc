@@ -66,9 +66,9 @@ int64_t FlatStragglarTransfersBound(int num_ranks, int pieces) {
   return 2 * ready * ready * std::max(pieces, 1);
 }
 
-int64_t HierarchicalTransfersBound(int nodes, int ranks_per_node) {
-  const int64_t n = nodes, g = ranks_per_node;
-  return 2 * n * (n - 1) * g + 2 * g * (g - 1) * n;
+int64_t HierarchicalTransfersBound(int nodes, int ranks_per_node, int rail_pieces) {
+  const int64_t n = nodes, g = ranks_per_node, k = std::max(rail_pieces, 1);
+  return 2 * n * (n - 1) * g * k + 2 * g * (g - 1) * n;
 }
 
 absl::StatusOr<Plan> SynthesizeRing(int num_ranks) {

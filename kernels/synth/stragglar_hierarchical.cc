@@ -1,9 +1,18 @@
 // Hierarchical StragglAR on N nodes of G ranks (ranks node by node), for machines where the links
 // between nodes are the scarce ones. The straggler's node is the late member of every rail (GPU g
 // of every node, joined through their NICs); StragglAR runs rail by rail, on a G-th of the
-// buffer each, and NVLink does the rest. The rail plan is the flat schedule over the N nodes, or
-// log-depth StragglAR (kernels/synth/stragglar_log_depth.cc), whose latency chain grows as log N,
-// for many nodes.
+// buffer each, and NVLink does the rest. The rail plan is the flat schedule over the N nodes,
+// pipelined in `rail_pieces` pieces per chunk, or log-depth StragglAR
+// (kernels/synth/stragglar_log_depth.cc), whose latency chain grows as log N, for many nodes.
+//
+// Why pipelined rails: after arrival, what must cross the straggler's node's NIC is its node's
+// contribution, once out (S over its G rails), and the result, once in. The flat schedule in one
+// piece sends 4/3 S out on 4 nodes; in k pieces per chunk (3k+1)/(3k) S, 25/24 S in 8 (exactly
+// (M+1)/M with M = (N-1)k up to 5 nodes; a little more on some larger ones), and every node takes
+// in S, the bound. Before arrival the flat rails run a
+// ReduceScatter among the ready nodes, the least any plan moves then; log-depth rails run a whole
+// Halving-Doubling AllReduce, and on 4x2 at 2 MiB took 602 ms with nobody late against 343 ms for
+// flat rails in 8 pieces (docs/results/cluster-nodes-rails-2026-11-30.md).
 //
 // The buffer is G shards, shard g of the rail plan's C chunks, and rail g reduces shard g.
 //  - Before the straggler arrives:
@@ -28,11 +37,13 @@
 // piece is ready earlier would hold it up. In the round model the copies then sit among the
 // rails' rounds and hold them back: slower there, which is why the policy does not offer it.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/synth/round_packer.h"
+#include "kernels/synth/stragglar_schedule.h"
 #include "kernels/synth/synthesizers.h"
 
 namespace stragglar {
@@ -172,7 +183,7 @@ void AllGatherByPiece(const Layout& layout, int pieces, int not_before, RoundPac
 }  // namespace
 
 absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
-                                                     int rail_blocks, int pieces) {
+                                                     int rail_blocks, int pieces, int rail_pieces) {
   if (nodes < 1 || ranks_per_node < 1 || nodes * ranks_per_node < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("hierarchical stragglar needs at least 2 ranks, "
@@ -184,15 +195,29 @@ absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_no
     return absl::InvalidArgumentError(
         absl::StrCat("straggler ", straggler, " outside [0, ", num_ranks, ")"));
   }
-  // One node, or one rank per node: there is only one level, and the flat plan (or, with rail
-  // blocks and one rank per node, the rail plan) is that level.
-  if (nodes == 1 || (ranks_per_node == 1 && rail_blocks == 0)) {
-    return SynthesizeStragglar(num_ranks, straggler);
+  if (rail_pieces < 1 || (rail_blocks > 0 && rail_pieces > 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hierarchical stragglar: ", rail_pieces, " rail pieces",
+                     rail_blocks > 0 ? " with log-depth rails (only flat rails are pipelined)"
+                                     : " (at least 1)"));
   }
-  if (ranks_per_node == 1) return SynthesizeLogDepthStragglar(num_ranks, straggler, rail_blocks);
+  if (nodes > 1 && rail_pieces > 1 &&
+      static_cast<int64_t>(nodes - 1) * rail_pieces > kMaxPipelinedPieces) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hierarchical stragglar: flat rails over ", nodes, " nodes take at most ",
+                     kMaxPipelinedPieces / (nodes - 1), " pieces per chunk (", kMaxPipelinedPieces,
+                     " chunks a rail), got ", rail_pieces));
+  }
+  // One node: there is only one level, and the flat plan is that level. One rank per node: the
+  // rail plan is the whole plan.
+  if (nodes == 1) return SynthesizeStragglar(num_ranks, straggler, rail_pieces);
+  if (ranks_per_node == 1) {
+    return rail_blocks > 0 ? SynthesizeLogDepthStragglar(num_ranks, straggler, rail_blocks)
+                           : SynthesizeStragglar(num_ranks, straggler, rail_pieces);
+  }
   absl::StatusOr<Plan> rail_plan =
       rail_blocks > 0 ? SynthesizeLogDepthStragglar(nodes, straggler / ranks_per_node, rail_blocks)
-                      : SynthesizeStragglar(nodes, straggler / ranks_per_node);
+                      : SynthesizeStragglar(nodes, straggler / ranks_per_node, rail_pieces);
   if (!rail_plan.ok()) return rail_plan.status();
   const Layout layout{.nodes = nodes,
                       .per_node = ranks_per_node,

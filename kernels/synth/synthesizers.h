@@ -51,15 +51,17 @@ absl::StatusOr<Plan> SynthesizeStragglarUnkept(int num_ranks, int pieces = 1);
 // Hierarchical StragglAR (kernels/synth/stragglar_hierarchical.cc) on `nodes` nodes of
 // `ranks_per_node` ranks, numbered node by node: the straggler's node is the late member of every
 // rail, each rail runs StragglAR over nodes on a ranks_per_node-th of the buffer, and the rest
-// moves inside nodes. The rail plan is the flat schedule (rail_blocks 0: ranks_per_node * (nodes -
-// 1) chunks), or log-depth StragglAR in `rail_blocks` blocks (ranks_per_node times its chunks).
-// With one node it is SynthesizeStragglar's flat plan; with one rank per node, the rail plan.
-// `pieces` > 1 writes it for executors with one queue per link class: each shard's hand-out and
-// all-gather move in that many pieces, piece by piece, overlapping the rails (slower in the round
-// model). InvalidArgument for fewer than 2 ranks, a straggler out of range, a bad block count, or
-// pieces that do not divide a shard's chunks.
+// moves inside nodes. The rail plan is the flat schedule pipelined in `rail_pieces` pieces
+// (rail_blocks 0: ranks_per_node * (nodes - 1) * rail_pieces chunks), or log-depth StragglAR in
+// `rail_blocks` blocks (ranks_per_node times its chunks). With one node it is SynthesizeStragglar's
+// flat plan; with one rank per node, the rail plan. `pieces` > 1 writes it for executors with one
+// queue per link class: each shard's hand-out and all-gather move in that many pieces, piece by
+// piece, overlapping the rails (slower in the round model). InvalidArgument for fewer than 2
+// ranks, a straggler out of range, a bad block count, pieces that do not divide a shard's chunks,
+// rail pieces below 1, beyond kMaxPipelinedPieces chunks per rail, or with log-depth rails.
 absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
-                                                     int rail_blocks = 0, int pieces = 1);
+                                                     int rail_blocks = 0, int pieces = 1,
+                                                     int rail_pieces = 1);
 
 // Log-depth StragglAR (kernels/synth/stragglar_log_depth.cc) for large flat rank counts: before the
 // straggler arrives the ready ranks run Halving-Doubling among themselves; after, the straggler's
@@ -79,10 +81,11 @@ int LogDepthRoundLowerBound(int num_ranks, int blocks);
 // Ring: exactly 2n(n-1). The flat StragglAR schedule: exactly 2(n-1)^2 in
 // one piece, at most that times `pieces` pipelined. The hierarchical ring, and hierarchical
 // StragglAR with any rails: at most the hierarchical ring's 2N(N-1)G + 2G(G-1)N for N nodes of G
-// ranks. Log-depth StragglAR and Halving-Doubling hold O(n log n) and are not bounded here.
+// ranks, with its rails' part, 2N(N-1)G, times `rail_pieces` for flat rails pipelined in them.
+// Log-depth StragglAR and Halving-Doubling hold O(n log n) and are not bounded here.
 int64_t RingTransfers(int num_ranks);
 int64_t FlatStragglarTransfersBound(int num_ranks, int pieces);
-int64_t HierarchicalTransfersBound(int nodes, int ranks_per_node);
+int64_t HierarchicalTransfersBound(int nodes, int ranks_per_node, int rail_pieces = 1);
 
 // Dispatches to the above; `straggler` is required for kStragglar and must be empty otherwise.
 absl::StatusOr<Plan> SynthesizePlan(Algorithm algorithm, int num_ranks,

@@ -144,7 +144,9 @@ def main():
 
         for args, says in ((["--candidates", "ring,fast"], "'fast' is not one of"),
                            (["--shapes", "4x1:100mbit:h9=20mbit"], "K of 1..4"),
-                           (["--notes", notes], "--notes goes with --report-from")):
+                           (["--notes", notes], "--notes goes with --report-from"),
+                           (["--out", os.path.join(work, "missing", "report")],
+                            "missing does not exist")):
             result = bench(*args)
             errors = result.stderr.strip().splitlines()
             expect(result.returncode == 2 and errors and says in errors[-1],

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/plan/verifier.h"
@@ -145,6 +146,72 @@ TEST(HierarchicalStragglarTest, LogDepthRailsVerifyAndKeepTheirLatencyChainShort
   EXPECT_EQ(*SynthesizeHierarchicalStragglar(5, 1, 4, 2), *SynthesizeLogDepthStragglar(5, 4, 2));
   EXPECT_THAT(SynthesizeHierarchicalStragglar(2, 4, 0, 3).status().message(),
               HasSubstr("must be a power of two"));
+}
+
+TEST(HierarchicalStragglarTest, PipelinedRailsVerifyAndCarryTheirPieces) {
+  for (const Layout& layout : kLayouts) {
+    const int n = layout.nodes * layout.per_node;
+    for (int straggler : {0, n / 2, n - 1}) {
+      for (int rail_pieces : {2, 4}) {
+        absl::StatusOr<Plan> plan = SynthesizeHierarchicalStragglar(layout.nodes, layout.per_node,
+                                                                    straggler, 0, 1, rail_pieces);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        EXPECT_TRUE(VerifyPlan(*plan).ok())
+            << layout.nodes << "x" << layout.per_node << " " << straggler << " " << rail_pieces
+            << ": " << VerifyPlan(*plan);
+        EXPECT_EQ(plan->num_chunks, layout.per_node * (layout.nodes - 1) * rail_pieces);
+        EXPECT_EQ(plan->variant, PlanVariant::kHierarchical);
+      }
+    }
+  }
+  // One rank per node: the pipelined flat plan.
+  EXPECT_EQ(*SynthesizeHierarchicalStragglar(5, 1, 4, 0, 1, 2), *SynthesizeStragglar(5, 4, 2));
+  EXPECT_THAT(SynthesizeHierarchicalStragglar(3, 4, 0, 2, 1, 2).status().message(),
+              HasSubstr("only flat rails are pipelined"));
+  EXPECT_THAT(SynthesizeHierarchicalStragglar(3, 4, 0, 0, 1, 0).status().message(),
+              HasSubstr("0 rail pieces (at least 1)"));
+  EXPECT_THAT(SynthesizeHierarchicalStragglar(3, 4, 0, 0, 1, 65).status().message(),
+              HasSubstr("flat rails over 3 nodes take at most 64 pieces per chunk"));
+}
+
+TEST(HierarchicalStragglarTest, PipelinedRailsApproachTheBoundAcrossTheStragglersNic) {
+  // After arrival every node takes in the buffer (S) once over its NIC, the least it can, and the
+  // straggler's node sends out (M + 1) / M of it, M = (N - 1) * rail pieces: 4/3 in one piece on 4
+  // nodes, 25/24 in 8 (on 3 nodes S itself). Before arrival the ready nodes send (N - 2) / (N - 1)
+  // of it each, a ReduceScatter's share, and the straggler's node nothing.
+  for (const Layout& layout : {Layout{3, 2}, Layout{4, 2}, Layout{4, 4}, Layout{5, 2}}) {
+    const int n = layout.nodes * layout.per_node;
+    for (int rail_pieces : {1, 2, 4, 8}) {
+      SCOPED_TRACE(absl::StrCat(layout.nodes, "x", layout.per_node, " in ", rail_pieces));
+      const Plan plan =
+          *SynthesizeHierarchicalStragglar(layout.nodes, layout.per_node, n - 1, 0, 1, rail_pieces);
+      std::vector<int> sent_before(layout.nodes), sent_after(layout.nodes),
+          taken_after(layout.nodes);
+      for (int r = 0; r < plan.num_rounds(); ++r) {
+        for (const Transfer& transfer : plan.rounds[r].transfers) {
+          if (!CrossesNodes(layout, transfer)) continue;
+          const int chunks = static_cast<int>(transfer.chunks.size());
+          const int from = transfer.src / layout.per_node, to = transfer.dst / layout.per_node;
+          if (r < plan.pre_arrival_rounds) {
+            sent_before[from] += chunks;
+          } else {
+            sent_after[from] += chunks;
+            taken_after[to] += chunks;
+          }
+        }
+      }
+      const int m = (layout.nodes - 1) * rail_pieces;
+      EXPECT_EQ(sent_after.back() * m, plan.num_chunks * (layout.nodes == 3 ? m : m + 1));
+      EXPECT_EQ(sent_before.back(), 0);
+      for (int node = 0; node < layout.nodes; ++node) {
+        EXPECT_EQ(taken_after[node], plan.num_chunks) << node;
+        if (node + 1 < layout.nodes) {
+          EXPECT_EQ(sent_before[node] * (layout.nodes - 1), plan.num_chunks * (layout.nodes - 2))
+              << node;
+        }
+      }
+    }
+  }
 }
 
 TEST(HierarchicalStragglarTest, OneLevelIsTheFlatPlan) {

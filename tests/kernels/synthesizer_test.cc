@@ -304,6 +304,11 @@ TEST(PlanSizeTest, ClosedFormsMatchOrBoundThePlans) {
                 TransfersOf(SynthesizeHierarchicalStragglar(nodes, per_node, nodes * per_node - 1,
                                                             rail_blocks)));
     }
+    for (int rail_pieces : {2, 8}) {
+      EXPECT_GE(
+          HierarchicalTransfersBound(nodes, per_node, rail_pieces),
+          TransfersOf(SynthesizeHierarchicalStragglar(nodes, per_node, 0, 0, 1, rail_pieces)));
+    }
   }
 }
 
