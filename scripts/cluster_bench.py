@@ -375,6 +375,8 @@ def plot(args, shapes, table, out_png):
         axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(out_png, dpi=110)
+    # The report is redrawn after every run: a long bench would otherwise keep every figure.
+    plt.close(figure)
 
 
 def mpi_version():
