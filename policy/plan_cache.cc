@@ -87,7 +87,7 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestHierarchical(double byt
       continue;
     }
     for (int rail_pieces : kRailPieceChoices) {
-      if (rail_pieces > 1 && (topology.nodes - 1) * rail_pieces > kMaxPipelinedPieces) break;
+      if (!RailPiecesFit(topology.nodes, rail_pieces)) break;
       flat_rails.push_back({.hierarchical = true, .rail_pieces = rail_pieces});
     }
   }
@@ -154,6 +154,14 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::ShapeOfFamily(PlanVariant f
     case PlanVariant::kLogDepth:
       return BestLogDepth(bytes, link);  // left out of StragglarShapes by forced pieces
     case PlanVariant::kHierarchical:
+      if (forced_pieces_ > 0 && machine().topology.multi_node()) {
+        // Forced pieces are the rails' (left out of StragglarShapes, as log-depth's), lowered to
+        // fit a rail's kMaxPipelinedPieces chunks.
+        const int nodes = machine().topology.nodes;
+        return StragglarShape{.hierarchical = true,
+                              .rail_pieces = std::max(
+                                  1, std::min(forced_pieces_, kMaxPipelinedPieces / (nodes - 1)))};
+      }
       return absl::FailedPreconditionError(
           "hierarchical StragglAR needs a machine of several nodes (STRAGGLAR_TOPOLOGY=NxG, or "
           "ranks on several hosts)");

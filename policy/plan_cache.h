@@ -92,8 +92,9 @@ class PlanCache {
   // is left out, forced pieces or not. A function of its inputs alone, so every rank gets the same.
   absl::StatusOr<std::vector<StragglarShape>> StragglarShapes(double bytes, const LinkModel& link);
   // The shape of `family` among StragglarShapes (log-depth's best block count also with forced
-  // pieces): what a forced family runs. FailedPrecondition for the hierarchical family on one
-  // machine, and for the flat schedule above kMaxFlatStragglarRanks ranks.
+  // pieces; with forced pieces the hierarchical family's flat rails in them): what a forced family
+  // runs. FailedPrecondition for the hierarchical family on one machine, and for the flat schedule
+  // above kMaxFlatStragglarRanks ranks.
   absl::StatusOr<StragglarShape> ShapeOfFamily(PlanVariant family, double bytes,
                                                const LinkModel& link);
 

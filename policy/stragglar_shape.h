@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/plan/plan.h"
+#include "kernels/synth/stragglar_schedule.h"
 
 namespace stragglar {
 
@@ -49,5 +50,10 @@ inline std::vector<int> HierarchicalQueuePieces(int chunks_per_shard) {
 // after arrival (docs/results/cluster-nodes-rails-2026-11-30.md).
 inline constexpr double kLogDepthRailsMinGain = 0.05;
 inline constexpr int kRailPieceChoices[] = {1, 2, 4, 8, 16};
+// Whether flat rails over `nodes` nodes take `rail_pieces` pieces per chunk: a rail holds at most
+// kMaxPipelinedPieces chunks, and one node has no rails to pipeline.
+inline bool RailPiecesFit(int nodes, int rail_pieces) {
+  return rail_pieces == 1 || (nodes > 1 && (nodes - 1) * rail_pieces <= kMaxPipelinedPieces);
+}
 
 }  // namespace stragglar

@@ -9,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/units.h"
-#include "kernels/synth/stragglar_schedule.h"
 #include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
 #include "policy/model/nccl_models.h"
@@ -178,7 +177,7 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
       continue;
     }
     for (int rail_pieces : kRailPieceChoices) {
-      if (rail_pieces > 1 && (topology.nodes - 1) * rail_pieces > kMaxPipelinedPieces) break;
+      if (!RailPiecesFit(topology.nodes, rail_pieces)) break;
       flat_rails_fit = HierarchicalPlanFits(topology, /*stragglar=*/true, rail_pieces);
       if (!flat_rails_fit.ok()) break;
       flat_rails.push_back({.rail_pieces = rail_pieces});

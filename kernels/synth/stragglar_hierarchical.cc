@@ -8,11 +8,11 @@
 // Why pipelined rails: after arrival, what must cross the straggler's node's NIC is its node's
 // contribution, once out (S over its G rails), and the result, once in. The flat schedule in one
 // piece sends 4/3 S out on 4 nodes; in k pieces per chunk (3k+1)/(3k) S, 25/24 S in 8 (exactly
-// (M+1)/M with M = (N-1)k up to 5 nodes; a little more on some larger ones), and every node takes
-// in S, the bound. Before arrival the flat rails run a
-// ReduceScatter among the ready nodes, the least any plan moves then; log-depth rails run a whole
-// Halving-Doubling AllReduce, and on 4x2 at 2 MiB took 602 ms with nobody late against 343 ms for
-// flat rails in 8 pieces (docs/results/cluster-nodes-rails-2026-11-30.md).
+// (M+1)/M with M = (N-1)k on 4 and 5 nodes, S itself on 3, a little more on some larger ones),
+// and every node takes in S, the bound. Before arrival the flat rails run a ReduceScatter among
+// the ready nodes, the least any plan moves then; log-depth rails run a whole Halving-Doubling
+// AllReduce, and on 4x2 at 2 MiB took 602 ms with nobody late against 343 ms for flat rails in 8
+// pieces (docs/results/cluster-nodes-rails-2026-11-30.md).
 //
 // The buffer is G shards, shard g of the rail plan's C chunks, and rail g reduces shard g.
 //  - Before the straggler arrives:

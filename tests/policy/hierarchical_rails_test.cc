@@ -74,5 +74,23 @@ TEST(HierarchicalRailsTest, LogDepthRailsWhereTheyWinByMoreThanTheMargin) {
                 AfterArrival(cache, {.hierarchical = true, .rail_pieces = 2}, bytes, nvlink));
 }
 
+TEST(HierarchicalRailsTest, ForcedPiecesAreTheForcedFamilysRails) {
+  // STRAGGLAR_PIECES with STRAGGLAR_ALGORITHM=stragglar-hierarchical: the rails in those pieces,
+  // lowered to a rail's 128 chunks (42 pieces over 4 nodes), whatever the model would pick.
+  for (auto [forced, rail_pieces] : {std::pair{4, 4}, std::pair{64, 42}}) {
+    PlanCache cache(
+        8, forced,
+        {.topology = {.nodes = 4, .ranks_per_node = 2}, .inter_node_link = kBetweenHosts});
+    absl::StatusOr<StragglarShape> shape =
+        cache.ShapeOfFamily(PlanVariant::kHierarchical, kTwoMiB, kInsideHost);
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    EXPECT_EQ(*shape, (StragglarShape{.hierarchical = true, .rail_pieces = rail_pieces}));
+    EXPECT_TRUE(cache.WithShape(Algorithm::kStragglar, 3, *shape).ok());
+  }
+  // On one machine there are no rails: the family's error, forced pieces or not.
+  PlanCache flat(8, 4);
+  EXPECT_FALSE(flat.ShapeOfFamily(PlanVariant::kHierarchical, kTwoMiB, kInsideHost).ok());
+}
+
 }  // namespace
 }  // namespace stragglar

@@ -72,6 +72,32 @@ TEST(CliTest, SimPricesHierarchicalStragglarWithItsFastestRails) {
   EXPECT_EQ(row["blocks"], 8);
   CliResult table = RunCli("sim --topology 32x8 --bytes 64MiB --algorithms stragglar-hierarchical");
   EXPECT_THAT(table.out, HasSubstr("stragglar-hierarchical: log-depth rails, a shard in 8 blocks"));
+  // The emulated 4x2 cluster's links: flat rails pipelined in 8 pieces, as the policy picks.
+  const std::string cluster =
+      "sim --topology 4x2 --bytes 2MiB --alpha 60us --bandwidth 2.8GB/s --inter-alpha 160us "
+      "--inter-bandwidth 7.02MB/s --delay 1s --algorithms stragglar-hierarchical";
+  CliResult pipelined = RunCli(cluster + " --json");
+  ASSERT_EQ(pipelined.exit_code, 0) << pipelined.err;
+  const nlohmann::json pipelined_row = nlohmann::json::parse(pipelined.out)["results"][0];
+  EXPECT_EQ(pipelined_row["rail_pieces"], 8);
+  EXPECT_FALSE(pipelined_row.contains("blocks"));
+  EXPECT_THAT(RunCli(cluster).out,
+              HasSubstr("stragglar-hierarchical: flat rails, pipelined in 8 pieces per chunk"));
+  // One node has no rails to pipeline: the flat plan, not an error for 63 x 4 pieces.
+  CliResult one_node =
+      RunCli("sim --topology 1x64 --bytes 1MiB --algorithms stragglar-hierarchical");
+  EXPECT_EQ(one_node.exit_code, 0) << one_node.err;
+}
+
+TEST(CliTest, PlanOnNodesPipelinesItsFlatRailsInPieces) {
+  CliResult json = RunCli("plan --algorithm stragglar --topology 4x2 --pieces 8 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["pieces"], 8);
+  EXPECT_EQ(*PlanFromJson(parsed), *SynthesizeHierarchicalStragglar(4, 2, 7, 0, 1, 8));
+  EXPECT_EQ(RunCli("verify --plan -", json.out).exit_code, 0);
+  EXPECT_THAT(RunCli("plan --algorithm stragglar --topology 4x2 --pieces 8").out,
+              HasSubstr("48 chunks, straggler 7, hierarchical on 4x2, flat rails in 8 pieces"));
 }
 
 TEST(CliTest, SimOnAMachineOfNodesComparesWithNcclsAlgorithms) {
