@@ -12,6 +12,10 @@
 #  3. A link goes down mid-run, STRAGGLAR_TIMEOUT=3s: the ranks waiting across it end the job with
 #     a line naming the rank they wait for, within seconds; the link comes back so that mpirun can
 #     reach the lost host's daemon and end.
+# Each fault comes once the job has reached call 10 (rank 0's progress line), not at a time after
+# its launch: CI's run of 2026-11-30, beside other tests, failed here, and on a loaded VM the link
+# went down as the job's first call began, so a slower start would have met it inside MPI_Init or
+# the preload's link probe, where no call waits and no warning can name a rank.
 # Prints each case's times and "cluster.faults: ok" when all passed.
 # usage: faults_check.sh BUILD_DIR
 set -uo pipefail
@@ -29,14 +33,19 @@ fail() {
 
 # The job in the background, output in $work/$1.out; its pid in $job: $2 checked MPI_Allreduce
 # calls of 1 MiB (tests/mpi/lateness.cc, nobody late), about 80 ms each here with StragglAR: 400
-# (about 30 s) where the job is ended, more than it can run first; 250 where it must finish (a
-# call cannot take under 42 ms on these links, so the run outlasts the link's fall at 6 s).
+# (about 30 s) where the job is ended, more than it can run first; 250 where it must finish (the
+# fault comes at call 10, and no call completes while a rank's link is down).
 start_job() {
   local log=$work/$1.out calls=$2
   shift 2
-  timeout 120 "$cluster" run --name "$name" "$@" "$build/bin/mpi_lateness" "$calls" 0@0-0:0 \
-    >"$log" 2>&1 &
+  timeout 120 "$cluster" run --name "$name" -x LATENESS_PROGRESS_EVERY=10 "$@" \
+    "$build/bin/mpi_lateness" "$calls" 0@0-0:0 >"$log" 2>&1 &
   job=$!
+}
+# Waits (at most 60 s, a start on a loaded machine) until the job of $1 has begun its call 10.
+wait_for_calls() {
+  wait_for "$1" 60 '^lateness: call 10$' >/dev/null ||
+    fail "$1: the job did not reach call 10 within 60 s: $(tail -3 "$work/$1.out")"
 }
 # Waits (at most $2 s) for the pattern $3 in $work/$1.out; the seconds waited.
 wait_for() {
@@ -60,8 +69,7 @@ preload=(-x "LD_PRELOAD=$build/lib/libstragglar_mpi.so" -x STRAGGLAR_ALGORITHM=s
 # 1. A host dies, with and without the preload.
 for run in plain preload; do
   if [[ $run == plain ]]; then start_job "dies-$run" 400; else start_job "dies-$run" 400 "${preload[@]}"; fi
-  wait_for "dies-$run" 30 "." >/dev/null  # started
-  sleep 4
+  wait_for_calls "dies-$run"
   kill_lost_rank
   begin=$SECONDS
   wait "$job"
@@ -77,7 +85,7 @@ grep -hE -m1 "on node $lost exited on signal 9|[0-9]+ total processes killed" "$
 
 # 2. A link down for 8 s, then up: warnings, then exact results.
 start_job link-warns 250 "${preload[@]}" -x STRAGGLAR_WARN_AFTER=2s
-sleep 6
+wait_for_calls link-warns
 "$cluster" link --name "$name" "$lost" down
 warned=$(wait_for link-warns 8 'has waited [0-9.]+ m?s for rank [0-9]') || warned=none
 sleep $((8 - ${warned/none/8}))
@@ -93,7 +101,7 @@ grep 'has waited' "$work/link-warns.out"
 
 # 3. A link down, STRAGGLAR_TIMEOUT=3s: the job ends naming the rank waited for.
 start_job link-timeout 400 "${preload[@]}" -x STRAGGLAR_TIMEOUT=3s
-sleep 6
+wait_for_calls link-timeout
 "$cluster" link --name "$name" "$lost" down
 ended=$(wait_for link-timeout 15 'longer than STRAGGLAR_TIMEOUT=3 s: ending the job') || ended=none
 "$cluster" link --name "$name" "$lost" up
