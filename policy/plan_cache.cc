@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/synth/stragglar_schedule.h"
+#include "policy/hierarchical_rails.h"
 
 namespace stragglar {
 
@@ -79,43 +80,31 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestLogDepth(double bytes,
 absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestHierarchical(double bytes,
                                                                       const LinkModel& link) {
   const Topology& topology = machine().topology;
-  std::vector<StragglarShape> flat_rails;
-  std::vector<StragglarShape> log_depth_rails;
-  for (int blocks : HierarchicalRailBlockChoices(topology, bytes, machine().inter_node_link)) {
-    if (blocks > 0) {
-      log_depth_rails.push_back({.log_depth_blocks = blocks, .hierarchical = true});
-      continue;
-    }
-    for (int rail_pieces : kRailPieceChoices) {
-      if (!RailPiecesFit(topology.nodes, rail_pieces)) break;
-      flat_rails.push_back({.hierarchical = true, .rail_pieces = rail_pieces});
-    }
-  }
+  HierarchicalRailShapes rails = RailShapesToPrice(topology, bytes, machine().inter_node_link,
+                                                   [](int) { return absl::OkStatus(); });
+  // On queues, the plan written for them too: each rails with its shards in pieces.
+  const auto num_chunks = [&](const StragglarShape& shape) -> absl::StatusOr<int> {
+    absl::StatusOr<const PlanHeader*> whole =
+        parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, shape);
+    if (!whole.ok()) return whole.status();
+    return (*whole)->num_chunks;
+  };
   std::optional<ShapeAfterArrival> best_flat;
   std::optional<ShapeAfterArrival> best_log_depth;
-  for (auto [rails, best] :
-       {std::pair{&flat_rails, &best_flat}, {&log_depth_rails, &best_log_depth}}) {
-    if (rails->empty()) continue;
-    // On queues, the plan written for them too: each rails with its shards in pieces (the counts
-    // that divide a shard's chunks).
-    for (size_t i = 0, count = rails->size(); machine().PricedWithQueues() && i < count; ++i) {
-      absl::StatusOr<const PlanHeader*> whole =
-          parts_->store.Get(Algorithm::kStragglar, num_ranks_ - 1, (*rails)[i]);
-      if (!whole.ok()) return whole.status();
-      const int shard_chunks = (*whole)->num_chunks / topology.ranks_per_node;
-      for (int pieces : HierarchicalQueuePieces(shard_chunks)) {
-        StragglarShape in_pieces = (*rails)[i];
-        in_pieces.pieces = pieces;
-        rails->push_back(in_pieces);
+  for (auto [shapes, best] :
+       {std::pair{&rails.flat, &best_flat}, {&rails.log_depth, &best_log_depth}}) {
+    if (shapes->empty()) continue;
+    if (machine().PricedWithQueues()) {
+      if (absl::Status added = AddQueuePieces(topology, num_chunks, *shapes); !added.ok()) {
+        return added;
       }
     }
-    absl::StatusOr<ShapeAfterArrival> fastest = FastestAfterArrival(*rails, bytes, link);
+    absl::StatusOr<ShapeAfterArrival> fastest = FastestAfterArrival(*shapes, bytes, link);
     if (!fastest.ok()) return fastest.status();
     *best = *fastest;
   }
   if (!best_log_depth.has_value()) return best_flat->shape;
-  if (!best_flat.has_value() ||
-      best_log_depth->seconds < (1 - kLogDepthRailsMinGain) * best_flat->seconds) {
+  if (!best_flat.has_value() || LogDepthRailsWin(best_log_depth->seconds, best_flat->seconds)) {
     return best_log_depth->shape;
   }
   return best_flat->shape;

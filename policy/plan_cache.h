@@ -166,11 +166,10 @@ class PlanCache {
                                                         double bytes, const LinkModel& link);
   // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.
   absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
-  // Hierarchical StragglAR with the better rails: the best flat rails
-  // (HierarchicalRailBlockChoices' 0, pipelined in 1, 2, 4, 8 or 16 pieces while a rail has at most
-  // kMaxPipelinedPieces chunks), unless the best log-depth rails are faster after arrival by more
-  // than kLogDepthRailsMinGain (policy/stragglar_shape.h). With per-class queues each rails is also
-  // priced with its shards in HierarchicalQueuePieces.
+  // Hierarchical StragglAR with the better rails (policy/hierarchical_rails.h): the best flat
+  // rails of RailShapesToPrice, unless its best log-depth rails are faster after arrival by more
+  // than kLogDepthRailsMinGain. With per-class queues each rails is also priced with its shards in
+  // pieces (AddQueuePieces).
   absl::StatusOr<StragglarShape> BestHierarchical(double bytes, const LinkModel& link);
   bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
 

@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "kernels/synth/synthesizers.h"
 #include "nlohmann/json.hpp"
+#include "policy/hierarchical_rails.h"
 #include "policy/model/nccl_models.h"
 #include "policy/model/queue_simulator.h"
 #include "policy/model/simulator.h"
@@ -119,6 +120,10 @@ struct PlanShape {
   int pieces = 1;
   int rail_pieces = 1;
 };
+PlanShape PlanShapeOf(const StragglarShape& shape) {
+  return {
+      .blocks = shape.log_depth_blocks, .pieces = shape.pieces, .rail_pieces = shape.rail_pieces};
+}
 
 // The fastest of the `shapes` plans (`synthesize(shape)`), by simulation, its shape kept.
 absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<PlanShape>& shapes,
@@ -154,60 +159,46 @@ absl::StatusOr<SimRow> SimulateLogDepth(const Candidate& candidate, const SimArg
       args);
 }
 
-// Hierarchical StragglAR with the better of its rails, as the policy prices them
-// (PlanCache::BestHierarchical): the best flat rails (the flat schedule over the nodes, pipelined
-// in kRailPieceChoices) unless the best log-depth rails (HierarchicalRailBlockChoices) finish
-// sooner after the last arrival by more than kLogDepthRailsMinGain. With per-class queues each
-// rails also in the best of 2, 4, 8 and 16 pieces per shard (those that divide its chunks).
+// Hierarchical StragglAR with the better of its rails, picked as the policy picks them
+// (PlanCache::BestHierarchical, policy/hierarchical_rails.h): the best flat rails unless the best
+// log-depth rails finish sooner after the last arrival by more than kLogDepthRailsMinGain. With
+// per-class queues each rails also in the best of its shards' pieces. Flat rails only where their
+// plan fits (4096x16 would hold 539 million transfers).
 absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const SimArgs& args) {
   const Topology& topology = args.network.topology;
-  const std::vector<int> rail_blocks = HierarchicalRailBlockChoices(
-      topology, static_cast<double>(args.bytes), args.network.inter_node);
+  HierarchicalRailShapes rails = RailShapesToPrice(
+      topology, static_cast<double>(args.bytes), args.network.inter_node, [&](int rail_pieces) {
+        return HierarchicalPlanFits(topology, /*stragglar=*/true, rail_pieces);
+      });
   const auto synthesize = [&](PlanShape shape) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler,
                                            shape.blocks, shape.pieces, shape.rail_pieces);
   };
-  // Flat rails only where their plan fits (4096x16 would hold 539 million transfers).
-  absl::Status flat_rails_fit = absl::OkStatus();
-  std::vector<PlanShape> flat_rails;
-  std::vector<PlanShape> log_depth_rails;
-  for (int blocks : rail_blocks) {
-    if (blocks > 0) {
-      log_depth_rails.push_back({.blocks = blocks});
-      continue;
-    }
-    for (int rail_pieces : kRailPieceChoices) {
-      if (!RailPiecesFit(topology.nodes, rail_pieces)) break;
-      flat_rails_fit = HierarchicalPlanFits(topology, /*stragglar=*/true, rail_pieces);
-      if (!flat_rails_fit.ok()) break;
-      flat_rails.push_back({.rail_pieces = rail_pieces});
-    }
-  }
+  const auto num_chunks = [&](const StragglarShape& shape) -> absl::StatusOr<int> {
+    absl::StatusOr<Plan> whole = synthesize(PlanShapeOf(shape));
+    if (!whole.ok()) return whole.status();
+    return whole->num_chunks;
+  };
   std::optional<SimRow> best_flat;
   std::optional<SimRow> best_log_depth;
-  for (auto [rails, best] :
-       {std::pair{&flat_rails, &best_flat}, std::pair{&log_depth_rails, &best_log_depth}}) {
-    for (size_t i = 0, count = rails->size();
-         args.per_class_queues && topology.multi_node() && topology.ranks_per_node > 1 && i < count;
-         ++i) {
-      absl::StatusOr<Plan> whole = synthesize((*rails)[i]);
-      if (!whole.ok()) return whole.status();
-      const int chunks_per_shard = whole->num_chunks / topology.ranks_per_node;
-      for (int pieces : HierarchicalQueuePieces(chunks_per_shard)) {
-        PlanShape in_pieces = (*rails)[i];
-        in_pieces.pieces = pieces;
-        rails->push_back(in_pieces);
+  for (auto [shapes, best] :
+       {std::pair{&rails.flat, &best_flat}, std::pair{&rails.log_depth, &best_log_depth}}) {
+    if (shapes->empty()) continue;
+    if (args.per_class_queues && topology.multi_node() && topology.ranks_per_node > 1) {
+      if (absl::Status added = AddQueuePieces(topology, num_chunks, *shapes); !added.ok()) {
+        return added;
       }
     }
-    if (rails->empty()) continue;
-    absl::StatusOr<SimRow> fastest = FastestOf(candidate, *rails, synthesize, args);
+    std::vector<PlanShape> plan_shapes;
+    for (const StragglarShape& shape : *shapes) plan_shapes.push_back(PlanShapeOf(shape));
+    absl::StatusOr<SimRow> fastest = FastestOf(candidate, plan_shapes, synthesize, args);
     if (!fastest.ok()) return fastest.status();
     *best = *std::move(fastest);
   }
-  if (!best_flat.has_value() && !best_log_depth.has_value()) return flat_rails_fit;
+  if (!best_flat.has_value() && !best_log_depth.has_value()) return rails.flat_refusal;
   if (!best_log_depth.has_value()) return *std::move(best_flat);
-  if (!best_flat.has_value() || best_log_depth->after_last_arrival_s <
-                                    (1 - kLogDepthRailsMinGain) * best_flat->after_last_arrival_s) {
+  if (!best_flat.has_value() ||
+      LogDepthRailsWin(best_log_depth->after_last_arrival_s, best_flat->after_last_arrival_s)) {
     return *std::move(best_log_depth);
   }
   return *std::move(best_flat);

@@ -1,11 +1,18 @@
-// The rails of the hierarchical StragglAR the plan cache offers on nodes
-// (PlanCache::BestHierarchical): the flat schedule pipelined in the pieces the model prices fastest
-// after arrival, and log-depth rails only where they win after arrival by more than
-// kLogDepthRailsMinGain, since they move a whole AllReduce before the straggler arrives.
+// The rails of hierarchical StragglAR (policy/hierarchical_rails.h): the shapes priced, exactly;
+// flat rails only up to kMaxFlatRailNodes nodes, above which they lose; and the plan cache's pick
+// on nodes (PlanCache::BestHierarchical): the flat schedule pipelined in the pieces the model
+// prices fastest after arrival, and log-depth rails only where they win after arrival by more
+// than kLogDepthRailsMinGain, since they move a whole AllReduce before the straggler arrives.
+#include "policy/hierarchical_rails.h"
+
+#include <algorithm>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/synth/synthesizers.h"
+#include "policy/model/queue_simulator.h"
+#include "policy/model/simulator.h"
 #include "policy/plan_cache.h"
 #include "policy/stragglar_shape.h"
 
@@ -72,6 +79,108 @@ TEST(HierarchicalRailsTest, LogDepthRailsWhereTheyWinByMoreThanTheMargin) {
   EXPECT_LT(AfterArrival(cache, offered, bytes, nvlink),
             (1 - kLogDepthRailsMinGain) *
                 AfterArrival(cache, {.hierarchical = true, .rail_pieces = 2}, bytes, nvlink));
+}
+
+// The shapes priced, exactly: flat rails in every piece count a rail holds (on 64 nodes 63 x 2 =
+// 126 chunks, 63 x 4 over kMaxPipelinedPieces), log-depth rails in HierarchicalRailBlockChoices'
+// blocks; a caller's first refusal ends the flat list and says why; and each shape again with its
+// shards in the pieces that divide them.
+TEST(HierarchicalRailsTest, TheShapesPricedAreEveryRailThatFits) {
+  const auto accept = [](int) { return absl::OkStatus(); };
+  const auto rail_pieces = [](const std::vector<StragglarShape>& shapes) {
+    std::vector<int> counts;
+    for (const StragglarShape& shape : shapes) {
+      EXPECT_TRUE(shape.hierarchical);
+      EXPECT_EQ(shape.log_depth_blocks, 0);
+      counts.push_back(shape.rail_pieces);
+    }
+    return counts;
+  };
+  const Topology cluster{.nodes = 4, .ranks_per_node = 2};
+  const HierarchicalRailShapes four = RailShapesToPrice(cluster, kTwoMiB, kBetweenHosts, accept);
+  EXPECT_THAT(rail_pieces(four.flat), ::testing::ElementsAre(1, 2, 4, 8, 16));
+  EXPECT_TRUE(four.flat_refusal.ok());
+  std::vector<int> blocks;
+  for (const StragglarShape& shape : four.log_depth) {
+    EXPECT_TRUE(shape.hierarchical);
+    EXPECT_EQ(shape.rail_pieces, 1);
+    blocks.push_back(shape.log_depth_blocks);
+  }
+  std::vector<int> expected_blocks = HierarchicalRailBlockChoices(cluster, kTwoMiB, kBetweenHosts);
+  expected_blocks.erase(expected_blocks.begin());  // the flat rails' 0
+  EXPECT_EQ(blocks, expected_blocks);
+  EXPECT_THAT(rail_pieces(RailShapesToPrice({.nodes = 64, .ranks_per_node = 8}, kTwoMiB,
+                                            kBetweenHosts, accept)
+                              .flat),
+              ::testing::ElementsAre(1, 2));
+  const HierarchicalRailShapes one_node =
+      RailShapesToPrice({.nodes = 1, .ranks_per_node = 8}, kTwoMiB, kBetweenHosts, accept);
+  EXPECT_THAT(rail_pieces(one_node.flat), ::testing::ElementsAre(1));
+  EXPECT_TRUE(one_node.log_depth.empty());
+  const HierarchicalRailShapes refused =
+      RailShapesToPrice(cluster, kTwoMiB, kBetweenHosts, [](int pieces) {
+        return pieces == 4 ? absl::ResourceExhaustedError("too large") : absl::OkStatus();
+      });
+  EXPECT_THAT(rail_pieces(refused.flat), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(refused.flat_refusal, absl::ResourceExhaustedError("too large"));
+
+  // A rail in 8 pieces on 4x2 has 2 x 3 x 8 = 48 chunks, 24 a shard: pieces 2, 4 and 8 divide it.
+  std::vector<StragglarShape> queued = {{.hierarchical = true, .rail_pieces = 8}};
+  const auto chunks = [&](const StragglarShape& shape) -> absl::StatusOr<int> {
+    return cluster.ranks_per_node * (cluster.nodes - 1) * shape.rail_pieces;
+  };
+  ASSERT_TRUE(AddQueuePieces(cluster, chunks, queued).ok());
+  std::vector<int> shard_pieces;
+  for (const StragglarShape& shape : queued) {
+    EXPECT_EQ(shape.rail_pieces, 8);
+    shard_pieces.push_back(shape.pieces);
+  }
+  EXPECT_THAT(shard_pieces, ::testing::ElementsAre(1, 2, 4, 8));
+  EXPECT_EQ(AddQueuePieces(
+                cluster,
+                [](const StragglarShape&) -> absl::StatusOr<int> {
+                  return absl::InternalError("no plan");
+                },
+                queued),
+            absl::InternalError("no plan"));
+  EXPECT_EQ(queued.size(), 4u);  // nothing added on the error
+}
+
+TEST(HierarchicalRailsTest, FlatRailsArePricedOnlyUpToTheirLimitWhereAboveItTheyLose) {
+  const LinkModel nic = kTypicalInterNodeLink;
+  EXPECT_THAT(HierarchicalRailBlockChoices({.nodes = 1, .ranks_per_node = 8}, 1 << 26, nic),
+              ::testing::ElementsAre(0));
+  const std::vector<int> at_limit =
+      HierarchicalRailBlockChoices({.nodes = kMaxFlatRailNodes, .ranks_per_node = 8}, 1 << 26, nic);
+  ASSERT_GE(at_limit.size(), 2u);
+  EXPECT_EQ(at_limit[0], 0);
+  EXPECT_THAT(std::vector<int>(at_limit.begin() + 1, at_limit.end()),
+              ::testing::Each(::testing::Gt(0)));
+  // Just above the limit flat rails are left out, and there they lose after arrival to the best
+  // of the log-depth rails left in, round by round and on per-class queues, small and large.
+  const Topology above{.nodes = kMaxFlatRailNodes + 1, .ranks_per_node = 8};
+  const NetworkModel network{.topology = above, .intra_node = LinkModel{}, .inter_node = nic};
+  const int straggler = above.num_ranks() - 1;
+  std::vector<double> late(above.num_ranks(), 0.0);
+  late[straggler] = 1.0;
+  const Plan flat_rails = *SynthesizeHierarchicalStragglar(above.nodes, 8, straggler, 0);
+  for (double bytes : {4096.0, 64.0 * (1 << 20), 1024.0 * (1 << 20), 16.0 * (1 << 30)}) {
+    const std::vector<int> choices = HierarchicalRailBlockChoices(above, bytes, nic);
+    ASSERT_THAT(choices, ::testing::Each(::testing::Gt(0))) << bytes;
+    for (bool queues : {false, true}) {
+      const auto after_arrival = [&](const Plan& plan) {
+        return (queues ? SimulatePlanWithQueues(plan, bytes, network, late)
+                       : SimulatePlan(plan, bytes, network, late))
+            ->after_last_arrival_s;
+      };
+      double best_log_depth = kNever;
+      for (int blocks : choices) {
+        best_log_depth = std::min(best_log_depth, after_arrival(*SynthesizeHierarchicalStragglar(
+                                                      above.nodes, 8, straggler, blocks)));
+      }
+      EXPECT_LT(best_log_depth, after_arrival(flat_rails)) << bytes << " queues " << queues;
+    }
+  }
 }
 
 TEST(HierarchicalRailsTest, ForcedPiecesAreTheForcedFamilysRails) {

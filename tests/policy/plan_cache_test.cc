@@ -277,43 +277,6 @@ TEST(PlanCacheTest, OnPerClassQueuesEveryPlanIsPricedThatWayAndThePiecesPlanIsOf
             queued.Simulate(plans[1], bytes, nvlink, late)->after_last_arrival_s);
 }
 
-TEST(PlanCacheTest, FlatRailsArePricedOnlyUpToTheirLimitWhereAboveItTheyLose) {
-  const LinkModel nic = kTypicalInterNodeLink;
-  EXPECT_THAT(HierarchicalRailBlockChoices({.nodes = 1, .ranks_per_node = 8}, 1 << 26, nic),
-              ::testing::ElementsAre(0));
-  const std::vector<int> at_limit =
-      HierarchicalRailBlockChoices({.nodes = kMaxFlatRailNodes, .ranks_per_node = 8}, 1 << 26, nic);
-  ASSERT_GE(at_limit.size(), 2u);
-  EXPECT_EQ(at_limit[0], 0);
-  EXPECT_THAT(std::vector<int>(at_limit.begin() + 1, at_limit.end()),
-              ::testing::Each(::testing::Gt(0)));
-  // Just above the limit flat rails are left out, and there they lose after arrival to the best
-  // of the log-depth rails left in, round by round and on per-class queues, small and large.
-  const Topology above{.nodes = kMaxFlatRailNodes + 1, .ranks_per_node = 8};
-  const NetworkModel network{.topology = above, .intra_node = LinkModel{}, .inter_node = nic};
-  const int straggler = above.num_ranks() - 1;
-  std::vector<double> late(above.num_ranks(), 0.0);
-  late[straggler] = 1.0;
-  const Plan flat_rails = *SynthesizeHierarchicalStragglar(above.nodes, 8, straggler, 0);
-  for (double bytes : {4096.0, 64.0 * (1 << 20), 1024.0 * (1 << 20), 16.0 * (1 << 30)}) {
-    const std::vector<int> choices = HierarchicalRailBlockChoices(above, bytes, nic);
-    ASSERT_THAT(choices, ::testing::Each(::testing::Gt(0))) << bytes;
-    for (bool queues : {false, true}) {
-      const auto after_arrival = [&](const Plan& plan) {
-        return (queues ? SimulatePlanWithQueues(plan, bytes, network, late)
-                       : SimulatePlan(plan, bytes, network, late))
-            ->after_last_arrival_s;
-      };
-      double best_log_depth = kNever;
-      for (int blocks : choices) {
-        best_log_depth = std::min(best_log_depth, after_arrival(*SynthesizeHierarchicalStragglar(
-                                                      above.nodes, 8, straggler, blocks)));
-      }
-      EXPECT_LT(best_log_depth, after_arrival(flat_rails)) << bytes << " queues " << queues;
-    }
-  }
-}
-
 TEST(PlanCacheTest, CompactRoundsSimulateBitForBit) {
   // What the cache streams through instead of the plan's transfers gives the same bits, on one
   // node and on a machine of nodes, for plans of one chunk per transfer and of many.

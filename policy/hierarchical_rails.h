@@ -1,0 +1,71 @@
+// The rails hierarchical StragglAR (kernels/synth/stragglar_hierarchical.cc) is priced with, and
+// the rule that picks between them: one list and one rule for the plan cache, which the policy
+// runs (PlanCache::BestHierarchical), and for `stragglar sim`, which prints what it would pick
+// (tools/sim_command.cc), so that the two cannot drift apart.
+#pragma once
+
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/synth/stragglar_schedule.h"
+#include "policy/model/simulator.h"
+#include "policy/model/topology.h"
+#include "policy/stragglar_shape.h"
+
+namespace stragglar {
+
+// Flat rails are the flat schedule over the nodes, pipelined in one of these piece counts.
+inline constexpr int kRailPieceChoices[] = {1, 2, 4, 8, 16};
+// Whether flat rails over `nodes` nodes take `rail_pieces` pieces per chunk: a rail holds at most
+// kMaxPipelinedPieces chunks, and one node has no rails to pipeline.
+inline bool RailPiecesFit(int nodes, int rail_pieces) {
+  return rail_pieces == 1 || (nodes > 1 && (nodes - 1) * rail_pieces <= kMaxPipelinedPieces);
+}
+
+// The piece counts worth pricing for hierarchical StragglAR on per-class queues, whose shards
+// have `chunks_per_shard` chunks: 2, 4, 8 and 16, while they divide it. More pieces start the
+// all-gather inside nodes earlier but cost a latency each.
+inline std::vector<int> HierarchicalQueuePieces(int chunks_per_shard) {
+  std::vector<int> pieces;
+  for (int each = 2; each <= 16 && chunks_per_shard % each == 0; each *= 2) pieces.push_back(each);
+  return pieces;
+}
+
+// Log-depth rails are picked only when faster after arrival than the best flat rails by more than
+// this fraction. Log-depth rails run a whole Halving-Doubling AllReduce among the ready nodes
+// before the straggler arrives, where flat rails run a ReduceScatter, the least any plan moves
+// then, and a straggler less late than that phase pays for it: on 4x2 at 2 MiB, 602 ms with nobody
+// late against 343 ms for flat rails in 8 pieces, which the model priced within 1% of each other
+// after arrival (docs/results/cluster-nodes-rails-2026-11-30.md).
+inline constexpr double kLogDepthRailsMinGain = 0.05;
+inline bool LogDepthRailsWin(double log_depth_after_arrival_s, double flat_after_arrival_s) {
+  return log_depth_after_arrival_s < (1 - kLogDepthRailsMinGain) * flat_after_arrival_s;
+}
+
+// The hierarchical shapes worth pricing on `topology` for a call of `bytes`, by kind of rails.
+struct HierarchicalRailShapes {
+  // HierarchicalRailBlockChoices' 0, in every kRailPieceChoices count that RailPiecesFit and
+  // `flat_rails_fit` accepts; the list ends at the first count refused.
+  std::vector<StragglarShape> flat;
+  // HierarchicalRailBlockChoices' log-depth blocks (> 0).
+  std::vector<StragglarShape> log_depth;
+  // `flat_rails_fit`'s refusal, where it refused a count: why the flat list is short or empty.
+  absl::Status flat_refusal;
+};
+// `flat_rails_fit(rail_pieces)` bounds the plan's size where the caller must (`stragglar sim`
+// prices up to 4096 ranks); the plan cache accepts every count.
+HierarchicalRailShapes RailShapesToPrice(
+    const Topology& topology, double bytes, const LinkModel& inter_node,
+    absl::FunctionRef<absl::Status(int rail_pieces)> flat_rails_fit);
+
+// For per-class queues (several nodes of several ranks): appends to `rails` each of its shapes
+// again with its shards in each of the HierarchicalQueuePieces of its plan, whose chunk count
+// `num_chunks(shape)` gives.
+absl::Status AddQueuePieces(
+    const Topology& topology,
+    absl::FunctionRef<absl::StatusOr<int>(const StragglarShape&)> num_chunks,
+    std::vector<StragglarShape>& rails);
+
+}  // namespace stragglar
