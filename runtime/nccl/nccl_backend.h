@@ -1,9 +1,10 @@
 // The NCCL backend of the communicator protocol: the protocol's own traffic as small NCCL
 // collectives enqueued on the calling stream (the epoch's gather runs behind the calls: the
-// protocol defers the exchange), the GPU call timer's tickets, and each ncclAllReduce's work:
-// NCCL's own AllReduce, or this rank's program over NCCL send/recv and our CUDA kernels
-// (kernels/exec/nccl/nccl_executor.h), optionally with StragglAR's pre-arrival phase as NCCL
-// collectives on a communicator of the ready ranks.
+// protocol defers the exchange), the link probe's rounds, and the GPU call timer's tickets. It
+// holds the communicator's two other parts, which each call's work uses
+// (runtime/nccl/nccl_allreduce_work.h): the ready ranks' communicators
+// (runtime/nccl/nccl_ready_comms.h) and the device executor's host side
+// (runtime/nccl/device_executor_host.h), and revokes all of them at once.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,16 +13,16 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "kernels/exec/device/device_executor.h"
 #include "kernels/exec/nccl/nccl_executor.h"
 #include "profiler/gpu_timer.h"
 #include "runtime/comm_backend.h"
 #include "runtime/link_probe.h"
+#include "runtime/nccl/device_executor_host.h"
+#include "runtime/nccl/nccl_ready_comms.h"
 
 namespace stragglar {
 
@@ -35,7 +36,9 @@ class NcclBackend final : public CommBackend {
         size_(size),
         device_(device),
         timer_(timer),
-        epoch_calls_(epoch_calls) {}
+        epoch_calls_(epoch_calls),
+        ready_comms_(comm, rank, size),
+        device_side_(rank, size) {}
   ~NcclBackend() override;
   NcclBackend(const NcclBackend&) = delete;
   NcclBackend& operator=(const NcclBackend&) = delete;
@@ -52,25 +55,18 @@ class NcclBackend final : public CommBackend {
   DeviceScratch& scratch() { return scratch_; }
   GpuCallTimer* timer() const { return timer_; }
 
-  // STRAGGLAR_PRE_ARRIVAL=nccl: the communicator of the ready ranks when `straggler` is late, each
-  // at the index of the block it owns (`block`; -1 on the straggler, which gets nullptr), split
-  // off at its first use (a collective call: every rank, the straggler too, is in the same call).
-  absl::StatusOr<ncclComm_t> ReadyComm(int straggler, int block);
-  // Frees the ready ranks' communicators: aborted when the user's communicator is (a peer may be
-  // gone, and destroying would wait for it), destroyed otherwise.
-  void ReleaseReadyComms(bool abort);
+  // STRAGGLAR_PRE_ARRIVAL=nccl: the ready ranks' communicators.
+  NcclReadyComms& ready_comms() { return ready_comms_; }
 
-  // STRAGGLAR_EXECUTOR=device: sets up the device executor (kernels/exec/device/device_executor.h)
-  // over peer windows exchanged through this communicator. Collective: every rank calls it in the
-  // same call. Where it cannot run, plans keep running over NCCL send/recv, and rank 0 says why
-  // once.
-  // `stamps_prefix`: where its timeline goes (STRAGGLAR_DEVICE_STAMPS), "" for none.
+  // STRAGGLAR_EXECUTOR=device: sets up the device executor over peer windows exchanged through
+  // this communicator (DeviceExecutorHost::Start). Collective: every rank calls it in the same
+  // call.
   void StartDeviceExecutor(const PeerWindowsOptions& options, double timeout_s,
                            const std::string& stamps_prefix);
   // nullptr unless StartDeviceExecutor succeeded.
-  DeviceExecutor* device_executor() const { return device_executor_.get(); }
+  DeviceExecutor* device_executor() const { return device_side_.executor(); }
   // Frees it; `abort` first makes its kernels stop waiting (a peer may be gone).
-  void ReleaseDeviceExecutor(bool abort);
+  void ReleaseDeviceExecutor(bool abort) { device_side_.Release(abort); }
 
   // STRAGGLAR_TIMEOUT, from the watchdog's thread while the calling thread may be waiting on the
   // GPU: revokes the user's communicator and the ready ranks' (ncclCommRevoke: their work stops,
@@ -97,7 +93,6 @@ class NcclBackend final : public CommBackend {
   // Aborted once Revoke was called: what a wait that has just returned read is not to be used.
   absl::Status NotRevoked();
   absl::Status CudaFailed(absl::string_view call, cudaError_t code);
-  absl::Status NcclFailed(absl::string_view call, ncclResult_t code);
   // Values per rank a gather holds: an epoch's 2 per call, or the slow-link probe's (an epoch may
   // be 1 call). Fixed at the first gather, which comes after the agreement set the epoch.
   size_t GatherCapacity() const {
@@ -122,10 +117,8 @@ class NcclBackend final : public CommBackend {
   int epoch_calls_;
   cudaStream_t stream_ = nullptr;
   DeviceScratch scratch_;
-  // By straggler; nullptr on the straggler. Under ready_mutex_: Revoke reads it from another
-  // thread.
-  std::mutex ready_mutex_;
-  absl::flat_hash_map<int, ncclComm_t> ready_comms_;
+  NcclReadyComms ready_comms_;
+  DeviceExecutorHost device_side_;
   std::atomic<bool> revoked_{false};
   // The gather's buffers: device in/out and their pinned host copies, and the event that says
   // the host copy of the result has landed.
@@ -134,47 +127,6 @@ class NcclBackend final : public CommBackend {
   cudaEvent_t gathered_event_ = nullptr;
   size_t gathered_values_ = 0;  // of the gather in flight, per rank
   cudaEvent_t probe_start_ = nullptr, probe_stop_ = nullptr;
-  std::unique_ptr<DeviceExecutor> device_executor_;
-  std::string stamps_file_;  // the device executor's timeline, "" for none
-  // The device link probe's Ring program (this rank's, in place), kept while the executor lives:
-  // the executor keys its upload by the program's address.
-  std::unique_ptr<RankProgram> ring_program_;
-};
-
-// One ncclAllReduce's work, bracketed by the GPU call timer. Its failures carry NCCL's code where
-// NCCL or CUDA gave one (kernels/exec/library_code.h); NcclCodeOf (nccl_codes.h) makes the
-// caller's code.
-class NcclAllReduceWork final : public CallWork {
- public:
-  NcclAllReduceWork(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                    ncclRedOp_t op, DataType type, ReduceOp reduce_op, cudaStream_t stream,
-                    NcclBackend& backend)
-      : args_{.send = sendbuff,
-              .recv = recvbuff,
-              .count = static_cast<int64_t>(count),
-              .type = type,
-              .op = reduce_op},
-        count_(count),
-        datatype_(datatype),
-        op_(op),
-        stream_(stream),
-        backend_(backend) {}
-
-  CallOutcome Run(const CallDecision& decision, const RankProgram* program) override;
-  // On the device executor, programs run in its windows: lowered in place whatever the buffers.
-  bool RunsInPlace() const override { return backend_.device_executor() != nullptr; }
-
- private:
-  absl::Status RunProgram(const CallDecision& decision, const RankProgram& program);
-  absl::Status RunOnDevice(DeviceExecutor& executor, const RankProgram& program);
-
-  const AllReduceArgs args_;
-  // NCCL's own names of the count, type and op, for its own AllReduce.
-  size_t count_;
-  ncclDataType_t datatype_;
-  ncclRedOp_t op_;
-  cudaStream_t stream_;
-  NcclBackend& backend_;
 };
 
 }  // namespace stragglar

@@ -31,4 +31,8 @@ absl::Status WithDeviceExecutorCode(const absl::Status& status) {
   }
 }
 
+absl::Status NcclCallFailed(absl::string_view call, ncclResult_t code) {
+  return WithLibraryCode(absl::InternalError(absl::StrCat(call, " failed: ", code)), code);
+}
+
 }  // namespace stragglar

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace stragglar {
 
@@ -19,5 +20,8 @@ ncclResult_t NcclCodeOf(const absl::Status& status);
 // (ncclInvalidArgument), a peer that never came (a timeout) or an abort the remote side's
 // (ncclRemoteError), anything else a failure of CUDA (ncclUnhandledCudaError).
 absl::Status WithDeviceExecutorCode(const absl::Status& status);
+
+// NCCL's `call` failed with `code`: an internal error that carries the code for NCCL's caller.
+absl::Status NcclCallFailed(absl::string_view call, ncclResult_t code);
 
 }  // namespace stragglar

@@ -2,6 +2,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device_scope.h"
+#include "runtime/nccl/nccl_allreduce_work.h"
 #include "runtime/nccl/nccl_codes.h"
 
 namespace stragglar {

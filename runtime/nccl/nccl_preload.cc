@@ -334,7 +334,7 @@ bool Forget(ncclComm_t comm, bool aborting) {
     forgotten->watch.reset();
     DeviceScope scope(forgotten->backend->device());
     forgotten->backend->ReleaseDeviceExecutor(aborting);
-    forgotten->backend->ReleaseReadyComms(aborting);
+    forgotten->backend->ready_comms().Release(aborting);
     forgotten->comm->Close();
     WriteOutputs(g, *forgotten);
     forgotten->torn_down = true;

@@ -16,6 +16,11 @@ TEST(NcclCodesTest, EachFailureReachesTheCallerWithItsCode) {
             ncclSystemError);
   EXPECT_EQ(NcclCodeOf(WithLibraryCode(absl::InvalidArgumentError("x"), ncclInvalidUsage)),
             ncclInvalidUsage);
+  // A failed NCCL call of the preload's own (its exchange, its ready ranks' split): named, with
+  // NCCL's code.
+  const absl::Status split = NcclCallFailed("ncclCommSplit (ready ranks)", ncclSystemError);
+  EXPECT_EQ(split.message(), "ncclCommSplit (ready ranks) failed: 2");
+  EXPECT_EQ(NcclCodeOf(split), ncclSystemError);
   // A communicator the watchdog revoked.
   EXPECT_EQ(NcclCodeOf(absl::AbortedError("revoked")), ncclRemoteError);
   // The protocol's own failures, whatever their status code: an internal error, as before.
