@@ -18,8 +18,8 @@
 // communicators and communicators of one rank.
 //
 // With STRAGGLAR_LINK_PROFILING=on, ncclSend and ncclRecv go to NCCL unchanged and are timed per
-// link (runtime/nccl/nccl_links.h); at each blocking communicator's creation rank 0 shares the
-// address of its link report exchange (TCP) on it.
+// link (runtime/nccl/nccl_link_groups.h); at each blocking communicator's creation rank 0 shares
+// the address of its link report exchange (TCP) on it.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -51,6 +51,7 @@
 #include "runtime/nccl/nccl_call_watch.h"
 #include "runtime/nccl/nccl_codes.h"
 #include "runtime/nccl/nccl_comm_state.h"
+#include "runtime/nccl/nccl_link_groups.h"
 #include "runtime/nccl/nccl_links.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/preload_common.h"
@@ -351,9 +352,6 @@ bool Forget(ncclComm_t comm, bool aborting) {
   return revoked;
 }
 
-// ncclGroupStart/End nesting on this thread: calls inside a user's group are NCCL's business.
-thread_local int group_depth = 0;
-
 // Rank 0's settings on every rank of `comm`, at its creation (a collective: every rank is in the
 // call). nullptr when they could not be shared (said once): the communicator is passed through.
 std::shared_ptr<const PreloadConfig> AgreeAtCreation(Global& g, ncclComm_t comm) {
@@ -398,7 +396,7 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
   int size = 0;
   // Created inside a group (several devices per thread), it exists only at ncclGroupEnd; still
   // being created (NCCL_COMM_BLOCKING=0), it takes no collective yet.
-  if (group_depth > 0 || result != ncclSuccess || !Api().complete() ||
+  if (GroupDepth() > 0 || result != ncclSuccess || !Api().complete() ||
       Api().comm_count(*comm, &size) != ncclSuccess || size < 2) {
     if (g.config.mode != RuntimeMode::kOff && g.config.link_profiling) {
       LogOnce(LogLevel::kInfo, "links-unagreed",
@@ -440,82 +438,6 @@ std::shared_ptr<NcclLinks> LinksOf(ncclComm_t comm) {
   std::lock_guard<std::mutex> lock(g.mutex);
   auto it = g.links.find(comm);
   return it == g.links.end() ? nullptr : it->second;
-}
-
-// The sends and receives of the user's open group on this thread. NCCL runs a group's work at
-// its outermost ncclGroupEnd, so that is where the group is timed, as one unit, and where its
-// calls take their indices (only if NCCL accepted the group). It is timed only when its calls
-// all use one profiled communicator, one stream and one peer, and nothing else is in it: then
-// both ends of that link are in it and its time is the link's; otherwise a third rank's or other
-// work's time would be blamed on the link.
-struct GroupSide {
-  std::shared_ptr<NcclLinks> links;
-  bool send;
-  int peer;
-  int64_t bytes;
-};
-struct OpenGroup {
-  cudaStream_t stream = nullptr;
-  bool untimed = false;
-  std::vector<GroupSide> sides;
-};
-thread_local OpenGroup open_group;
-
-// Something in the open group that is not a profiled send or receive.
-void NoteOtherGroupWork() {
-  if (group_depth > 0) open_group.untimed = true;
-}
-
-// ncclSend (`send`) or ncclRecv: NCCL's `call`, made once, its result returned unchanged.
-ncclResult_t PointToPoint(bool send, int peer, size_t count, ncclDataType_t type, ncclComm_t comm,
-                          cudaStream_t stream, absl::FunctionRef<ncclResult_t()> call) {
-  std::shared_ptr<NcclLinks> links = comm == nullptr ? nullptr : LinksOf(comm);
-  if (links == nullptr) {
-    NoteOtherGroupWork();
-    return call();
-  }
-  const int64_t bytes = static_cast<int64_t>(count) * NcclTypeBytes(type);
-  if (group_depth == 0) return links->Timed(send, peer, bytes, stream, call);
-  const ncclResult_t result = call();
-  if (result != ncclSuccess) return result;
-  if (!open_group.sides.empty()) {
-    const GroupSide& first = open_group.sides.front();
-    if (first.links != links || first.peer != peer || open_group.stream != stream) {
-      open_group.untimed = true;
-    }
-  }
-  open_group.stream = stream;
-  open_group.sides.push_back({std::move(links), send, peer, bytes});
-  return result;
-}
-
-// The outermost ncclGroupEnd of a group with profiled sends or receives.
-ncclResult_t EndGroupWithSides(absl::FunctionRef<ncclResult_t()> group_end) {
-  OpenGroup group = std::move(open_group);
-  open_group = {};
-  NcclLinks& links = *group.sides.front().links;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const bool timed = !group.untimed && links.exchanging() &&
-                     cudaStreamIsCapturing(group.stream, &capture) == cudaSuccess &&
-                     capture == cudaStreamCaptureStatusNone;
-  GpuCallTimer* timer = links.timer();
-  const absl::StatusOr<uint64_t> ticket =
-      timed ? timer->Begin(group.stream) : absl::UnavailableError("not timed");
-  const ncclResult_t result = group_end();
-  if (result != ncclSuccess) {  // NCCL took none of it: no indices
-    if (ticket.ok()) timer->Release(*ticket);
-    return result;
-  }
-  std::vector<TransferSide> sides;
-  for (const GroupSide& side : group.sides) {
-    sides.push_back(side.links->Indexed(side.send, side.peer, side.bytes));
-  }
-  if (ticket.ok() && timer->End(*ticket, group.stream).ok()) {
-    links.AddGroup(*ticket, std::move(sides));
-  } else if (ticket.ok()) {
-    timer->Release(*ticket);
-  }
-  return result;
 }
 
 }  // namespace
@@ -614,28 +536,21 @@ ncclResult_t ncclGroupStart() {
   static auto* real = STRAGGLAR_REAL(ncclGroupStart);
   if (real == nullptr) return ncclInternalError;
   const ncclResult_t result = real();
-  if (result == ncclSuccess) ++stragglar::group_depth;
+  if (result == ncclSuccess) stragglar::GroupStarted();
   return result;
 }
 
 ncclResult_t ncclGroupEnd() {
   static auto* real = STRAGGLAR_REAL(ncclGroupEnd);
   if (real == nullptr) return ncclInternalError;
-  if (stragglar::group_depth == 1 && !stragglar::open_group.sides.empty()) {
-    stragglar::group_depth = 0;
-    return stragglar::EndGroupWithSides(real);
-  }
-  if (stragglar::group_depth > 0) --stragglar::group_depth;
-  if (stragglar::group_depth == 0) stragglar::open_group = {};
-  return real();
+  return stragglar::EndGroup(real);
 }
 
 // Ends a group without running it (NCCL only estimates it): nothing ran, nothing is indexed.
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
   static auto* real = STRAGGLAR_REAL(ncclGroupSimulateEnd);
   if (real == nullptr) return ncclInternalError;
-  if (stragglar::group_depth > 0) --stragglar::group_depth;
-  if (stragglar::group_depth == 0) stragglar::open_group = {};
+  stragglar::GroupSimulated();
   return real(info);
 }
 
@@ -643,18 +558,20 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
                       ncclComm_t comm, cudaStream_t stream) {
   static auto* real = STRAGGLAR_REAL(ncclSend);
   if (real == nullptr) return ncclInternalError;
-  return stragglar::PointToPoint(/*send=*/true, peer, count, datatype, comm, stream, [&] {
-    return real(sendbuff, count, datatype, peer, comm, stream);
-  });
+  return stragglar::PointToPoint(
+      comm == nullptr ? nullptr : stragglar::LinksOf(comm), /*send=*/true, peer,
+      static_cast<int64_t>(count) * stragglar::NcclTypeBytes(datatype), stream,
+      [&] { return real(sendbuff, count, datatype, peer, comm, stream); });
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   static auto* real = STRAGGLAR_REAL(ncclRecv);
   if (real == nullptr) return ncclInternalError;
-  return stragglar::PointToPoint(/*send=*/false, peer, count, datatype, comm, stream, [&] {
-    return real(recvbuff, count, datatype, peer, comm, stream);
-  });
+  return stragglar::PointToPoint(
+      comm == nullptr ? nullptr : stragglar::LinksOf(comm), /*send=*/false, peer,
+      static_cast<int64_t>(count) * stragglar::NcclTypeBytes(datatype), stream,
+      [&] { return real(recvbuff, count, datatype, peer, comm, stream); });
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -666,7 +583,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   const std::optional<stragglar::DataType> type = stragglar::MapType(datatype);
   const std::optional<stragglar::ReduceOp> reduce_op = stragglar::MapOp(op);
   stragglar::NoteOtherGroupWork();
-  if (stragglar::group_depth > 0 || count == 0 || comm == nullptr || !type.has_value() ||
+  if (stragglar::GroupDepth() > 0 || count == 0 || comm == nullptr || !type.has_value() ||
       !reduce_op.has_value()) {
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
