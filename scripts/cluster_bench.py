@@ -103,6 +103,34 @@ class Shape:
         return [0.0, phase] if self.slow_host is not None else [0.0, phase, 2 * phase]
 
 
+# What the policy does in a job's first calls (policy/detector.h, policy/exploration.cc): it names
+# a straggler once it has lagged in half of the detector's 64-call window, 32 calls after it
+# appears, and acts on it from the next epoch; and it explores one call in 64, the 32nd.
+DETECTOR_NAMES_AFTER_CALLS = 32
+EXPLORE_EVERY = 64
+
+
+def adapt_warmup_problem(adapt_warmup, iterations, epoch_calls, rows=3):
+    """Why adapt's timed calls would not measure its choice with this warm-up, or None. A job runs
+    its rows (delays) one after another, each `adapt_warmup` untimed calls then `iterations`
+    timed ones. Timed before the straggler is acted on they measure the detection (2026-11-30:
+    Ring in 2 of 6 timed calls one phase late, 32 calls of warm-up), and timed over an exploration
+    slot they run it once in `iterations` calls instead of once in 64."""
+    needed = DETECTOR_NAMES_AFTER_CALLS + epoch_calls
+    if adapt_warmup < needed:
+        return (f"{adapt_warmup} is below {needed}: the policy names a straggler "
+                f"{DETECTOR_NAMES_AFTER_CALLS} calls after it appears and acts at the next epoch "
+                f"(--epoch-calls {epoch_calls}), so the timed calls would measure the detection")
+    for row in range(rows):
+        first = row * (adapt_warmup + iterations) + adapt_warmup
+        for call in range(first, first + iterations):
+            if call % EXPLORE_EVERY == EXPLORE_EVERY // 2:
+                return (f"{adapt_warmup} puts the exploration slot (call {call}) among the timed "
+                        f"calls of row {row + 1}, one call in {iterations} instead of one in "
+                        f"{EXPLORE_EVERY}: take another warm-up")
+    return None
+
+
 def bench_run(args, shape, size, delays, candidate, repetition, build):
     """One mpirun of the bench: the candidate against native, interleaved."""
     warmup = args.adapt_warmup if candidate == "adapt" else args.warmup
@@ -393,7 +421,9 @@ def main():
     parser.add_argument("--iterations", type=int, default=6, help="timed pairs per row")
     parser.add_argument("--warmup", type=int, default=2, help="untimed pairs per row, forced")
     parser.add_argument("--adapt-warmup", type=int, default=40,
-                        help="untimed pairs per row for adapt (the policy's epochs)")
+                        help="untimed pairs per row for adapt: at least 32 + --epoch-calls, so "
+                        "that a straggler is named and acted on, and no exploration slot (call "
+                        "32 of every 64) among the timed calls")
     parser.add_argument("--epoch-calls", type=int, default=8)
     parser.add_argument("--run-timeout", type=int, default=3600)
     parser.add_argument("--allow-cpu-bound", action="store_true",
@@ -419,6 +449,10 @@ def main():
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         parser.error(f"--out: folder {out_dir} does not exist")
+    if not args.report_from and "adapt" in (args.candidates or ["adapt"]):
+        problem = adapt_warmup_problem(args.adapt_warmup, args.iterations, args.epoch_calls)
+        if problem is not None:
+            parser.error(f"--adapt-warmup {problem}")
     known = BASELINES[1:] + FAMILIES + ["adapt"]
     for name in args.candidates or []:
         if name not in known:

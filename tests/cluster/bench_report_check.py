@@ -146,7 +146,13 @@ def main():
                            (["--shapes", "4x1:100mbit:h9=20mbit"], "K of 1..4"),
                            (["--notes", notes], "--notes goes with --report-from"),
                            (["--out", os.path.join(work, "missing", "report")],
-                            "missing does not exist")):
+                            "missing does not exist"),
+                           # With a bad shape after it: were the warm-up let through, the
+                           # shape's error would come instead, before anything is measured.
+                           (["--adapt-warmup", "32", "--shapes", "x"], "so the timed calls would "
+                            "measure the detection"),
+                           (["--adapt-warmup", "48", "--shapes", "x"], "the exploration slot "
+                            "(call 160) among the timed calls of row 3")):
             result = bench(*args)
             errors = result.stderr.strip().splitlines()
             expect(result.returncode == 2 and errors and says in errors[-1],
