@@ -51,9 +51,21 @@ for sanitizer in address thread; do
     # repeats of one that another test runs at its largest shape (LABELS repeat,
     # tests/CMakeLists.txt: each launch costs 5-30 s under ASan on 2 cores). Nor mpi.outputs,
     # whose files the suites' writers make here too (it reads them with the command-line tool,
-    # which this tree does not build). The main suite runs them all.
+    # which this tree does not build). Nor the second run of a path that another test here
+    # already takes through the preload: Ring and Halving-Doubling at 8 ranks (their plans are
+    # data for the one executor that mpi.auto.np8, mpi.stragglar.np8 and the log-depth and
+    # hierarchical runs take through 8 ranks, and the verifier checks every plan's indices), the
+    # network messages and per-class queues of a second family, pieces without segments, the
+    # lifetimes and errors of a second and third family, 3 ranks of the protocol, and the
+    # settings that differ across ranks or turn the policy off, whose agreement
+    # (agreed_settings_test, env_config_test) runs here on its own: 84 of the 186 s these
+    # programs took under ASan (2026-11-30). The main suite runs them all.
     mpi_tests='mpi\..*'
-    skipped=(-LE repeat -E "^mpi\.(train|outputs|threads\..*)\$")
+    asan_repeats='train|outputs|threads\..*|ring\.np8|halving-doubling\.np8|queues-auto\.np8'
+    asan_repeats+='|network-messages-ring\.np6|stragglar-pieces8\.np4|segments-ring\.np3'
+    asan_repeats+='|lifetimes\.(ring|stragglar)|errors\.(ring|auto)|protocol\.np3|mode-.*'
+    asan_repeats+='|settings-differ\..*|segment-differs|queues-differ|topology-misfit'
+    skipped=(-LE repeat -E "^mpi\.(${asan_repeats})\$")
   else
     # Threads on communicators of their own, the preload's shared state under TSan.
     mpi_tests='mpi\.threads\.tsan.*'
