@@ -9,7 +9,10 @@ the MPI library's own Allreduce (native), call by call interleaved with the cand
 same data and delays. The straggler (the last rank) is 0, about the pre-arrival phase (the size
 at the link's rate) and twice that late. A shape may slow one host's link
 (`4x1:100mbit:h3=20mbit`, the slow-link straggler): its candidates are the baselines, StragglAR
-forced around that host's rank, and adapt; nobody late, and the last rank late by one phase.
+forced around that host's rank, and adapt; nobody late, and the last rank late by one phase. A
+shape may also make a second rank late (`4x1:200mbit:h3=40mbit:r1@0.5`: rank 1 late by half the
+last rank's delay in every call, stragglar-mpi-bench --also-late): the delays as a distribution,
+not one straggler.
 
 Writes a Markdown report (medians of every call's time after the last arrival and of the whole
 call, with the spread of the per-run medians), the raw samples as JSON, and a plot of speedup
@@ -63,20 +66,34 @@ def run(command, **kwargs):
 
 
 class Shape:
-    """Hosts x ranks per host at one rate; with `slow` ("h3=20mbit"), one host's link slower."""
+    """Hosts x ranks per host at one rate; with "hK=RATE" ("h3=20mbit"), one host's link slower;
+    with "rR@F" ("r1@0.5"), rank R also late, by F of the last rank's delay."""
 
-    def __init__(self, layout, rate, slow=None):
+    def __init__(self, layout, rate, *extras):
         hosts, per_host = re.fullmatch(r"(\d+)x(\d+)", layout).groups()
         self.layout, self.hosts, self.per_host, self.rate = layout, int(hosts), int(per_host), rate
         self.ranks = self.hosts * self.per_host
         self.text, self.slow_host, self.slow_rate, self.slow_rank = layout, None, None, None
-        if slow:
-            match = re.fullmatch(r"h(\d+)=(\d+[kmg]?bit)", slow)
-            if not match or not 1 <= int(match.group(1)) <= self.hosts:
-                raise ValueError(f"{slow!r}: a slow host is hK=RATE, K of 1..{self.hosts}")
-            self.slow_host, self.slow_rate = int(match.group(1)), match.group(2)
-            self.slow_rank = (self.slow_host - 1) * self.per_host  # its host's first rank
-            self.text = f"{layout} h{self.slow_host} at {self.slow_rate}"
+        self.also_late = None  # (rank, fraction of the last rank's delay)
+        for extra in extras:
+            slow = re.fullmatch(r"h(\d+)=(\d+[kmg]?bit)", extra)
+            late = re.fullmatch(r"r(\d+)@([0-9]*\.?[0-9]+)", extra)
+            if slow and self.slow_host is None:
+                if not 1 <= int(slow.group(1)) <= self.hosts:
+                    raise ValueError(f"{extra!r}: a slow host is hK=RATE, K of 1..{self.hosts}")
+                self.slow_host, self.slow_rate = int(slow.group(1)), slow.group(2)
+                self.slow_rank = (self.slow_host - 1) * self.per_host  # its host's first rank
+                self.text += f" h{self.slow_host} at {self.slow_rate}"
+            elif late and self.also_late is None:
+                rank, fraction = int(late.group(1)), float(late.group(2))
+                if not 0 <= rank < self.ranks - 1 or not 0 < fraction <= 1:
+                    raise ValueError(f"{extra!r}: a second late rank is rR@F, R of 0.."
+                                     f"{self.ranks - 2} (not the last, the straggler), F in (0, 1]")
+                self.also_late = (rank, fraction)
+                self.text += f" r{rank}@{fraction:g}"
+            else:
+                raise ValueError(f"{extra!r}: want one hK=RATE (a slow host) and one rR@F (a "
+                                 "second late rank)")
 
     def slow_factor(self):
         """How many times slower the slow host's link is (1 without one)."""
@@ -144,10 +161,13 @@ def bench_run(args, shape, size, delays, candidate, repetition, build):
             env += ["-x", f"STRAGGLAR_ALGORITHM={candidate}"]
         if candidate == "stragglar" and shape.slow_rank is not None:
             env += ["-x", f"STRAGGLAR_STRAGGLER={shape.slow_rank}"]
+        also_late = []
+        if shape.also_late is not None:
+            also_late = ["--also-late", f"{shape.also_late[0]}:{shape.also_late[1]:g}"]
         command = [CLUSTER, "run", "--name", NAME, *env, f"{build}/bin/stragglar-mpi-bench",
                    "--min-bytes", f"{size}B", "--max-bytes", f"{size}B",
                    "--delays", ",".join(f"{d * 1e3:.3f}ms" for d in delays),
-                   "--iterations", str(args.iterations), "--warmup", str(warmup),
+                   "--iterations", str(args.iterations), "--warmup", str(warmup), *also_late,
                    "--check", "--json", report]
         run(["timeout", str(args.run_timeout), *command], stdout=subprocess.DEVNULL)
         with open(report) as file:
@@ -262,6 +282,9 @@ def report(args, shapes, samples, verdicts, parts, out_md, out_json, out_png, no
     for shape in shapes:
         slow = (f"; host {shape.slow_host} (rank {shape.slow_rank}) at {shape.slow_rate}, "
                 f"StragglAR forced around it" if shape.slow_host is not None else "")
+        if shape.also_late is not None:
+            slow += (f"; rank {shape.also_late[0]} also late, by {shape.also_late[1]:g} of the "
+                     "last rank's delay")
         lines += [f"## {shape.text}: {shape.hosts} hosts of {shape.per_host} rank"
                   f"{'s' if shape.per_host > 1 else ''}, links {shape.rate} both ways{slow}", "",
                   f"Link check: {verdicts.get(shape.text, 'not run')}", ""]
@@ -415,7 +438,8 @@ def mpi_version():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="4x1:200mbit,8x1:100mbit,4x2:200mbit",
-                        help="HOSTSxRANKS:RATE, comma-separated")
+                        help="HOSTSxRANKS:RATE[:hK=RATE][:rR@F], comma-separated: host K's link "
+                        "at its own rate, rank R also late by F of the last rank's delay")
     parser.add_argument("--sizes", default="1MiB,4MiB,16MiB")
     parser.add_argument("--runs", type=int, default=2, help="repetitions of every run")
     parser.add_argument("--iterations", type=int, default=6, help="timed pairs per row")
@@ -460,8 +484,8 @@ def main():
     shapes = []
     for item in args.shapes.split(","):
         fields = item.split(":")
-        if len(fields) not in (2, 3):
-            parser.error(f"--shapes: {item!r} is not NxG:RATE or NxG:RATE:hK=RATE")
+        if not 2 <= len(fields) <= 4:
+            parser.error(f"--shapes: {item!r} is not NxG:RATE[:hK=RATE][:rR@F]")
         try:
             shapes.append(Shape(*fields))
         except (ValueError, AttributeError) as error:

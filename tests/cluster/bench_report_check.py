@@ -113,7 +113,8 @@ def main():
             file.write("A note that stays with the report.\n")
         out = os.path.join(work, "report")
         result = bench("--shapes",
-                       "4x1:200mbit,8x1:100mbit,4x1:100mbit:h3=20mbit,4x1:100mbit:h2=50mbit",
+                       "4x1:200mbit,8x1:100mbit,4x1:100mbit:h3=20mbit,4x1:100mbit:h2=50mbit,"
+                       "4x1:200mbit:h3=40mbit:r1@0.5",
                        "--sizes", "1MiB", "--report-from", forced, adapt, slow, mild, "--notes",
                        notes, "--out", out)
         expect(result.returncode == 0, f"--report-from exited {result.returncode}: "
@@ -141,9 +142,17 @@ def main():
                    f"{len(joined['samples'])} samples, not 4 and 64")
             expect("host 3 (rank 2) at 20mbit, StragglAR forced around it" in text,
                    "the slow shape's heading does not name the slow host")
+            expect("## 4x1 h3 at 40mbit r1@0.5: 4 hosts of 1 rank, links 200mbit both ways; host 3 "
+                   "(rank 2) at 40mbit, StragglAR forced around it; rank 1 also late, by 0.5 of "
+                   "the last rank's delay" in text,
+                   "the heading of a shape with a second late rank does not name it")
 
         for args, says in ((["--candidates", "ring,fast"], "'fast' is not one of"),
                            (["--shapes", "4x1:100mbit:h9=20mbit"], "K of 1..4"),
+                           (["--shapes", "4x1:200mbit:r3@0.5"], "R of 0..2 (not the last"),
+                           (["--shapes", "4x1:200mbit:r1@1.5"], "F in (0, 1]"),
+                           (["--shapes", "4x1:200mbit:h3=40mbit:h2=40mbit"],
+                            "want one hK=RATE (a slow host) and one rR@F"),
                            (["--notes", notes], "--notes goes with --report-from"),
                            (["--out", os.path.join(work, "missing", "report")],
                             "missing does not exist"),
