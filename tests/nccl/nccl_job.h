@@ -1,7 +1,8 @@
 // What the GPU checks' multi-process NCCL programs share (tests/nccl/pipeline_check.cc,
 // tests/nccl/watchdog_check.cc): the job's flags (--rank, --ranks, --device, --id_file; Abseil
-// flags, defined in nccl_job.cc), exits on CUDA and NCCL errors, and the job's communicator, its
-// NCCL unique id passed through a file (rank 0 writes it; the others wait for it, at most 60 s).
+// flags, defined in nccl_job.cc), exits on CUDA and NCCL errors (77 without a device), and the
+// job's communicator, its NCCL unique id passed through a file (rank 0 writes it; the others wait
+// for it, at most 60 s).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -60,8 +61,16 @@ inline ncclUniqueId SharedNcclId(int rank, const std::string& id_file) {
 }
 
 // `job`'s rank on its device, joined to the job's communicator (the id through its id file,
-// removed by rank 0 once it is in).
+// removed by rank 0 once it is in). Without a CUDA device, one line "SKIP: no CUDA device (...)"
+// and exit 77, which the checks' scripts and ctest take as a skip.
 inline ncclComm_t JoinNcclJob(const NcclJob& job) {
+  int devices = 0;
+  const cudaError_t found = cudaGetDeviceCount(&devices);
+  if (found != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA device (%s)\n",
+                cudaGetErrorString(found != cudaSuccess ? found : cudaErrorNoDevice));
+    std::exit(77);
+  }
   CHECK_CUDA(cudaSetDevice(job.device));
   const ncclUniqueId id = SharedNcclId(job.rank, job.id_file);
   ncclComm_t comm = nullptr;
