@@ -491,6 +491,11 @@ def main():
         except (ValueError, AttributeError) as error:
             parser.error(f"--shapes: {item!r}: {error}")
     build = os.path.join(ROOT, os.environ.get("STRAGGLAR_BUILD_DIR", "build"))
+    # Said before any cluster comes up (scripts/cluster-bench.sh checks it too).
+    for needed in ("bin/stragglar-mpi-bench", "lib/libstragglar_mpi.so"):
+        if not args.report_from and not os.path.isfile(os.path.join(build, needed)):
+            parser.error(f"{os.path.join(build, needed)} not found; build first "
+                         "(scripts/build.sh)")
     samples, verdicts, parts, notes = [], {}, [], ""
     if args.report_from:
         for path in args.report_from:
