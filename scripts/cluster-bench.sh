@@ -4,7 +4,8 @@
 # 1-16 MiB, the last rank 0, about the pre-arrival phase and twice that late. Writes
 # docs/results/cluster-DATE.{md,json,png}. Every option is scripts/cluster_bench.py's (--help);
 # e.g. a quick look: scripts/cluster-bench.sh --shapes 4x1:200mbit --sizes 4MiB --runs 1; a slow
-# link: --shapes 4x1:100mbit:h3=20mbit (host 3's link at 20 Mbit/s, nobody late and one late).
+# link: --shapes 4x1:100mbit:h3=20mbit (host 3's link at 20 Mbit/s, nobody late and one late);
+# a second late rank: 4x1:100mbit:h3=20mbit:r1@0.5 (rank 1 late by half the last rank's delay).
 # Needs root and a build (scripts/build.sh); installs matplotlib for the plot if missing. Takes
 # hours with the defaults: keep the machine otherwise idle, the hosts share its cores.
 set -euo pipefail
