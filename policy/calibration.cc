@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "policy/statistics.h"
+#include "base/statistics.h"
 
 namespace stragglar {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "policy/statistics.h"
+#include "base/statistics.h"
 
 namespace stragglar {
 

@@ -83,7 +83,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int
 }
 
 Communicator::Communicator(CommOptions options, CommBackend& backend, RuntimeCore core)
-    : options_(std::move(options)), backend_(backend), core_(std::move(core)) {}
+    : options_(std::move(options)), backend_(backend), core_(std::move(core)) {
+  if (options_.align_clocks && !backend_.DefersExchange()) clocks_.emplace(core_.num_ranks());
+}
 
 Communicator::~Communicator() { Close(); }
 
@@ -297,7 +299,44 @@ absl::Status Communicator::Absorb(const std::vector<double>& all) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<double>> Communicator::GatherAligned(std::vector<double> payload) {
+  payload.push_back(gather_end_s_);
+  if (absl::Status status = backend_.StartGather(payload); !status.ok()) return status;
+  absl::StatusOr<std::vector<double>> all = backend_.FinishGather();
+  if (!all.ok()) return all.status();
+  gather_end_s_ = backend_.Now();
+  const size_t per_rank = payload.size();
+  const int num_ranks = core_.num_ranks();
+  std::vector<double> stamps(num_ranks);
+  for (int r = 0; r < num_ranks; ++r) stamps[r] = (*all)[(r + 1) * per_rank - 1];
+  clocks_->Add(stamps);
+  // Each call is (arrival, duration): the arrival moves onto rank 0's clock.
+  std::vector<double> aligned;
+  aligned.reserve(num_ranks * (per_rank - 1));
+  for (int r = 0; r < num_ranks; ++r) {
+    const double offset_s = clocks_->offset(r);
+    for (size_t i = 0; i + 1 < per_rank; ++i) {
+      const double value = (*all)[r * per_rank + i];
+      aligned.push_back(i % 2 == 0 ? value - offset_s : value);
+    }
+  }
+  return aligned;
+}
+
 absl::Status Communicator::ExchangeNow() {
+  if (clocks_.has_value()) {
+    // Before the first epoch's gather, gathers of stamps alone: the first epoch's arrivals are
+    // then aligned by a median of ClockAlignment::kFirstGathers stamps too (the first gather
+    // carries none).
+    for (; stamp_gathers_ < ClockAlignment::kFirstGathers; ++stamp_gathers_) {
+      if (absl::StatusOr<std::vector<double>> none = GatherAligned({}); !none.ok()) {
+        return none.status();
+      }
+    }
+    absl::StatusOr<std::vector<double>> all = GatherAligned(core_.EpochPayload());
+    if (!all.ok()) return all.status();
+    return Absorb(*all);
+  }
   if (absl::Status status = backend_.StartGather(core_.EpochPayload()); !status.ok()) {
     return status;
   }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "base/log.h"
 #include "kernels/program/program.h"
 #include "policy/reports.h"
+#include "profiler/clock_alignment.h"
 #include "runtime/comm_backend.h"
 #include "runtime/comm_observers.h"
 #include "runtime/env_config.h"
@@ -70,6 +72,10 @@ struct CommOptions {
   // Programs leave StragglAR's pre-arrival phase to the backend's collectives where the plan
   // allows it (STRAGGLAR_PRE_ARRIVAL=nccl, agreed on by every rank).
   bool native_pre_arrival = false;
+  // The ranks' clocks are not one (ranks on several hosts): each epoch exchange also gathers every
+  // rank's clock at the last one's end, and puts the epoch's arrivals on rank 0's clock
+  // (profiler/clock_alignment.h) before the policy reads them. Immediate exchanges only.
+  bool align_clocks = false;
   // The level of the line that says there is no state file yet (a first run): INFO in the
   // preload libraries, WARN where a user asked for the file on a command line.
   LogLevel missing_state_level = LogLevel::kInfo;
@@ -144,6 +150,9 @@ class Communicator {
   // blocking), telling the observers, in call order.
   void DeliverTimings(bool wait, int64_t until_call);
   absl::Status ExchangeNow();
+  // One gather that also carries every rank's clock at the end of the one before, with the
+  // alignment; `payload` then without its stamp, with its arrivals on rank 0's clock.
+  absl::StatusOr<std::vector<double>> GatherAligned(std::vector<double> payload);
   absl::Status AdvanceDeferredExchange();
   absl::Status GatherSealed();
   absl::Status Absorb(const std::vector<double>& all);
@@ -167,7 +176,10 @@ class Communicator {
   // moves again as the calls are priced on the new link, and probes nothing for that.
   int64_t link_changed_after_epoch_ = -1;
   absl::flat_hash_set<const Plan*> described_plans_;  // rank 0, at INFO: logged on first use
-  bool gathered_ = false;  // deferred: the sealed epoch's gather has been started
+  bool gathered_ = false;                 // deferred: the sealed epoch's gather has been started
+  std::optional<ClockAlignment> clocks_;  // with options_.align_clocks
+  double gather_end_s_ = std::nan("");    // this rank's clock when its last gather returned
+  int stamp_gathers_ = 0;                 // the gathers of stamps alone before the first epoch's
   absl::Status disabled_;
   std::chrono::steady_clock::time_point last_save_{};
   bool closed_ = false;

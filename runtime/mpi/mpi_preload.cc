@@ -335,9 +335,10 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     state->host_calls = HostCallCounts::Create(own, layout.host_ranks);
     const bool one_host = layout.whole_comm_on_host();
     state->whole_comm_on_host = one_host;
-    CommOptions options =
-        PreloadCommOptions(g.config, kBackend, "MPI_Allreduce", CommName(comm),
-                           one_host ? LagSource::kArrivalClock : LagSource::kDuration);
+    CommOptions options = PreloadCommOptions(g.config, kBackend, "MPI_Allreduce", CommName(comm),
+                                             LagSource::kArrivalClock);
+    // Hosts have clocks of their own: the exchange puts the arrivals on rank 0's.
+    options.align_clocks = !one_host;
     // Ranks of one host share its cores: a round of `size` transfers runs size / cores at a time.
     options.probe = {
         .small_repeats = 16,

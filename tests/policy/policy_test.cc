@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "base/statistics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/plan/rank_relabel.h"
@@ -12,7 +13,6 @@
 #include "policy/detector.h"
 #include "policy/model/nccl_models.h"
 #include "policy/model/simulator.h"
-#include "policy/statistics.h"
 
 namespace stragglar {
 namespace {

@@ -1,4 +1,4 @@
-// Small robust statistics shared by the detector and the calibration.
+// Small robust statistics: the detector's, the calibration's and the clock alignment's.
 #pragma once
 
 #include <algorithm>
