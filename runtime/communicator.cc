@@ -307,6 +307,11 @@ absl::StatusOr<std::vector<double>> Communicator::GatherAligned(std::vector<doub
   gather_end_s_ = backend_.Now();
   const size_t per_rank = payload.size();
   const int num_ranks = core_.num_ranks();
+  if (all->size() != per_rank * num_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epoch exchange: expected ", per_rank * num_ranks, " values (", per_rank,
+                     " from each of ", num_ranks, " ranks), got ", all->size()));
+  }
   std::vector<double> stamps(num_ranks);
   for (int r = 0; r < num_ranks; ++r) stamps[r] = (*all)[(r + 1) * per_rank - 1];
   clocks_->Add(stamps);

@@ -46,12 +46,16 @@ class OwnClockBackend final : public GatheringBackend {
   absl::StatusOr<std::vector<double>> FinishGather() override {
     absl::StatusOr<std::vector<double>> all = GatheringBackend::FinishGather();
     moment_s_ = 1e5 + static_cast<double>(++gathers_);
+    if (short_gathers_ && all.ok()) all->pop_back();
     return all;
   }
   void Set(double moment_s) { moment_s_ = moment_s; }
+  // Every gather returns one value short, as a library that lost one would.
+  void ShortenGathers() { short_gathers_ = true; }
 
  private:
   double offset_s_;
+  bool short_gathers_ = false;
   double moment_s_ = 0;
   int gathers_ = 0;
 };
@@ -145,6 +149,41 @@ TEST(CommunicatorClocksTest, UnalignedClocksAndDurationsNameAnotherRank) {
   EXPECT_EQ(raw.straggler, 3);  // the largest offset
   const ClockRun durations = RunHosts(/*align_clocks=*/false, LagSource::kDuration);
   EXPECT_EQ(durations.straggler, kEarlyRank);
+}
+
+// A gather that returns the wrong number of values is one clear error, not a read past its end;
+// the protocol is then disabled, and every later call fails with the same error (no library
+// collective to fall back on here).
+TEST(CommunicatorClocksTest, AShortGatherIsAnErrorOnEveryRank) {
+  Rendezvous gathers(kRanks);
+  std::vector<absl::Status> first_error(kRanks), later(kRanks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      OwnClockBackend backend(rank, kOffsetS[rank], gathers);
+      backend.ShortenGathers();
+      const CommOptions options{
+          .runtime = scripted::Config(), .name = "hosts", .link = kPaperLink, .align_clocks = true};
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          Communicator::Create(rank, kRanks, options, backend);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      for (int64_t call = 0; call < scripted::Config().epoch_calls; ++call) {
+        backend.Set(call);
+        TimedWork work(rank, call, backend);
+        absl::StatusOr<CallDecision> decision = (*comm)->AllReduce(kBytes, false, work);
+        if (!decision.ok()) first_error[rank] = decision.status();
+      }
+      TimedWork work(rank, 100, backend);
+      later[rank] = (*comm)->AllReduce(kBytes, false, work).status();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_EQ(first_error[rank].code(), absl::StatusCode::kInvalidArgument) << "rank " << rank;
+    EXPECT_EQ(first_error[rank].message(),
+              "epoch exchange: expected 4 values (1 from each of 4 ranks), got 3");
+    EXPECT_EQ(later[rank], first_error[rank]);
+  }
 }
 
 // Each gather's stamps: rank 1's clock 5 s ahead of rank 0's, rank 2's 10 s.
