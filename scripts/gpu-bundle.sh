@@ -25,8 +25,8 @@ bundle=$2
 # The bundle is an install (cmake/install.cmake) of what the checks run, plus the checks' own
 # programs (the gpu-check component, tests/CMakeLists.txt): stripped, no RUNPATH.
 components=(core cuda gpu-check)
-targets=(stragglar stragglar_preload stragglar-bench stragglar-gpu-reduce-check gpu_timer_test
-  nccl_passthrough_check nccl_local_load_check nccl_passthrough_module pipeline_check watchdog_check slow_socket)
+targets=(stragglar stragglar_preload stragglar-bench stragglar-gpu-reduce-check stragglar-gpu-link-rate
+  gpu_timer_test nccl_passthrough_check nccl_local_load_check nccl_passthrough_module pipeline_check watchdog_check slow_socket)
 # Asked of the build's target list, so that a failing MPI build stops here instead of passing for
 # a build without MPI.
 listed=$(cmake --build "$build_dir" --target help)  # not piped: grep -q would cut it short

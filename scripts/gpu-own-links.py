@@ -16,11 +16,12 @@ each rank's rate is set by its own SMs, a link of its own, as a GPU on NVLink ha
      every size (--delay_us_per_mib), and tabulates the time after the straggler's arrival:
      StragglAR's best family over the best baseline, and the adaptive mode over the best forced.
 
-Writes own-links.md (the tables, for docs/results/) and own-links.json to --out. Exit status: 0
+Eight ranks come first: the goals are theirs. Writes own-links.md (the tables, for docs/results/)
+and own-links.json to --out, after each rank count. Exit status: 0
 when every run finished with exact results (a goal missed is reported, not failed), 1 otherwise,
 2 for bad arguments.
 
-usage: gpu-own-links.py --bench BIN --rate BIN --preload LIB --out DIR [--ranks 4,8]
+usage: gpu-own-links.py --bench BIN --rate BIN --preload LIB --out DIR [--ranks 8,4]
                         [--ctas 1,2,4,8] [--sizes 16M,25M,64M,256M] [--delays 1,2]
                         [--iters 20] [--warmup 32] [--seconds 1] [--limit 300]
 """
@@ -213,7 +214,7 @@ def main():
     parser.add_argument("--rate", required=True)
     parser.add_argument("--preload", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--ranks", default="4,8")
+    parser.add_argument("--ranks", default="8,4")
     parser.add_argument("--ctas", default="1,2,4,8")
     parser.add_argument("--sizes", default="16M,25M,64M,256M")
     parser.add_argument("--delays", default="1,2")
@@ -263,17 +264,24 @@ def main():
                                                      for f, by in fam.items()}
                                             for m, fam in times.items()}}
         lines += table(ranks, chosen, times, result["misses"])
-    lines += ["", "Goals missed: " + ("none" if not result["misses"] else "")]
+        # Written after each rank count too: a run stopped at its time limit keeps what it has.
+        write_report(args, lines, result, runs.failures)
+    print(write_report(args, lines, result, runs.failures))
+    return 1 if runs.failures else 0
+
+
+def write_report(args, lines, result, failures):
+    """own-links.md and own-links.json in --out, from the tables so far; the Markdown."""
+    lines = lines + ["", "Goals missed: " + ("none" if not result["misses"] else "")]
     lines += [f"- {miss}" for miss in result["misses"]]
-    result["failures"] = runs.failures
-    if runs.failures:
-        lines += ["", "Failed runs:"] + [f"- {failure}" for failure in runs.failures]
+    result["failures"] = failures
+    if failures:
+        lines += ["", "Failed runs:"] + [f"- {failure}" for failure in failures]
     with open(os.path.join(args.out, "own-links.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(args.out, "own-links.json"), "w") as f:
         json.dump(result, f, indent=2)
-    print("\n".join(lines))
-    return 1 if runs.failures else 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
