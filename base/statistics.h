@@ -1,4 +1,5 @@
-// Small robust statistics: the detector's, the calibration's and the clock alignment's.
+// Small robust statistics: the detector's, the calibration's, the clock alignment's and the link
+// monitor's.
 #pragma once
 
 #include <algorithm>

@@ -3,19 +3,14 @@
 #include <algorithm>
 #include <bit>
 
+#include "base/statistics.h"
+
 namespace stragglar {
 namespace {
 
 // The power-of-two bucket of a size: transfers within a factor of two share a baseline.
 int SizeBucket(int64_t bytes) {
   return bytes <= 1 ? 0 : std::bit_width(static_cast<uint64_t>(bytes - 1));
-}
-
-double MedianDelay(std::vector<double> delays) {
-  if (delays.empty()) return 0;
-  const size_t middle = delays.size() / 2;
-  std::nth_element(delays.begin(), delays.begin() + middle, delays.end());
-  return delays[middle];
 }
 
 }  // namespace
@@ -33,7 +28,7 @@ LinkMonitor::LinkMonitor(std::vector<Link> links, LinkMonitorConfig config)
     : links_(std::move(links)),
       config_(config),
       detector_(static_cast<int>(links_.size()), config.detector),
-      seconds_per_byte_(links_.size()),
+      baselines_(links_.size()),
       epoch_(links_.size()) {}
 
 int LinkMonitor::IndexOf(Link link) const {
@@ -42,18 +37,34 @@ int LinkMonitor::IndexOf(Link link) const {
 }
 
 double LinkMonitor::ExpectedSeconds(int link, int64_t bytes) const {
-  const auto& baselines = seconds_per_byte_[link];
+  const auto& baselines = baselines_[link];
   const auto it = baselines.find(SizeBucket(bytes));
-  return it == baselines.end() ? 0 : it->second * std::max<int64_t>(bytes, 1);
+  return it == baselines.end() ? 0 : it->second.seconds_per_byte * std::max<int64_t>(bytes, 1);
 }
 
 void LinkMonitor::Record(int link, int64_t bytes, double seconds) {
-  const double per_byte = seconds / std::max<int64_t>(bytes, 1);
-  auto [it, first] = seconds_per_byte_[link].try_emplace(SizeBucket(bytes), per_byte);
+  const int64_t counted_bytes = std::max<int64_t>(bytes, 1);
+  const double per_byte = seconds / counted_bytes;
+  auto [it, first] = baselines_[link].try_emplace(SizeBucket(bytes));
+  Baseline& baseline = it->second;
   // The expectation before this transfer: its own time when it is the first of its size.
-  const double expected = it->second * std::max<int64_t>(bytes, 1);
-  epoch_[link].push_back({seconds, std::max(0.0, seconds - expected)});
-  if (!first) it->second = std::min(it->second * (1 + config_.baseline_drift), per_byte);
+  const double expected = (first ? per_byte : baseline.seconds_per_byte) * counted_bytes;
+  const double delay_s = std::max(0.0, seconds - expected);
+  const double excess_s = std::max(0.0, seconds - (1 + config_.tolerance) * expected);
+  epoch_[link].push_back({seconds, delay_s, excess_s});
+  if (baseline.transfers < kLearnTransfers) {
+    baseline.first.push_back(per_byte);
+    baseline.seconds_per_byte = Median(baseline.first);
+    if (++baseline.transfers == kLearnTransfers) baseline.first = {};  // learned: memory back
+    return;
+  }
+  // Following the median: a step up for a slower transfer, down for a faster one, so that
+  // stalls move it no more than fast transfers do.
+  if (per_byte > baseline.seconds_per_byte) {
+    baseline.seconds_per_byte *= 1 + config_.baseline_drift;
+  } else if (per_byte < baseline.seconds_per_byte) {
+    baseline.seconds_per_byte /= 1 + config_.baseline_drift;
+  }
 }
 
 LinkEpochReport LinkMonitor::EndEpoch() {
@@ -62,18 +73,18 @@ LinkEpochReport LinkMonitor::EndEpoch() {
   std::vector<double> median(num_links);
   for (int l = 0; l < num_links; ++l) {
     observations = std::max(observations, epoch_[l].size());
-    std::vector<double> delays;
-    for (const Transfer& transfer : epoch_[l]) delays.push_back(transfer.delay_s);
-    median[l] = MedianDelay(std::move(delays));
+    std::vector<double> excesses;
+    for (const Transfer& transfer : epoch_[l]) excesses.push_back(transfer.excess_s);
+    median[l] = MedianInPlace(excesses);
   }
   // The k-th transfers of every link; a link with fewer transfers this epoch stands in with its
   // median, so it neither hides nor stands out.
-  std::vector<double> delay_s(num_links);
+  std::vector<double> excess_s(num_links);
   for (size_t k = 0; num_links >= 2 && k < observations; ++k) {
     for (int l = 0; l < num_links; ++l) {
-      delay_s[l] = k < epoch_[l].size() ? epoch_[l][k].delay_s : median[l];
+      excess_s[l] = k < epoch_[l].size() ? epoch_[l][k].excess_s : median[l];
     }
-    detector_.Observe(delay_s);
+    detector_.Observe(excess_s);
   }
   LinkEpochReport report;
   for (int l = 0; l < num_links; ++l) {
