@@ -105,14 +105,22 @@ class Runs:
         return float(match.group(2))
 
     def bench(self, name, ranks, ctas, extra_env, bench_args):
-        """One stragglar-bench run with the preload on the device executor; its JSON's rows."""
+        """One stragglar-bench run with the preload on the device executor; its JSON's rows.
+
+        At INFO and with its learned state saved (NAME.state.json: the calibration's ratios per
+        plan and size), so that each run says which link the model was given and how it was
+        corrected: what explains an adaptive choice the tables disagree with."""
         path = os.path.join(self.args.out, name)
+        if os.path.exists(path + ".state.json"):  # an earlier run's would be loaded at the start
+            os.remove(path + ".state.json")
         env = self.env(ranks, {
             "LD_PRELOAD": self.args.preload, "STRAGGLAR_EXECUTOR": "device",
+            "STRAGGLAR_DEBUG": "INFO",
             "STRAGGLAR_MIN_BYTES": "0", "STRAGGLAR_EPOCH_CALLS": "16",
             "STRAGGLAR_IPC_BLOCKS": str(ctas),
             "STRAGGLAR_IPC_BYTES": f"{max(int(mib(s)) for s in self.args.sizes)}MiB",
-            "STRAGGLAR_TRACE_FILE": path + ".trace.csv", **extra_env})
+            "STRAGGLAR_TRACE_FILE": path + ".trace.csv",
+            "STRAGGLAR_STATE_FILE": path + ".state.json", **extra_env})
         command = [self.args.bench, "--ranks", str(ranks), "--one_gpu", "-d", "float", "-o", "sum",
                    "-c", "1", "--sizes", ",".join(self.args.sizes), "-w", str(self.args.warmup),
                    "-n", str(self.args.iters), "--json", path + ".json",
