@@ -128,6 +128,10 @@ ABSL_FLAG(int, delay_from, 3, "pipeline-run: the iteration the link delays start
 ABSL_FLAG(std::string, exchange, "immediate",
           "replay: how the job exchanged epochs: immediate (stragglar run, the MPI preload) or "
           "deferred (the NCCL preload, whose decisions lag its measurements by an epoch)");
+ABSL_FLAG(std::string, lags, "",
+          "replay: where a rank's lag comes from: arrival (the ranks' arrivals on one clock: "
+          "stragglar run, the MPI preload) or duration (the longest call's duration minus its "
+          "own: the NCCL preload); default: as the --exchange's preload does");
 ABSL_FLAG(int, epoch_calls, 32,
           "run, replay: calls between epoch exchanges (policy updates); replay a trace with the "
           "value of the run that wrote it");
@@ -474,6 +478,12 @@ absl::Status RunReplay() {
   if (exchange != "immediate" && exchange != "deferred") {
     return Usage(absl::StrCat("--exchange must be immediate or deferred, got \"", exchange, "\""));
   }
+  // Lags as the exchange's preload takes them, unless asked otherwise.
+  std::string lags = absl::GetFlag(FLAGS_lags);
+  if (lags.empty()) lags = exchange == "deferred" ? "duration" : "arrival";
+  if (lags != "arrival" && lags != "duration") {
+    return Usage(absl::StrCat("--lags must be arrival or duration, got \"", lags, "\""));
+  }
   std::ifstream file;
   if (path != "-") {
     if (absl::Status opened = OpenInputFile(path, file); !opened.ok()) {
@@ -489,6 +499,7 @@ absl::Status RunReplay() {
   ReplayOptions options{.link = *link};
   options.config.epoch_calls = absl::GetFlag(FLAGS_epoch_calls);
   options.deferred_exchange = exchange == "deferred";
+  options.config.lag_source = lags == "duration" ? LagSource::kDuration : LagSource::kArrivalClock;
   if (options.config.epoch_calls < 1) {
     return Usage(
         absl::StrCat("--epoch-calls must be at least 1, got ", options.config.epoch_calls));
@@ -610,7 +621,9 @@ const std::vector<Command>& Commands() {
         "iterations", "summary_json", "trace", "trace_json", "dtype", "seed", "epoch_calls",
         "algorithms", "queues", "metrics_port", "metrics_addr", "metrics_hold"},
        RunRun},
-      {"replay", {"trace", "json", "epoch_calls", "exchange", "alpha", "bandwidth"}, RunReplay},
+      {"replay",
+       {"trace", "json", "epoch_calls", "exchange", "lags", "alpha", "bandwidth"},
+       RunReplay},
       {"scenarios",
        {"calls", "noise_calls", "seed", "epoch_calls", "ranks", "bytes", "alpha", "bandwidth",
         "json"},

@@ -190,7 +190,7 @@ struct SizeTotals {
 };
 
 // Replays one complete call and adds what its choice and the baselines cost to `totals`.
-absl::Status ReplayCall(PolicyReplayer& replayer, const Trace::Call& call,
+absl::Status ReplayCall(PolicyReplayer& replayer, const Trace::Call& call, LagSource lag_source,
                         std::vector<CallTiming>& timing, SizeTotals& totals) {
   for (size_t rank = 0; rank < timing.size(); ++rank) timing[rank] = *call.rank[rank];
   absl::StatusOr<CallDecision> decision =
@@ -203,7 +203,7 @@ absl::Status ReplayCall(PolicyReplayer& replayer, const Trace::Call& call,
             .measured = call.algorithm.has_value() && *call.algorithm == decided.algorithm};
       });
   if (!decision.ok()) return decision.status();
-  const std::vector<double> arrival = LagsFromTimings(timing, LagSource::kArrivalClock);
+  const std::vector<double> arrival = LagsFromTimings(timing, lag_source);
   double seconds[3];
   const CallDecision priced[3] = {
       *decision, {.algorithm = Algorithm::kRing}, {.algorithm = Algorithm::kHalvingDoubling}};
@@ -308,7 +308,8 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       continue;
     }
     replayed_calls.push_back(&call);
-    if (absl::Status status = ReplayCall(*replayer, call, timing, sizes[call.bytes]);
+    if (absl::Status status =
+            ReplayCall(*replayer, call, options.config.lag_source, timing, sizes[call.bytes]);
         !status.ok()) {
       return status;
     }
@@ -331,6 +332,7 @@ absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptio
       {"incomplete_calls_total", incomplete_total},
       {"epoch_calls", options.config.epoch_calls},
       {"exchange", options.deferred_exchange ? "deferred" : "immediate"},
+      {"lags", options.config.lag_source == LagSource::kDuration ? "duration" : "arrival"},
       {"stragglers", StragglersJson(detections)},
       {"link_column", trace.has_link_column},
       {"slow_links", SlowLinksJson(link_changes)},

@@ -86,7 +86,10 @@ std::optional<LinkModel> SlowLinkFromTrace(const LinkModel& base,
                                            absl::Span<const double> link_bytes_per_s);
 
 struct ReplayOptions {
-  RuntimeConfig config;  // mode is forced to kAdapt: replay asks what the policy would do
+  // mode is forced to kAdapt: replay asks what the policy would do. config.lag_source says how
+  // the run took lags: the NCCL preload's from durations (its ranks' arrivals are host times,
+  // while a rank may be late on its GPU stream), the others' from arrivals.
+  RuntimeConfig config;
   LinkModel link;
   bool deferred_exchange = false;  // see PolicyReplayer::Create
 };
@@ -95,12 +98,13 @@ struct ReplayOptions {
 // row are reported and left out of the replay (the detector needs every rank's arrival). The JSON
 // is the contract's
 // {"ranks", "calls", "stragglers": [{"rank", "detected_at_call", "persistence", "mean_lag_s"}],
-// "decisions": {...}} plus "incomplete_calls", "rows", "duplicate_rows" and "predicted". Predicted
-// times are the model's time after each call's last arrival (the latency `stragglar run`
-// reports), summed over calls, for the policy's choice, always-Ring and always-Halving-Doubling,
-// priced on each call's real arrivals with `link`. Where the trace has a link column, and every
-// link is of one class (Policy::SetLink), the replay follows its slow link (SlowLinkFromTrace) from
-// the epoch whose exchange recorded it, as the run did, and "slow_links" names it:
+// "decisions": {...}} plus "incomplete_calls", "rows", "duplicate_rows", "exchange", "lags" and
+// "predicted". Predicted times are the model's time after each call's last arrival (the latency
+// `stragglar run` reports), summed over calls, for the policy's choice, always-Ring and
+// always-Halving-Doubling, priced on each call's real lags (config.lag_source) with `link`. Where
+// the trace has a link column, and every link is of one class (Policy::SetLink), the replay follows
+// its slow link (SlowLinkFromTrace) from the epoch whose exchange recorded it, as the run did, and
+// "slow_links" names it:
 // [{"rank", "detected_at_call", "slow_factor", "cleared_at_call" once cleared}], each call the
 // last of the epoch whose rows first show the change; "link_column" says whether there was one.
 absl::StatusOr<nlohmann::json> ReplayTrace(const Trace& trace, const ReplayOptions& options);

@@ -286,6 +286,40 @@ TEST(ReplayTest, DeferredExchangeNamesAtTheSameCallAndDecidesAnEpochLater) {
   EXPECT_EQ(later["stragglar"], 192 - 3);
 }
 
+// A trace as the NCCL preload writes one: every rank's host reaches the call together, and rank 3's
+// work starts 5 ms late on its GPU stream (behind a kernel of its own), so its call is 5 ms
+// shorter than the others'. Replayed with lags from durations, as that preload takes them, rank 3
+// is named; from the arrivals nobody is.
+TEST(ReplayTest, LagsFromDurationsNameTheRankLateOnItsStream) {
+  std::mt19937_64 random(4);
+  std::uniform_real_distribution<double> noise(0, 200e-6);
+  std::vector<std::string> rows;
+  for (int call = 0; call < 128; ++call) {
+    for (int rank = 0; rank < 8; ++rank) {
+      const double duration = 0.008 + noise(random) - (rank == 3 ? 5e-3 : 0);
+      rows.push_back(absl::StrFormat("%d,%d,%.9f,%.9f,%d,native", call, rank,
+                                     call * 0.010 + noise(random), duration, 16 << 20));
+    }
+  }
+  absl::StatusOr<Trace> trace = Parse(Csv(rows));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ReplayOptions options{.link = {.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1 << 30)},
+                        .deferred_exchange = true};
+  options.config.epoch_calls = 32;
+  options.config.lag_source = LagSource::kDuration;
+  absl::StatusOr<nlohmann::json> durations = ReplayTrace(*trace, options);
+  ASSERT_TRUE(durations.ok()) << durations.status();
+  EXPECT_EQ((*durations)["lags"], "duration");
+  ASSERT_EQ((*durations)["stragglers"].size(), 1u) << durations->dump(2);
+  EXPECT_EQ((*durations)["stragglers"][0]["rank"], 3);
+  EXPECT_NEAR((*durations)["stragglers"][0]["mean_lag_s"].get<double>(), 5e-3, 3e-4);
+  options.config.lag_source = LagSource::kArrivalClock;
+  absl::StatusOr<nlohmann::json> arrivals = ReplayTrace(*trace, options);
+  ASSERT_TRUE(arrivals.ok()) << arrivals.status();
+  EXPECT_EQ((*arrivals)["lags"], "arrival");
+  EXPECT_TRUE((*arrivals)["stragglers"].empty()) << arrivals->dump(2);
+}
+
 TEST(ReplayTest, RowOrderAndDuplicatesDoNotChangeTheResult) {
   std::vector<std::string> rows = TraceRows(6, 128, 4e-3, [](int) { return 2; });
   const nlohmann::json ordered = Replay(Csv(rows));

@@ -351,6 +351,9 @@ TEST(CliTest, RunWritesTheSummaryAndTraceContracts) {
   const nlohmann::json deferred = nlohmann::json::parse(result.out);
   EXPECT_EQ(deferred["exchange"], "deferred");
   EXPECT_EQ(replay["exchange"], "immediate");
+  // Lags as each exchange's preload takes them, unless --lags says otherwise.
+  EXPECT_EQ(deferred["lags"], "duration");
+  EXPECT_EQ(replay["lags"], "arrival");
   EXPECT_TRUE(deferred["stragglers"].empty()) << deferred.dump(2);
   // And the same algorithm mix as the online run.
   EXPECT_EQ(replay["decisions"][std::to_string(256 * 1024)]["mix"]["stragglar"],
@@ -391,6 +394,8 @@ TEST(CliTest, ReplayAndScenariosRejectBadInput) {
       {"replay --trace x.csv --bytes 1MiB", "--bytes does not apply to 'stragglar replay'"},
       {"replay --trace x.csv --exchange sideways",
        "--exchange must be immediate or deferred, got \"sideways\""},
+      {"replay --trace x.csv --lags sideways",
+       "--lags must be arrival or duration, got \"sideways\""},
       {"scenarios --ranks 1", "--ranks must be in [2, 64] for the suite, got 1"},
       {"scenarios --calls 0", "--calls and --noise-calls must be at least 1"},
       {"scenarios --trace x.csv", "--trace does not apply to 'stragglar scenarios'"},
