@@ -15,7 +15,7 @@
 //
 // Naming the slow link reuses the rank detector (policy/detector.h) unchanged, with links in
 // place of ranks: at each epoch the k-th transfers of every link form one observation, so the
-// link whose delay stands out from the others' noise in most observations of the window is named,
+// link whose excess stands out from the others' noise in most observations of the window is named,
 // with the same hysteresis; a link that recovers is cleared the same way.
 //
 // Limitation: a link that is slow from its first transfers has that slowness as its baseline;

@@ -203,12 +203,12 @@ absl::Status ReplayCall(PolicyReplayer& replayer, const Trace::Call& call, LagSo
             .measured = call.algorithm.has_value() && *call.algorithm == decided.algorithm};
       });
   if (!decision.ok()) return decision.status();
-  const std::vector<double> arrival = LagsFromTimings(timing, lag_source);
+  const std::vector<double> lag_s = LagsFromTimings(timing, lag_source);
   double seconds[3];
   const CallDecision priced[3] = {
       *decision, {.algorithm = Algorithm::kRing}, {.algorithm = Algorithm::kHalvingDoubling}};
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<SimulationResult> result = replayer.Price(priced[i], call.bytes, arrival);
+    absl::StatusOr<SimulationResult> result = replayer.Price(priced[i], call.bytes, lag_s);
     if (!result.ok()) return result.status();
     seconds[i] = result->after_last_arrival_s;
   }
