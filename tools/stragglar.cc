@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -292,19 +291,8 @@ absl::Status RunSim() {
 absl::Status RunVerify() {
   const std::string path = absl::GetFlag(FLAGS_plan);
   if (path.empty()) return Usage("--plan is required");
-  absl::StatusOr<Plan> plan;
-  {
-    std::ifstream file;
-    std::istream* in = &std::cin;
-    if (path != "-") {
-      if (absl::Status opened = OpenInputFile(path, file); !opened.ok()) {
-        return absl::Status(opened.code(),
-                            absl::StrCat("cannot open plan file ", path, ": ", opened.message()));
-      }
-      in = &file;
-    }
-    plan = ReadPlanJson(*in);
-  }
+  absl::StatusOr<Plan> plan = ReadInput<Plan>(path, "cannot open plan file",
+                                              [](std::istream& in) { return ReadPlanJson(in); });
   if (!plan.ok() && plan.status().message() == "not valid JSON") {
     return Usage(absl::StrCat(path, ": not valid JSON"));
   }
@@ -484,15 +472,9 @@ absl::Status RunReplay() {
   if (lags != "arrival" && lags != "duration") {
     return Usage(absl::StrCat("--lags must be arrival or duration, got \"", lags, "\""));
   }
-  std::ifstream file;
-  if (path != "-") {
-    if (absl::Status opened = OpenInputFile(path, file); !opened.ok()) {
-      return absl::Status(opened.code(),
-                          absl::StrCat("cannot read the trace ", path, ": ", opened.message()));
-    }
-  }
-  std::istream& in = path == "-" ? std::cin : file;
-  absl::StatusOr<Trace> trace = ParseTrace(in, path == "-" ? "<stdin>" : path);
+  absl::StatusOr<Trace> trace = ReadInput<Trace>(
+      path, "cannot read the trace",
+      [&](std::istream& in) { return ParseTrace(in, path == "-" ? "<stdin>" : path); });
   if (!trace.ok()) return trace.status();
   absl::StatusOr<LinkModel> link = LinkFromFlags();
   if (!link.ok()) return link.status();
