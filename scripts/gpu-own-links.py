@@ -23,7 +23,8 @@ when every run finished with exact results (a goal missed is reported, not faile
 
 usage: gpu-own-links.py --bench BIN --rate BIN --preload LIB --out DIR [--ranks 8,4]
                         [--ctas 1,2,4,8] [--sizes 16M,25M,64M,256M] [--delays 1,2]
-                        [--iters 20] [--warmup 32] [--seconds 1] [--limit 300]
+                        [--iters 20] [--warmup 32] [--adapt-warmup 96] [--seconds 1]
+                        [--limit 300]
 """
 
 import argparse
@@ -104,7 +105,7 @@ class Runs:
             return None
         return float(match.group(2))
 
-    def bench(self, name, ranks, ctas, extra_env, bench_args):
+    def bench(self, name, ranks, ctas, extra_env, bench_args, warmup=None):
         """One stragglar-bench run with the preload on the device executor; its JSON's rows.
 
         At INFO and with its learned state saved (NAME.state.json: the calibration's ratios per
@@ -122,7 +123,8 @@ class Runs:
             "STRAGGLAR_TRACE_FILE": path + ".trace.csv",
             "STRAGGLAR_STATE_FILE": path + ".state.json", **extra_env})
         command = [self.args.bench, "--ranks", str(ranks), "--one_gpu", "-d", "float", "-o", "sum",
-                   "-c", "1", "--sizes", ",".join(self.args.sizes), "-w", str(self.args.warmup),
+                   "-c", "1", "--sizes", ",".join(self.args.sizes), "-w",
+                   str(self.args.warmup if warmup is None else warmup),
                    "-n", str(self.args.iters), "--json", path + ".json",
                    "--timeout_s", str(self.args.limit - 10), *bench_args]
         with open(path + ".log", "w") as out:
@@ -181,7 +183,10 @@ def measure(runs, ranks, ctas, per_mib):
             env = {} if family == "adapt" else {"STRAGGLAR_ALGORITHM": family}
             if family in STRAGGLAR_FAMILIES:
                 env["STRAGGLAR_STRAGGLER"] = str(ranks - 1)
-            rows = runs.bench(f"own-{ranks}-late{multiple:g}x-{family}", ranks, ctas, env, delay)
+            # The adaptive mode is timed once it has learned each size (--adapt-warmup).
+            warmup = runs.args.adapt_warmup if family == "adapt" else None
+            rows = runs.bench(f"own-{ranks}-late{multiple:g}x-{family}", ranks, ctas, env, delay,
+                              warmup)
             times[multiple][family] = {size: row.get("after_arrival_us")
                                        for size, row in rows.items()}
     return times
@@ -228,6 +233,10 @@ def main():
     parser.add_argument("--delays", default="1,2")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=32)
+    # A size's plans are priced by the model alone until 4 of its calls are measured, and the NCCL
+    # preload absorbs an epoch's calls an epoch after it ends: 3-4 epochs of 16 calls before the
+    # calibration reaches a new size's decisions (docs/results/gpu-2026-11-30.md).
+    parser.add_argument("--adapt-warmup", type=int, default=96)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--limit", type=int, default=300)
     args = parser.parse_args()
@@ -247,7 +256,8 @@ def main():
     lines = ["## Links of their own on one GPU", "",
              f"Command: `scripts/gpu-own-links.py --ranks {','.join(map(str, args.ranks))} "
              f"--sizes {','.join(args.sizes)}` (median of {args.iters} timed calls after "
-             f"{args.warmup}; after-arrival µs, out of place, -c 1).", "",
+             f"{args.warmup}, the adaptive mode's after {args.adapt_warmup}; after-arrival µs, "
+             "out of place, -c 1).", "",
              "| ranks | CTAs | alone, GB/s | all at once, GB/s | lowest ÷ alone | link-bound |",
              "|---|---|---|---|---|---|"]
     for ranks in args.ranks:

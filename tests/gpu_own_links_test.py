@@ -57,6 +57,7 @@ factor = {"ring": ring, "halving-doubling": 1.05 * ring, "stragglar": flat,
 factor["adapt"] = float(os.environ.get("FAKE_ADAPT_FACTOR", "1.02")) * min(factor.values())
 with open(os.environ["FAKE_CALLS"], "a") as log:
     log.write(json.dumps({"family": family, "ranks": n, "per_mib": per_mib,
+                          "warmup": int(value("-w")), "state": os.environ["STRAGGLAR_STATE_FILE"],
                           "ctas": os.environ["STRAGGLAR_IPC_BLOCKS"],
                           "share": os.environ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"]}) + "\n")
 wrong = 1 if os.environ.get("FAKE_WRONG") == family else 0
@@ -118,6 +119,10 @@ def main():
             check(len(late) == 10 and all(c["ctas"] == str(ctas) for c in late) and
                   all(c["share"] == str(100 // n) for c in calls if c["ranks"] == n),
                   f"{n} ranks: five families twice, each with the chosen CTAs and SM share")
+        # The adaptive mode timed once it has learned each size; every run keeps its own state.
+        check(all(c["warmup"] == (96 if c["family"] == "adapt" else 32) for c in calls),
+              "warm-up: 96 calls for adapt, 32 for the forced families")
+        check(len({c["state"] for c in calls}) == len(calls), "a state file per run")
         table = open(os.path.join(work, "out", "own-links.md")).read()
         ring, flat = 2 * 7 / 8 * 6400, (6 + 3) / 7 * 6400  # 8 ranks, 64 MiB at 100 us per MiB
         cells = " | ".join(f"{us:.0f}" for us in (ring, 1.05 * ring, flat, 1.1 * flat, 1.02 * flat))
