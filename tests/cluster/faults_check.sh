@@ -33,8 +33,10 @@ fail() {
 
 # The job in the background, output in $work/$1.out; its pid in $job: $2 checked MPI_Allreduce
 # calls of 1 MiB (tests/mpi/lateness.cc, nobody late), about 80 ms each here with StragglAR: 400
-# (about 30 s) where the job is ended, more than it can run first; 250 where it must finish (the
-# fault comes at call 10, and no call completes while a rank's link is down).
+# (about 30 s) where the job is ended, more than it can run first; 100 where it must finish: the
+# fault comes at call 10, within a second (wait_for's step, about 13 calls), no call completes
+# while a rank's link is down, and each call after the link is back costs the test's time (250
+# calls held it 33 s after the link came back, 2026-11-30).
 start_job() {
   local log=$work/$1.out calls=$2
   shift 2
@@ -84,7 +86,7 @@ grep -hE -m1 "on node $lost exited on signal 9|[0-9]+ total processes killed" "$
 ((dies_preload <= dies_plain + 10)) || fail "the preload's job took ${dies_preload}s to end"
 
 # 2. A link down for 8 s, then up: warnings, then exact results.
-start_job link-warns 250 "${preload[@]}" -x STRAGGLAR_WARN_AFTER=2s
+start_job link-warns 100 "${preload[@]}" -x STRAGGLAR_WARN_AFTER=2s
 wait_for_calls link-warns
 "$cluster" link --name "$name" "$lost" down
 warned=$(wait_for link-warns 8 'has waited [0-9.]+ m?s for rank [0-9]') || warned=none
