@@ -130,6 +130,7 @@ class Communicator {
   const LinkModel& link() const { return core_.link(); }
   const RuntimeCore& core() const { return core_; }
   CommObservers& observers() { return observers_; }
+  const CommObservers& observers() const { return observers_; }
   // Why the protocol was disabled (OK while it runs).
   const absl::Status& disabled() const { return disabled_; }
 

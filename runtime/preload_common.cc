@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -12,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/log.h"
-#include "exporters/run_summary.h"
 #include "runtime/version.h"
 
 namespace stragglar {
@@ -133,40 +131,6 @@ CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view ba
                                 Algorithm::kStragglar};
   options.runtime.lag_source = lag_source;
   return options;
-}
-
-void AddPreloadObservers(Communicator& comm, prometheus::Registry* registry, int num_ranks,
-                         bool traced, const BuildInfo& build) {
-  if (registry != nullptr) {
-    comm.observers().Add(std::make_shared<PrometheusObserver>(*registry, comm.name(), num_ranks,
-                                                              std::vector<int>{comm.rank()}));
-    ExportBuildInfo(*registry, build, comm.name(), {comm.rank()});
-  }
-  if (traced) comm.observers().SetRecorder(std::make_shared<TraceRecorder>(0));
-}
-
-void WriteRunOutputs(const TraceRecorder& recorder, const PreloadConfig& config,
-                     absl::string_view comm_name, absl::string_view process_name) {
-  if (!config.trace_file.empty()) {
-    if (absl::Status status = recorder.Write(config.trace_file, process_name); !status.ok()) {
-      Log(LogLevel::kWarn, status.message());
-    }
-  }
-  const LagSummary summary = SummarizeLags(recorder.rows());
-  if (summary.calls == 0) return;
-  // A log line is one line: the table goes line by line.
-  for (absl::string_view line :
-       absl::StrSplit(FormatLagSummary(summary), '\n', absl::SkipEmpty())) {
-    Log(LogLevel::kInfo, absl::StrCat(comm_name, ": ", line));
-  }
-  if (!config.summary_file.empty()) {
-    nlohmann::json json = LagSummaryJson(summary);
-    json["comm"] = std::string(comm_name);
-    json["truncated"] = recorder.truncated();
-    std::ofstream file(config.summary_file);
-    file << json.dump(2) << "\n";
-    if (!file) Log(LogLevel::kWarn, absl::StrCat("cannot write ", config.summary_file));
-  }
 }
 
 }  // namespace stragglar

@@ -1,15 +1,14 @@
 // What both preload libraries (libstragglar.so for NCCL, libstragglar_mpi.so for MPI) do the same
-// way around their communicators: the metrics endpoint, the communicator options from the
-// STRAGGLAR_* settings, and the end-of-run trace and lag summary.
+// way around their communicators: the settings and the metrics endpoint from the environment, the
+// machine's topology, and the communicator options from the STRAGGLAR_* settings. What they keep
+// per process (the outputs among it) is runtime/preload_process.h.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "exporters/build_info.h"
 #include "exporters/prometheus_exporter.h"
-#include "exporters/trace_recorder.h"
 #include "runtime/communicator.h"
 #include "runtime/env_config.h"
 
@@ -61,16 +60,5 @@ int64_t HostNodeId();
 CommOptions PreloadCommOptions(const PreloadConfig& config, absl::string_view backend,
                                absl::string_view library_call, std::string name,
                                LagSource lag_source);
-
-// Adds a communicator's observers: its metrics (when `registry` is set, exporting `rank` only,
-// with stragglar_build_info from `build`) and, with `traced`, the recorder whose rows make the
-// end-of-run trace and summary.
-void AddPreloadObservers(Communicator& comm, prometheus::Registry* registry, int num_ranks,
-                         bool traced, const BuildInfo& build);
-
-// The recorded trace (STRAGGLAR_TRACE_FILE), the lag summary table at INFO and its JSON
-// (STRAGGLAR_SUMMARY_FILE), labelled with the communicator's name. Errors are logged.
-void WriteRunOutputs(const TraceRecorder& recorder, const PreloadConfig& config,
-                     absl::string_view comm_name, absl::string_view process_name);
 
 }  // namespace stragglar

@@ -46,6 +46,7 @@
 #include "runtime/mpi/link_cache.h"
 #include "runtime/mpi/mpi_backend.h"
 #include "runtime/preload_common.h"
+#include "runtime/preload_process.h"
 #include "runtime/version.h"
 
 namespace stragglar {
@@ -162,11 +163,7 @@ std::string CommState::AbsentRanks() const {
 struct Global {
   std::mutex mutex;
   std::atomic<bool> active{false};  // MPI initialized through us, and not off
-  PreloadConfig config;
   int world_rank = 0;
-  std::shared_ptr<prometheus::Registry> registry;
-  std::unique_ptr<MetricsServer> server;
-  BuildInfo build;  // for stragglar_build_info
   // The attribute that carries each communicator's CommState (MPI_KEYVAL_INVALID until OnInit).
   int keyval = MPI_KEYVAL_INVALID;
   std::vector<int> world_nodes;  // runtime/mpi/comm_layout.h, gathered at MPI_Init
@@ -174,10 +171,9 @@ struct Global {
   // Every live state, owned here; the attributes point into it. A communicator passed through
   // keeps a state without `comm`, so that it is looked at once.
   std::map<CommState*, std::unique_ptr<CommState>> comms;
-  bool traced = false;  // the communicator that traces and summarizes has been chosen
-  // STRAGGLAR_WARN_AFTER / STRAGGLAR_TIMEOUT: watches every communicator's calls; null when both
-  // are 0. After `comms`, so that it stops before the states it reads go.
-  std::unique_ptr<CallWatchdog> watchdog;
+  // The settings, metrics, the watchdog over every communicator's calls, and the outputs. After
+  // `comms`, so that its watchdog stops before the states it reads go.
+  PreloadProcess process{"stragglar (MPI)"};
 };
 
 // Never destroyed: MPI programs may call into us from atexit handlers and other threads.
@@ -243,19 +239,19 @@ void OnInit() {
   std::lock_guard<std::mutex> lock(g.mutex);
   PMPI_Comm_rank(MPI_COMM_WORLD, &g.world_rank);
   SetLogRank(g.world_rank);
-  g.build = {.version = std::string(StragglarVersion()),
-             .backend = "mpi",
-             .backend_version = MpiLibraryVersion()};
+  BuildInfo build{.version = std::string(StragglarVersion()),
+                  .backend = "mpi",
+                  .backend_version = MpiLibraryVersion()};
   std::optional<PreloadConfig> agreed =
-      AgreedConfig(ConfigureFromEnv("libstragglar_mpi.so", g.build.backend_version), g.world_rank);
+      AgreedConfig(ConfigureFromEnv("libstragglar_mpi.so", build.backend_version), g.world_rank);
   if (!agreed.has_value()) return;
   if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, DeleteState, &g.keyval, nullptr) !=
       MPI_SUCCESS) {
     Log(LogLevel::kWarn, "every MPI call passes through: MPI_Comm_create_keyval failed");
     return;
   }
-  g.config = *std::move(agreed);
-  if (g.config.mode == RuntimeMode::kOff) {
+  g.process.Configure(*std::move(agreed), std::move(build));
+  if (g.process.config().mode == RuntimeMode::kOff) {
     Log(LogLevel::kInfo, "STRAGGLAR_MODE=off: every MPI call passes through");
     return;
   }
@@ -268,14 +264,7 @@ void OnInit() {
                            ? 0
                            : std::count(g.world_nodes.begin(), g.world_nodes.begin() + g.world_rank,
                                         g.world_nodes[g.world_rank]));
-  MetricsSetup metrics = StartMetricsFromEnv(local_rank);
-  g.registry = std::move(metrics.registry);
-  g.server = std::move(metrics.server);
-  if (g.config.warn_after_s > 0 || g.config.timeout_s > 0) {
-    g.watchdog = std::make_unique<CallWatchdog>(
-        WatchdogOptions{.warn_after_s = g.config.warn_after_s, .timeout_s = g.config.timeout_s},
-        [](const std::string&) { EndOnTimeout(); });
-  }
+  g.process.Start(local_rank, [](const std::string&) { EndOnTimeout(); });
   g.active = true;
 }
 
@@ -335,8 +324,8 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     state->host_calls = HostCallCounts::Create(own, layout.host_ranks);
     const bool one_host = layout.whole_comm_on_host();
     state->whole_comm_on_host = one_host;
-    CommOptions options = PreloadCommOptions(g.config, kBackend, "MPI_Allreduce", CommName(comm),
-                                             LagSource::kArrivalClock);
+    CommOptions options = PreloadCommOptions(g.process.config(), kBackend, "MPI_Allreduce",
+                                             CommName(comm), LagSource::kArrivalClock);
     // Hosts have clocks of their own: the exchange puts the arrivals on rank 0's.
     options.align_clocks = !one_host;
     // Ranks of one host share its cores: a round of `size` transfers runs size / cores at a time.
@@ -351,11 +340,11 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     state->backend = std::make_unique<MpiBackend>(own, rank, size);
     absl::StatusOr<std::unique_ptr<MpiAlarm>> alarm = MpiAlarm::Post(own);
     state->alarm = alarm.ok() ? *std::move(alarm) : nullptr;
-    const int64_t network_message_bytes = g.config.mpi_network_message_bytes.value_or(0);
-    state->options = {.reduce_segment_bytes = g.config.mpi_segment_bytes,
+    const int64_t network_message_bytes = g.process.config().mpi_network_message_bytes.value_or(0);
+    state->options = {.reduce_segment_bytes = g.process.config().mpi_segment_bytes,
                       .network_message_bytes = network_message_bytes};
     const std::optional<Topology> topology =
-        TopologyOfNodes(g.config, layout.node_of_rank, CommName(comm));
+        TopologyOfNodes(g.process.config(), layout.node_of_rank, CommName(comm));
     options.runtime.topology = topology;
     if (topology.has_value()) {
       state->options.ranks_per_node = topology->ranks_per_node;
@@ -365,7 +354,7 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
                          FormatBytes(static_cast<double>(network_message_bytes))));
       }
     }
-    if (g.config.per_class_queues)
+    if (g.process.config().per_class_queues)
       UsePerClassQueues(options.runtime, state->options, CommName(comm));
     // The links of an earlier communicator of this shape, if every rank has them; else probed.
     const LinkShape shape{
@@ -402,12 +391,11 @@ CommState* StateFor(Global& g, MPI_Comm comm) {
     // The trace and the end-of-run summary follow the first world-sized communicator.
     int compare = MPI_UNEQUAL;
     PMPI_Comm_compare(comm, MPI_COMM_WORLD, &compare);
-    const bool traced = !g.traced && (compare == MPI_IDENT || compare == MPI_CONGRUENT);
-    g.traced = g.traced || traced;
-    AddPreloadObservers(*state->comm, g.registry.get(), size, traced, g.build);
-    if (g.watchdog != nullptr) {
-      g.watchdog->Watch(&state->progress, CommName(comm),
-                        [state = state.get()] { return state->AbsentRanks(); });
+    g.process.AddObservers(*state->comm, size,
+                           /*may_trace=*/compare == MPI_IDENT || compare == MPI_CONGRUENT);
+    if (g.process.watchdog() != nullptr) {
+      g.process.watchdog()->Watch(&state->progress, CommName(comm),
+                                  [state = state.get()] { return state->AbsentRanks(); });
     }
   }
   CommState* const kept = state.get();
@@ -430,7 +418,7 @@ int DeleteState(MPI_Comm, int, void* attribute, void*) {
     g.comms.erase(it);
   }
   if (state->comm == nullptr) return MPI_SUCCESS;
-  if (g.watchdog != nullptr) g.watchdog->Unwatch(&state->progress);
+  if (g.process.watchdog() != nullptr) g.process.watchdog()->Unwatch(&state->progress);
   state->comm->Close();
   WriteOutputs(g, *state);
   MPI_Comm own = state->backend->own();
@@ -442,10 +430,7 @@ int DeleteState(MPI_Comm, int, void* attribute, void*) {
 
 // Rank 0 of the traced communicator writes the trace and the summary.
 void WriteOutputs(Global& g, CommState& state) {
-  if (state.comm == nullptr) return;
-  const std::shared_ptr<TraceRecorder>& recorder = state.comm->observers().recorder();
-  if (recorder == nullptr || state.comm->rank() != 0) return;
-  WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (MPI)");
+  if (state.comm != nullptr) g.process.WriteOutputs(*state.comm);
 }
 
 // The communicators still alive: their last outputs, then their states go (their duplicates stay,
@@ -454,7 +439,7 @@ void WriteOutputs(Global& g, CommState& state) {
 void OnFinalize() {
   Global& g = G();
   if (!g.active) return;
-  g.watchdog.reset();  // no call is in progress from here on
+  g.process.EndWatchdog();  // no call is in progress from here on
   std::map<CommState*, std::unique_ptr<CommState>> comms;
   {
     std::lock_guard<std::mutex> lock(g.mutex);

@@ -55,6 +55,7 @@
 #include "runtime/nccl/nccl_links.h"
 #include "runtime/nccl/nccl_text_broadcast.h"
 #include "runtime/preload_common.h"
+#include "runtime/preload_process.h"
 #include "runtime/version.h"
 
 namespace stragglar {
@@ -68,10 +69,11 @@ constexpr size_t kSettingsBytes = 16 << 10;
 
 struct Global {
   std::mutex mutex;
-  PreloadConfig config;
+  // The settings, metrics, the watchdog over every handled communicator's calls (null when
+  // STRAGGLAR_WARN_AFTER and STRAGGLAR_TIMEOUT are off; stopped at exit, before CUDA goes), and
+  // the outputs.
+  PreloadProcess process{"stragglar (NCCL)"};
   std::once_flag configured;
-  MetricsSetup metrics;
-  BuildInfo build;  // for stragglar_build_info
   std::once_flag timer_once;
   std::unique_ptr<GpuCallTimer> timer;
   // nullptr: pass this one through. Shared with the calls in progress on it, so that a
@@ -82,16 +84,12 @@ struct Global {
   // use this process's settings until their first handled call agrees on the rest.
   std::map<ncclComm_t, std::shared_ptr<const PreloadConfig>> agreed;
   std::set<ncclComm_t> nonblocking;  // created with blocking = 0: passed through
-  bool traced = false;               // the communicator that traces has been chosen
   int next_comm_index = 0;
   // STRAGGLAR_LINK_PROFILING=on: per communicator created since, in creation order ("p2p0", ...).
   // Shared: a call in progress keeps its communicator's profiling alive while another thread
   // aborts the communicator (PyTorch's watchdog does).
   std::map<ncclComm_t, std::shared_ptr<NcclLinks>> links;
   int next_links_index = 0;
-  // STRAGGLAR_WARN_AFTER and STRAGGLAR_TIMEOUT over every handled communicator's calls; null
-  // when both are off. Stopped at exit, before CUDA goes.
-  std::unique_ptr<CallWatchdog> watchdog;
 };
 
 // Never destroyed: NCCL calls may come from other threads while the process exits.
@@ -105,28 +103,23 @@ void WriteOutputsAtExit();
 const PreloadConfig& Config() {
   Global& g = G();
   std::call_once(g.configured, [&g] {
-    g.config = ConfigureFromEnv("libstragglar.so", NcclVersionText(Api()));
-    if (g.config.per_class_queues) {
+    PreloadConfig config = ConfigureFromEnv("libstragglar.so", NcclVersionText(Api()));
+    if (config.per_class_queues) {
       LogAlways(
           LogLevel::kWarn,
           "STRAGGLAR_QUEUES=per-class is the MPI library's; the NCCL library runs plans round "
           "by round");
     }
-    g.build = {.version = std::string(StragglarVersion()),
-               .backend = "nccl",
-               .backend_version = NcclVersionNumber(Api())};
-    if (g.config.mode != RuntimeMode::kOff) {
-      g.metrics = StartMetricsFromEnv(LocalRankFromEnv());
-      if (g.config.warn_after_s > 0 || g.config.timeout_s > 0) {
-        // Every communicator is watched with its own ending: the process is the user's.
-        g.watchdog = std::make_unique<CallWatchdog>(
-            WatchdogOptions{.warn_after_s = g.config.warn_after_s, .timeout_s = g.config.timeout_s},
-            [](const std::string&) {});
-      }
+    g.process.Configure(std::move(config), {.version = std::string(StragglarVersion()),
+                                            .backend = "nccl",
+                                            .backend_version = NcclVersionNumber(Api())});
+    if (g.process.config().mode != RuntimeMode::kOff) {
+      // Every communicator is watched with its own ending: the process is the user's.
+      g.process.Start(LocalRankFromEnv(), [](const std::string&) {});
       std::atexit(WriteOutputsAtExit);
     }
   });
-  return g.config;
+  return g.process.config();
 }
 
 // The process's GPU call timer, created on first use (CUPTI unless STRAGGLAR_PROFILER=events,
@@ -134,7 +127,7 @@ const PreloadConfig& Config() {
 GpuCallTimer* Timer(Global& g) {
   std::call_once(g.timer_once, [&g] {
     std::string reason;
-    g.timer = GpuCallTimer::Create(g.config.prefer_cupti, &reason);
+    g.timer = GpuCallTimer::Create(g.process.config().prefer_cupti, &reason);
     if (!reason.empty()) LogOnce(LogLevel::kInfo, "timer", reason);
     if (g.timer != nullptr) {
       Log(LogLevel::kInfo,
@@ -150,16 +143,12 @@ std::shared_ptr<const PreloadConfig> ConfigOf(Global& g, ncclComm_t comm, bool* 
   auto it = g.agreed.find(comm);
   if (agreed != nullptr) *agreed = it != g.agreed.end();
   if (it != g.agreed.end()) return it->second;
-  static const auto* process =
-      new std::shared_ptr<const PreloadConfig>(std::make_shared<const PreloadConfig>(g.config));
+  static const auto* process = new std::shared_ptr<const PreloadConfig>(
+      std::make_shared<const PreloadConfig>(g.process.config()));
   return *process;
 }
 
-void WriteOutputs(Global& g, CommState& state) {
-  const std::shared_ptr<TraceRecorder>& recorder = state.comm->observers().recorder();
-  if (recorder == nullptr || state.comm->rank() != 0) return;
-  WriteRunOutputs(*recorder, g.config, state.comm->name(), "stragglar (NCCL)");
-}
+void WriteOutputs(Global& g, CommState& state) { g.process.WriteOutputs(*state.comm); }
 
 // How long another thread's ending of a communicator (STRAGGLAR_TIMEOUT's, an abort) waits for the
 // calling thread to leave the library, so that it never runs beside one of its NCCL calls; a
@@ -185,7 +174,7 @@ void WatchCalls(Global& g, CommState& state, const std::string& name) {
   // before it lets go of the state.
   CommState* watched = &state;
   state.watch = std::make_unique<NcclCallWatch>(
-      *g.watchdog, state.backend->device(), name, [&g, watched](const std::string&) {
+      *g.process.watchdog(), state.backend->device(), name, [&g, watched](const std::string&) {
         // Revoked beside a call that stays: the call is waiting on the stuck work, which only the
         // revocation ends (Revoke is safe beside it, and once or more).
         watched->gate.RunOrHandOver(
@@ -279,9 +268,8 @@ std::shared_ptr<CommState> StateFor(Global& g, ncclComm_t comm, cudaStream_t str
   std::lock_guard<std::mutex> lock(g.mutex);
   if (state != nullptr) {
     // The trace and the end-of-run summary follow the first communicator (usually the world's).
-    AddPreloadObservers(*state->comm, g.metrics.registry.get(), size, !g.traced, g.build);
-    g.traced = true;
-    if (g.watchdog != nullptr) WatchCalls(g, *state, name);
+    g.process.AddObservers(*state->comm, size, /*may_trace=*/true);
+    if (g.process.watchdog() != nullptr) WatchCalls(g, *state, name);
   }
   return g.comms.emplace(comm, std::move(state)).first->second;
 }
@@ -290,7 +278,7 @@ void WriteOutputsAtExit() {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mutex);
   // Its thread asks CUDA about the calls' work: stopped before CUDA is torn down.
-  if (g.watchdog != nullptr) g.watchdog->Stop();
+  g.process.StopWatchdog();
   // The exchange threads must not poll the GPU timer while the process tears CUDA down.
   for (auto& [comm, links] : g.links) links->Stop();
   for (auto& [comm, state] : g.comms) {
@@ -363,14 +351,15 @@ std::shared_ptr<const PreloadConfig> AgreeAtCreation(Global& g, ncclComm_t comm)
             "passing a communicator through: its rank or device is unknown");
     return nullptr;
   }
-  absl::StatusOr<PreloadConfig> agreed = AgreeWithRankZero(g.config, rank, [&](std::string& text) {
-    absl::StatusOr<std::string> shared =
-        BroadcastTextAtCreation(comm, device, text, kSettingsBytes, "the settings");
-    if (!shared.ok()) return shared.status();
-    if (shared->empty()) return absl::InvalidArgumentError("rank 0's settings are too long");
-    text = *std::move(shared);
-    return absl::OkStatus();
-  });
+  absl::StatusOr<PreloadConfig> agreed =
+      AgreeWithRankZero(g.process.config(), rank, [&](std::string& text) {
+        absl::StatusOr<std::string> shared =
+            BroadcastTextAtCreation(comm, device, text, kSettingsBytes, "the settings");
+        if (!shared.ok()) return shared.status();
+        if (shared->empty()) return absl::InvalidArgumentError("rank 0's settings are too long");
+        text = *std::move(shared);
+        return absl::OkStatus();
+      });
   if (!agreed.ok()) {
     LogOnce(LogLevel::kWarn, "agree-failed",
             absl::StrCat("passing a communicator through: ", agreed.status().message()));
@@ -398,7 +387,7 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
   // being created (NCCL_COMM_BLOCKING=0), it takes no collective yet.
   if (GroupDepth() > 0 || result != ncclSuccess || !Api().complete() ||
       Api().comm_count(*comm, &size) != ncclSuccess || size < 2) {
-    if (g.config.mode != RuntimeMode::kOff && g.config.link_profiling) {
+    if (g.process.config().mode != RuntimeMode::kOff && g.process.config().link_profiling) {
       LogOnce(LogLevel::kInfo, "links-unagreed",
               "no link profiling on communicators created inside ncclGroupStart/End or "
               "non-blocking");
@@ -422,7 +411,7 @@ void NoteCreated(ncclResult_t result, const ncclComm_t* comm, const ncclConfig_t
     name = absl::StrCat("p2p", g.next_links_index++);
   }
   absl::StatusOr<std::unique_ptr<NcclLinks>> links =
-      NcclLinks::Start(*comm, name, *agreed, Timer(g), g.metrics.registry.get());
+      NcclLinks::Start(*comm, name, *agreed, Timer(g), g.process.registry());
   if (!links.ok()) {
     Log(LogLevel::kWarn,
         absl::StrCat("no link profiling on ", name, ": ", links.status().message()));
