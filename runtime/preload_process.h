@@ -12,8 +12,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
-#include "absl/strings/string_view.h"
 #include "exporters/build_info.h"
 #include "runtime/call_watchdog.h"
 #include "runtime/communicator.h"
@@ -32,7 +32,6 @@ class PreloadProcess {
   // The settings in force and the build reported (stragglar_build_info), set once before Start.
   void Configure(PreloadConfig config, BuildInfo build);
   const PreloadConfig& config() const { return config_; }
-  const BuildInfo& build() const { return build_; }
 
   // For an active library (STRAGGLAR_MODE not off), once: the metrics endpoint of node rank
   // `local_rank` (StartMetricsFromEnv), and the watchdog when STRAGGLAR_WARN_AFTER or

@@ -143,9 +143,9 @@ std::shared_ptr<const PreloadConfig> ConfigOf(Global& g, ncclComm_t comm, bool* 
   auto it = g.agreed.find(comm);
   if (agreed != nullptr) *agreed = it != g.agreed.end();
   if (it != g.agreed.end()) return it->second;
-  static const auto* process = new std::shared_ptr<const PreloadConfig>(
+  static const auto* own_settings = new std::shared_ptr<const PreloadConfig>(
       std::make_shared<const PreloadConfig>(g.process.config()));
-  return *process;
+  return *own_settings;
 }
 
 void WriteOutputs(Global& g, CommState& state) { g.process.WriteOutputs(*state.comm); }
@@ -211,14 +211,14 @@ std::shared_ptr<CommState> StateFor(Global& g, ncclComm_t comm, cudaStream_t str
       api.comm_cu_device(comm, &device) == ncclSuccess && size >= 2) {
     DeviceScope scope(device);
     bool agreed_at_creation = false;
-    std::shared_ptr<const PreloadConfig> process = ConfigOf(g, comm, &agreed_at_creation);
+    std::shared_ptr<const PreloadConfig> known = ConfigOf(g, comm, &agreed_at_creation);
     state = std::make_shared<CommState>();
     state->backend =
-        std::make_unique<NcclBackend>(comm, rank, size, device, Timer(g), process->epoch_calls);
+        std::make_unique<NcclBackend>(comm, rank, size, device, Timer(g), known->epoch_calls);
     state->backend->set_stream(stream);
-    absl::StatusOr<PreloadConfig> settings = *process;
+    absl::StatusOr<PreloadConfig> settings = *known;
     if (!agreed_at_creation) {
-      settings = AgreeWithRankZero(*process, rank, [&state](std::string& text) {
+      settings = AgreeWithRankZero(*known, rank, [&state](std::string& text) {
         return state->backend->BroadcastFromRankZero(text);
       });
     }
