@@ -39,6 +39,8 @@ void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, do
   if (adds.added == 0 && ratios.scaled == 0 && ratios.measured() >= kOwnSamples) {
     // What the epoch's ratios are compared with, taken before they push any out.
     adds.median_before = Median(std::vector<double>(ratios.values.begin(), ratios.values.end()));
+  } else if (adds.added == 0 && ratios.scaled == 0 && algorithm != Algorithm::kNative) {
+    adds.pool_before = PlanPoolMedian(std::get<int>(key), regime);
   }
   ++adds.added;
   ratios.values.push_back(measured_s / predicted_s);
@@ -73,11 +75,24 @@ double Calibration::CloseEpoch() {
   std::map<int, Shift> shifts;  // by bucket
   double largest_move = 1;
   for (const auto& [key, adds] : added_this_epoch_) {
-    if (adds.added < kOwnSamples || !adds.median_before.has_value()) continue;
+    if (adds.added < kOwnSamples) continue;
     const std::deque<double>& values = ratios_.at(key).values;
     const int added = std::min(adds.added, static_cast<int>(values.size()));
-    const double factor =
-        Median(std::vector<double>(values.end() - added, values.end())) / *adds.median_before;
+    const double epoch_median = Median(std::vector<double>(values.end() - added, values.end()));
+    if (!adds.median_before.has_value()) {
+      // Measured for the first time: against the other plans, whose model error it need not
+      // share (Halving-Doubling's streamed exchanges took 1.5x the model over TCP, Ring 1.05x),
+      // so only beyond kShiftFactor is it a move, and never a shift. Without it a link that
+      // slowed as the policy turned to an unmeasured plan went unseen for an epoch
+      // (cluster.slowdown: Ring's first epoch at 3.5x the others, the move seen an epoch later).
+      if (!adds.pool_before.has_value()) continue;
+      const double move = epoch_median / *adds.pool_before;
+      if (std::isfinite(move) && (move >= kShiftFactor || move <= 1 / kShiftFactor)) {
+        largest_move = std::max({largest_move, move, 1 / move});
+      }
+      continue;
+    }
+    const double factor = epoch_median / *adds.median_before;
     if (factor > 0 && std::isfinite(factor))
       largest_move = std::max({largest_move, factor, 1 / factor});
     if (factor < kShiftFactor && factor > 1 / kShiftFactor) continue;
@@ -114,6 +129,17 @@ double Calibration::CloseEpoch() {
   }
   added_this_epoch_.clear();
   return largest_move;
+}
+
+std::optional<double> Calibration::PlanPoolMedian(int bucket, CalibrationRegime regime) const {
+  std::vector<double> pool;
+  for (const auto& [key, ratios] : ratios_) {
+    const auto& [algorithm, key_bucket, key_regime] = key;
+    if (algorithm == Algorithm::kNative || key_bucket != bucket || key_regime != regime) continue;
+    pool.insert(pool.end(), ratios.values.begin(), ratios.values.end());
+  }
+  if (pool.empty()) return std::nullopt;
+  return Median(std::move(pool));
 }
 
 double Calibration::Factor(Algorithm algorithm, int64_t bytes, CalibrationRegime regime) const {

@@ -63,7 +63,9 @@ class Calibration {
   // shifted, the one with the most ratios in the epoch (the first in algorithm and regime order on
   // ties). Returns the largest move of an algorithm's median this epoch, either way (>= 1; 1 when
   // none had kOwnSamples to compare with what it kept): a link that slowed or recovered moves the
-  // running algorithm's, below a shift too (the runtime probes the links again).
+  // running algorithm's, below a shift too (the runtime probes the links again). A plan measured
+  // kOwnSamples times for the first time is compared with the plans' median on its size and
+  // regime instead, and counts only from kShiftFactor either way.
   double CloseEpoch();
   // The correction to multiply the model's time after the last arrival by: the median of the
   // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
@@ -101,12 +103,16 @@ class Calibration {
   };
   // Drops `key`'s guesses, and unmarks its algorithm's guesses in its other regimes.
   void UnmarkGuesses(const Key& key);
+  // The median ratio of our plans on this size in this regime; none without any.
+  std::optional<double> PlanPoolMedian(int bucket, CalibrationRegime regime) const;
   std::map<Key, Ratios> ratios_;
   // Since the last CloseEpoch, per key: the ratios added, and the median of those kept before
-  // the first of them (none: too few measured ones to compare with).
+  // the first of them (none: too few measured ones to compare with); for a plan without those,
+  // the median of the plans' on its size and regime then, its own few included (CloseEpoch).
   struct EpochAdds {
     int added = 0;
     std::optional<double> median_before;
+    std::optional<double> pool_before;
   };
   std::map<Key, EpochAdds> added_this_epoch_;
 };

@@ -215,6 +215,33 @@ TEST(CalibrationTest, AnEpochSaysHowFarTheMeasuredMediansMoved) {
   EXPECT_NEAR(calibration.CloseEpoch(), 4.0, 1e-9);
 }
 
+// A plan measured for the first time as the link slows: its epoch is compared with the plans'
+// median on its size and regime, a move from kShiftFactor (cluster.slowdown: Ring's first epoch
+// at 3.5x Halving-Doubling's ratios), and never a shift; below it, its own model error.
+TEST(CalibrationTest, AFirstMeasuredPlanMovesAgainstTheOthers) {
+  const int64_t bytes = 1 << 20;
+  constexpr CalibrationRegime kHidden = CalibrationRegime::kPhaseHidden;
+  Calibration calibration;
+  AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.0, 16);
+  for (int i = 0; i < 2; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 1e-3);
+  EXPECT_EQ(calibration.CloseEpoch(), 1.0);  // too few to compare
+  for (int i = 0; i < 16; ++i) calibration.Add(Algorithm::kRing, bytes, 1e-3, 3.5e-3);
+  EXPECT_NEAR(calibration.CloseEpoch(), 3.5, 1e-12);
+  EXPECT_FALSE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+  EXPECT_NEAR(calibration.Factor(Algorithm::kHalvingDoubling, bytes), 1.0, 1e-12);
+  // Its own model error, below kShiftFactor: no move. Faster by kShiftFactor: a move.
+  for (int i = 0; i < 4; ++i) calibration.Add(Algorithm::kStragglar, bytes, 1e-3, 1.5e-3);
+  EXPECT_EQ(calibration.CloseEpoch(), 1.0);
+  Calibration faster;
+  AddEpoch(faster, Algorithm::kRing, bytes, 1.0, 8);
+  for (int i = 0; i < 4; ++i) faster.Add(Algorithm::kHalvingDoubling, bytes, 1e-3, 0.25e-3);
+  EXPECT_NEAR(faster.CloseEpoch(), 4.0, 1e-12);
+  // Another regime, or the library's own, has no plans' pool to be compared with.
+  for (int i = 0; i < 4; ++i) faster.Add(Algorithm::kStragglar, bytes, 1e-3, 5e-3, kHidden);
+  for (int i = 0; i < 4; ++i) faster.Add(Algorithm::kNative, bytes, 1e-3, 5e-3);
+  EXPECT_EQ(faster.CloseEpoch(), 1.0);
+}
+
 // What the epoch of a shift measured is not scaled again: another algorithm's own ratios of that
 // epoch (here Halving-Doubling, which shifted too but with fewer ratios), and the algorithm that
 // shifted, in its other regime, is scaled but not marked (it was just measured).
