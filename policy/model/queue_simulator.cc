@@ -91,6 +91,10 @@ absl::StatusOr<SimulationResult> SimulatePlanWithQueues(const Plan& plan, double
   QueueState state(plan, arrival_s);
   std::vector<double> finish_s(arrival_s.begin(), arrival_s.end());
   const double bytes_per_chunk = bytes / plan.num_chunks;
+  // The rank behind a slow link, as the round model reads it (every link of one class, the slow
+  // rank the intra-node link's: ValidateNetwork): its transfers move their bytes slow_factor
+  // times slower. Left out, StragglAR's pieces around a slow link were priced as on a fast one.
+  const LinkModel& slow_link = network.intra_node;
   std::vector<double> end_s;
   for (const Round& round : plan.rounds) {
     // Every start from the earlier rounds alone, then the round's effects: its reads see the
@@ -100,10 +104,11 @@ absl::StatusOr<SimulationResult> SimulatePlanWithQueues(const Plan& plan, double
     for (int t = 0; t < transfers; ++t) {
       const Transfer& transfer = round.transfers[t];
       const LinkClass link_class = network.topology.Between(transfer.src, transfer.dst);
-      const double cost =
-          network.Of(link_class)
-              .TransferSeconds(bytes_per_chunk * static_cast<double>(transfer.chunks.size()),
-                               transfers);
+      const bool slow = slow_link.has_slow_rank() && (transfer.src == slow_link.slow_rank ||
+                                                      transfer.dst == slow_link.slow_rank);
+      const double moved = bytes_per_chunk * static_cast<double>(transfer.chunks.size()) *
+                           (slow ? slow_link.slow_factor : 1.0);
+      const double cost = network.Of(link_class).TransferSeconds(moved, transfers);
       end_s[t] = state.Start(transfer, static_cast<int>(link_class)) + cost;
     }
     for (int t = 0; t < transfers; ++t) {

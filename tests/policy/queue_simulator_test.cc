@@ -66,6 +66,33 @@ TEST(QueueSimulatorTest, TheRingOnOneClassIsTheRoundModel) {
   }
 }
 
+// A slow link is priced as the round model prices it: on hosts of one rank (every link of one
+// class) the ring ends when the round model says (each step waits on the slow rank's), and
+// StragglAR pipelined around the slow rank takes its slow link's time at least (16 MiB each way
+// at a fifth of the rate), where it took the fast link's when the queues left the slow rank out.
+TEST(QueueSimulatorTest, ASlowLinkIsPricedAsTheRoundModelPricesIt) {
+  const LinkModel fast{.alpha_s = 60e-6, .bandwidth_bytes_per_s = 11.875e6};
+  LinkModel slow = fast;
+  slow.slow_rank = 2;
+  slow.slow_factor = 5;
+  const double bytes = 1 << 24;
+  for (int n : {4, 8}) {
+    const NetworkModel hosts{
+        .topology = {.nodes = n, .ranks_per_node = 1}, .intra_node = slow, .inter_node = slow};
+    const std::vector<double> together(n, 0.0);
+    const Plan ring = *SynthesizeRing(n);
+    EXPECT_EQ(SimulatePlanWithQueues(ring, bytes, hosts, together)->completion_s,
+              SimulatePlan(ring, bytes, hosts, together)->completion_s)
+        << n;
+    const Plan stragglar = *SynthesizeStragglar(n, 2, 4);
+    const double slow_link_s = bytes * slow.slow_factor / fast.bandwidth_bytes_per_s;
+    const SimulationResult queues = *SimulatePlanWithQueues(stragglar, bytes, hosts, together);
+    EXPECT_GE(queues.completion_s, slow_link_s) << n;
+    EXPECT_LE(queues.completion_s, SimulatePlan(stragglar, bytes, hosts, together)->completion_s)
+        << n;
+  }
+}
+
 // Two rounds on 2 nodes of 2: rank 0 sends `first` to rank 2 over the NIC, then takes part in
 // `second`. Whole-number costs (0 bytes: alpha alone) make every time exact.
 SimulationResult TwoRounds(Transfer second) {
