@@ -80,10 +80,10 @@ double Calibration::CloseEpoch() {
     const int added = std::min(adds.added, static_cast<int>(values.size()));
     const double epoch_median = Median(std::vector<double>(values.end() - added, values.end()));
     if (!adds.median_before.has_value()) {
-      // Measured for the first time: against the other plans, whose model error it need not
-      // share (Halving-Doubling's streamed exchanges took 1.5x the model over TCP, Ring 1.05x),
-      // so only beyond kShiftFactor is it a move, and never a shift. Without it a link that
-      // slowed as the policy turned to an unmeasured plan went unseen for an epoch
+      // Measured for the first time: against the plans' median on its size, whose model error
+      // it need not share (Halving-Doubling's streamed exchanges took 1.5x the model over TCP,
+      // Ring 1.05x), so only beyond kShiftFactor is it a move, and never a shift. Without it a link
+      // that slowed as the policy turned to an unmeasured plan went unseen for an epoch
       // (cluster.slowdown: Ring's first epoch at 3.5x the others, the move seen an epoch later).
       if (!adds.pool_before.has_value()) continue;
       const double move = epoch_median / *adds.pool_before;
