@@ -39,8 +39,13 @@ void Calibration::Add(Algorithm algorithm, int64_t bytes, double predicted_s, do
   if (adds.added == 0 && ratios.scaled == 0 && ratios.measured() >= kOwnSamples) {
     // What the epoch's ratios are compared with, taken before they push any out.
     adds.median_before = Median(std::vector<double>(ratios.values.begin(), ratios.values.end()));
-  } else if (adds.added == 0 && ratios.scaled == 0 && algorithm != Algorithm::kNative) {
-    adds.pool_before = PlanPoolMedian(std::get<int>(key), regime);
+  } else if (adds.added == 0 && algorithm != Algorithm::kNative) {
+    // A plan without that many measured: what it was priced with, its shift's guesses where it
+    // has them, else the plans' median (not Factor's optimistic cap at 1).
+    adds.expected_before =
+        ratios.scaled > 0
+            ? std::optional(Median(std::vector<double>(ratios.values.begin(), ratios.values.end())))
+            : PlanPoolMedian(std::get<int>(key), regime);
   }
   ++adds.added;
   ratios.values.push_back(measured_s / predicted_s);
@@ -80,13 +85,14 @@ double Calibration::CloseEpoch() {
     const int added = std::min(adds.added, static_cast<int>(values.size()));
     const double epoch_median = Median(std::vector<double>(values.end() - added, values.end()));
     if (!adds.median_before.has_value()) {
-      // Measured for the first time: against the plans' median on its size, whose model error
-      // it need not share (Halving-Doubling's streamed exchanges took 1.5x the model over TCP,
-      // Ring 1.05x), so only beyond kShiftFactor is it a move, and never a shift. Without it a link
-      // that slowed as the policy turned to an unmeasured plan went unseen for an epoch
-      // (cluster.slowdown: Ring's first epoch at 3.5x the others, the move seen an epoch later).
-      if (!adds.pool_before.has_value()) continue;
-      const double move = epoch_median / *adds.pool_before;
+      // Measured for the first time since a shift or ever: against what it was expected to take,
+      // a guess or other plans' ratios whose model error it need not share (Halving-Doubling's
+      // streamed exchanges took 1.5x the model over TCP, Ring 1.05x), so only beyond
+      // kShiftFactor is it a move, and never a shift. Without it a link that slowed as the policy
+      // turned to an unmeasured plan went unseen for an epoch (cluster.slowdown: Ring's first
+      // epoch at 3.5x the others, the move seen an epoch later).
+      if (!adds.expected_before.has_value()) continue;
+      const double move = epoch_median / *adds.expected_before;
       if (std::isfinite(move) && (move >= kShiftFactor || move <= 1 / kShiftFactor)) {
         largest_move = std::max({largest_move, move, 1 / move});
       }

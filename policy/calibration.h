@@ -65,7 +65,8 @@ class Calibration {
   // none had kOwnSamples to compare with what it kept): a link that slowed or recovered moves the
   // running algorithm's, below a shift too (the runtime probes the links again). A plan measured
   // kOwnSamples times for the first time is compared with the plans' median on its size and
-  // regime instead, and counts only from kShiftFactor either way.
+  // regime instead (one with a shift's guesses, with those), and counts only from kShiftFactor
+  // either way.
   double CloseEpoch();
   // The correction to multiply the model's time after the last arrival by: the median of the
   // algorithm's own ratios on this size in this regime; while it has fewer than kOwnSamples, for
@@ -108,11 +109,12 @@ class Calibration {
   std::map<Key, Ratios> ratios_;
   // Since the last CloseEpoch, per key: the ratios added, and the median of those kept before
   // the first of them (none: too few measured ones to compare with); for a plan without those,
-  // the median of the plans' on its size and regime then, its own few included (CloseEpoch).
+  // what it was expected to take then: the median of its shift's guesses, or of the plans' ratios
+  // on its size and regime, its own few included (CloseEpoch).
   struct EpochAdds {
     int added = 0;
     std::optional<double> median_before;
-    std::optional<double> pool_before;
+    std::optional<double> expected_before;
   };
   std::map<Key, EpochAdds> added_this_epoch_;
 };

@@ -242,6 +242,25 @@ TEST(CalibrationTest, AFirstMeasuredPlanMovesAgainstTheOthers) {
   EXPECT_EQ(faster.CloseEpoch(), 1.0);
 }
 
+// A plan priced with a shift's guesses is compared with those when it runs: Ring shifted 5x,
+// Halving-Doubling's 1.5 became a 7.5 guess; its first epoch at 1.2x the guess moves nothing, one
+// at 2.5x the guess (the link slowed again) is a move of 2.5, not of its 3.75x the plans'
+// median (Ring's 12 at 5).
+TEST(CalibrationTest, AGuessedPlanMovesAgainstItsGuess) {
+  const int64_t bytes = 1 << 20;
+  for (const auto& [times_guess, move] : {std::pair{1.2, 1.0}, std::pair{2.5, 2.5}}) {
+    Calibration calibration;
+    AddEpoch(calibration, Algorithm::kRing, bytes, 1.0, 8);
+    AddEpoch(calibration, Algorithm::kHalvingDoubling, bytes, 1.5, 8);
+    AddEpoch(calibration, Algorithm::kRing, bytes, 5.0, 12);
+    ASSERT_TRUE(calibration.Guessed(Algorithm::kHalvingDoubling, bytes));
+    for (int i = 0; i < 4; ++i) {
+      calibration.Add(Algorithm::kHalvingDoubling, bytes, 1e-3, 7.5e-3 * times_guess);
+    }
+    EXPECT_NEAR(calibration.CloseEpoch(), move, 1e-12) << times_guess;
+  }
+}
+
 // What the epoch of a shift measured is not scaled again: another algorithm's own ratios of that
 // epoch (here Halving-Doubling, which shifted too but with fewer ratios), and the algorithm that
 // shifted, in its other regime, is scaled but not marked (it was just measured).
