@@ -33,15 +33,28 @@ inline std::vector<int> HierarchicalQueuePieces(int chunks_per_shard) {
   return pieces;
 }
 
-// Log-depth rails are picked only when faster after arrival than the best flat rails by more than
-// this fraction. Log-depth rails run a whole Halving-Doubling AllReduce among the ready nodes
-// before the straggler arrives, where flat rails run a ReduceScatter, the least any plan moves
-// then, and a straggler less late than that phase pays for it: on 4x2 at 2 MiB, 602 ms with nobody
-// late against 343 ms for flat rails in 8 pieces, which the model priced within 1% of each other
-// after arrival (docs/results/cluster-nodes-rails-2026-11-30.md).
+// The model's times after the last arrival for the best rails of one kind: with the straggler
+// late enough to hide their pre-arrival phase, and as late as the flat rails' pre-arrival phase
+// (priced round by round with the ready ranks arriving together), the least delay at which flat
+// rails reach their best.
+struct RailsAfterArrival {
+  double phase_hidden_s = 0;
+  double at_flat_phase_s = 0;
+};
+// Log-depth rails run a whole Halving-Doubling AllReduce among the ready nodes before the
+// straggler arrives, where flat rails run a ReduceScatter, the least any plan moves then. So they
+// are picked only where they gain more with their phase hidden than they lose with the straggler
+// as late as the flat rails' phase (neither the policy nor a forced family knows the delay to
+// come), and gain by more than kLogDepthRailsMinGain, the model's error: on 4x2 at 2 MiB,
+// log-depth rails priced within 1% of flat rails in 8 pieces took 252 ms two phases late against
+// 226 (docs/results/cluster-nodes-rails-2026-11-30.md). On 8x2 at 1 MiB the model priced them 5.5%
+// faster with their phase hidden and 2x slower one flat phase late, where they took 433 ms against
+// 217-225 (docs/results/cluster-nodes-8x2-aligned-2026-12-01.md).
 inline constexpr double kLogDepthRailsMinGain = 0.05;
-inline bool LogDepthRailsWin(double log_depth_after_arrival_s, double flat_after_arrival_s) {
-  return log_depth_after_arrival_s < (1 - kLogDepthRailsMinGain) * flat_after_arrival_s;
+inline bool LogDepthRailsWin(const RailsAfterArrival& log_depth, const RailsAfterArrival& flat) {
+  const double gain_s = flat.phase_hidden_s - log_depth.phase_hidden_s;
+  const double loss_s = log_depth.at_flat_phase_s - flat.at_flat_phase_s;
+  return gain_s > kLogDepthRailsMinGain * flat.phase_hidden_s && loss_s < gain_s;
 }
 
 // The hierarchical shapes worth pricing on `topology` for a call of `bytes`, by kind of rails.

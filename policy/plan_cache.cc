@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/synth/stragglar_schedule.h"
 #include "policy/hierarchical_rails.h"
+#include "policy/model/simulator.h"
 
 namespace stragglar {
 
@@ -30,9 +31,7 @@ absl::StatusOr<PlanCache::ShapeAfterArrival> PlanCache::FastestAfterArrival(
     absl::Span<const StragglarShape> shapes, double bytes, const LinkModel& link) {
   StragglarShape best = shapes.front();
   double best_s = std::numeric_limits<double>::infinity();
-  // Around the last rank, or around the rank behind a slow link, whose plan differs from the
-  // others' there (StragglAR around it moves the least over that link).
-  const int straggler = link.has_slow_rank() ? link.slow_rank : num_ranks_ - 1;
+  const int straggler = PricedStraggler(link);
   for (const StragglarShape& shape : shapes) {
     absl::StatusOr<const PlanHeader*> plan =
         parts_->store.Get(Algorithm::kStragglar, straggler, shape);
@@ -104,10 +103,34 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestHierarchical(double byt
     *best = *fastest;
   }
   if (!best_log_depth.has_value()) return best_flat->shape;
-  if (!best_flat.has_value() || LogDepthRailsWin(best_log_depth->seconds, best_flat->seconds)) {
-    return best_log_depth->shape;
-  }
-  return best_flat->shape;
+  if (!best_flat.has_value()) return best_log_depth->shape;
+  absl::StatusOr<const PlanHeader*> flat_plan =
+      parts_->store.Get(Algorithm::kStragglar, PricedStraggler(link), best_flat->shape);
+  if (!flat_plan.ok()) return flat_plan.status();
+  absl::StatusOr<double> flat_phase_s = parts_->pricer.PreArrivalSeconds(**flat_plan, bytes, link);
+  if (!flat_phase_s.ok()) return flat_phase_s.status();
+  absl::StatusOr<double> flat_s = AfterArrivalAt(best_flat->shape, *flat_phase_s, bytes, link);
+  if (!flat_s.ok()) return flat_s.status();
+  absl::StatusOr<double> log_depth_s =
+      AfterArrivalAt(best_log_depth->shape, *flat_phase_s, bytes, link);
+  if (!log_depth_s.ok()) return log_depth_s.status();
+  return LogDepthRailsWin(
+             {.phase_hidden_s = best_log_depth->seconds, .at_flat_phase_s = *log_depth_s},
+             {.phase_hidden_s = best_flat->seconds, .at_flat_phase_s = *flat_s})
+             ? best_log_depth->shape
+             : best_flat->shape;
+}
+
+absl::StatusOr<double> PlanCache::AfterArrivalAt(const StragglarShape& shape, double delay_s,
+                                                 double bytes, const LinkModel& link) {
+  const int straggler = PricedStraggler(link);
+  absl::StatusOr<const PlanHeader*> plan =
+      parts_->store.Get(Algorithm::kStragglar, straggler, shape);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<SimulationResult> simulated =
+      parts_->pricer.Simulate(**plan, bytes, link, OneLateRank(num_ranks_, straggler, delay_s));
+  if (!simulated.ok()) return simulated.status();
+  return simulated->after_last_arrival_s;
 }
 
 absl::StatusOr<std::vector<PlanCache::StragglarShape>> PlanCache::StragglarShapes(

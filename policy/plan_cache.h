@@ -166,11 +166,21 @@ class PlanCache {
                                                         double bytes, const LinkModel& link);
   // Log-depth StragglAR with the better of LogDepthBlockChoices after arrival.
   absl::StatusOr<StragglarShape> BestLogDepth(double bytes, const LinkModel& link);
-  // Hierarchical StragglAR with the better rails (policy/hierarchical_rails.h): the best flat
-  // rails of RailShapesToPrice, unless its best log-depth rails are faster after arrival by more
-  // than kLogDepthRailsMinGain. With per-class queues each rails is also priced with its shards in
-  // pieces (AddQueuePieces).
+  // Hierarchical StragglAR with the better rails (policy/hierarchical_rails.h): of each kind, the
+  // shape of RailShapesToPrice fastest after arrival (with per-class queues each also with its
+  // shards in pieces, AddQueuePieces); then the flat rails, unless the log-depth rails win
+  // (LogDepthRailsWin).
   absl::StatusOr<StragglarShape> BestHierarchical(double bytes, const LinkModel& link);
+  // The model's time after the last arrival of StragglAR's plan of `shape` when its straggler
+  // arrives `delay_s` after the others.
+  absl::StatusOr<double> AfterArrivalAt(const StragglarShape& shape, double delay_s, double bytes,
+                                        const LinkModel& link);
+  // The rank whose StragglAR plans shapes are priced around: the last rank, or the rank behind a
+  // slow link, whose plan differs from the others' there (StragglAR around it moves the least
+  // over that link).
+  int PricedStraggler(const LinkModel& link) const {
+    return link.has_slow_rank() ? link.slow_rank : num_ranks_ - 1;
+  }
   bool FlatStragglarTooLarge() const { return num_ranks_ > kMaxFlatStragglarRanks; }
 
   int num_ranks_;

@@ -2,7 +2,8 @@
 // flat rails only up to kMaxFlatRailNodes nodes, above which they lose; and the plan cache's pick
 // on nodes (PlanCache::BestHierarchical): the flat schedule pipelined in the pieces the model
 // prices fastest after arrival, and log-depth rails only where they win after arrival by more
-// than kLogDepthRailsMinGain, since they move a whole AllReduce before the straggler arrives.
+// than kLogDepthRailsMinGain, and gain more than they lose with the straggler as late as the flat
+// rails' pre-arrival phase, since they move a whole AllReduce before the straggler arrives.
 #include "policy/hierarchical_rails.h"
 
 #include <algorithm>
@@ -62,6 +63,43 @@ TEST(HierarchicalRailsTest, OnTheEmulatedClusterTheRailsAreFlatAndPipelined) {
               (1 - kLogDepthRailsMinGain) * offered_s)
         << blocks;
   }
+}
+
+TEST(HierarchicalRailsTest, LogDepthRailsLoseWhereAFlatPhaseLateCostsMoreThanTheyGain) {
+  // The emulated 8x2 cluster at 50 Mbit/s a host as one forced job's MPI preload measured it
+  // (docs/results/cluster-nodes-8x2-aligned-2026-12-01.md), per-class queues as it runs them:
+  // 103 us + 0.915 GB/s inside a host, 379 us + 2.92 MB/s between hosts. That job ran log-depth
+  // rails, 433 ms after the last arrival one phase late, where flat rails took 217-225 ms.
+  const LinkModel inside{.alpha_s = 103e-6, .bandwidth_bytes_per_s = 0.915e9};
+  const LinkModel between{.alpha_s = 379e-6, .bandwidth_bytes_per_s = 2.92e6};
+  const double bytes = 1 << 20;
+  PlanCache cache(16, 0,
+                  {.topology = {.nodes = 8, .ranks_per_node = 2},
+                   .inter_node_link = between,
+                   .per_class_queues = true});
+  absl::StatusOr<std::vector<StragglarShape>> shapes = cache.StragglarShapes(bytes, inside);
+  ASSERT_TRUE(shapes.ok()) << shapes.status();
+  const StragglarShape offered = shapes->back();
+  EXPECT_EQ(offered, (StragglarShape{.pieces = 4, .hierarchical = true, .rail_pieces = 8}));
+  EXPECT_EQ(*cache.ShapeOfFamily(PlanVariant::kHierarchical, bytes, inside), offered);
+  // With both pre-arrival phases hidden, the log-depth rails win by more than the margin ...
+  const StragglarShape log_depth{.pieces = 16, .log_depth_blocks = 32, .hierarchical = true};
+  const double flat_hidden_s = AfterArrival(cache, offered, bytes, inside);
+  EXPECT_LT(AfterArrival(cache, log_depth, bytes, inside),
+            (1 - kLogDepthRailsMinGain) * flat_hidden_s);
+  // ... but a straggler as late as the flat rails' phase does not hide theirs, and they lose more
+  // there than they gain.
+  absl::StatusOr<PricedPlan> flat_plan = cache.WithShape(Algorithm::kStragglar, 15, offered);
+  ASSERT_TRUE(flat_plan.ok()) << flat_plan.status();
+  const double phase_s = *cache.PreArrivalSeconds(*flat_plan, bytes, inside);
+  const auto at_phase = [&](const StragglarShape& shape) {
+    absl::StatusOr<PricedPlan> plan = cache.WithShape(Algorithm::kStragglar, 15, shape);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return cache.Simulate(*plan, bytes, inside, OneLateRank(16, 15, phase_s))->after_last_arrival_s;
+  };
+  EXPECT_NEAR(at_phase(offered), flat_hidden_s, 0.01 * flat_hidden_s);
+  EXPECT_GT(at_phase(log_depth) - at_phase(offered),
+            flat_hidden_s - AfterArrival(cache, log_depth, bytes, inside));
 }
 
 TEST(HierarchicalRailsTest, LogDepthRailsWhereTheyWinByMoreThanTheMargin) {
