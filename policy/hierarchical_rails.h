@@ -48,8 +48,9 @@ struct RailsAfterArrival {
 // come), and gain by more than kLogDepthRailsMinGain, the model's error: on 4x2 at 2 MiB,
 // log-depth rails priced within 1% of flat rails in 8 pieces took 252 ms two phases late against
 // 226 (docs/results/cluster-nodes-rails-2026-11-30.md). On 8x2 at 1 MiB the model priced them 5.5%
-// faster with their phase hidden and 2x slower one flat phase late, where they took 433 ms against
-// 217-225 (docs/results/cluster-nodes-8x2-aligned-2026-12-01.md).
+// faster with their phase hidden and 2.3x slower one flat phase late; with the straggler 353 ms
+// late (twice the benchmark's phase) they took 433 ms against 217-225 for flat rails
+// (docs/results/cluster-nodes-8x2-aligned-2026-12-01.md).
 inline constexpr double kLogDepthRailsMinGain = 0.05;
 inline bool LogDepthRailsWin(const RailsAfterArrival& log_depth, const RailsAfterArrival& flat) {
   const double gain_s = flat.phase_hidden_s - log_depth.phase_hidden_s;

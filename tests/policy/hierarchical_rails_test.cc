@@ -69,7 +69,8 @@ TEST(HierarchicalRailsTest, LogDepthRailsLoseWhereAFlatPhaseLateCostsMoreThanThe
   // The emulated 8x2 cluster at 50 Mbit/s a host as one forced job's MPI preload measured it
   // (docs/results/cluster-nodes-8x2-aligned-2026-12-01.md), per-class queues as it runs them:
   // 103 us + 0.915 GB/s inside a host, 379 us + 2.92 MB/s between hosts. That job ran log-depth
-  // rails, 433 ms after the last arrival one phase late, where flat rails took 217-225 ms.
+  // rails, 433 ms after the last arrival with the straggler 353 ms late, where flat rails took
+  // 217-225 ms.
   const LinkModel inside{.alpha_s = 103e-6, .bandwidth_bytes_per_s = 0.915e9};
   const LinkModel between{.alpha_s = 379e-6, .bandwidth_bytes_per_s = 2.92e6};
   const double bytes = 1 << 20;
