@@ -414,9 +414,8 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
     if (row.blocks > 0 && row.candidate == Candidate(kStragglarHierarchicalFamily)) {
       out << absl::StrFormat(
           "\n%s: log-depth rails, a shard in %d blocks (faster than the flat rails by more than "
-          "%.0f%% with their phase hidden, and by more than they lose with the straggler as late "
-          "as "
-          "the flat rails' phase)\n",
+          "%.0f%% with their phase hidden, and by more than they lose with the straggler as "
+          "late as the flat rails' phase)\n",
           CandidateName(row.candidate), row.blocks, 100 * kLogDepthRailsMinGain);
     } else if (row.rail_pieces > 1) {
       out << absl::StrFormat("\n%s: flat rails, pipelined in %d pieces per chunk\n",
