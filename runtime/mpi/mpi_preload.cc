@@ -195,13 +195,19 @@ int64_t NetworkMessageBytes(const PreloadConfig& config) {
   return (*eager - kEagerHeaderBytes) / 16 * 16;
 }
 
+// Whether a transfer may cross nodes, and so be cut into network messages: the world's ranks are
+// on more than one node, or STRAGGLAR_TOPOLOGY makes nodes of them (runtime/preload_common.h,
+// TopologyOfNodes), or the nodes are unknown.
+bool MayCrossNodes(const PreloadConfig& config, const std::vector<int>& world_nodes) {
+  return config.topology.has_value() || world_nodes.empty() ||
+         std::count(world_nodes.begin(), world_nodes.end(), world_nodes.front()) !=
+             static_cast<std::ptrdiff_t>(world_nodes.size());
+}
+
 // This rank's settings, then rank 0's (runtime/agreed_settings.h), over the world: every
 // communicator's ranks then run alike. nullopt when any rank could not agree (said once): then
 // every rank passes every call through. Collective over MPI_COMM_WORLD, as MPI_Init is.
-std::optional<PreloadConfig> AgreedConfig(PreloadConfig mine, int world_rank) {
-  // Resolved before agreeing: ranks whose libraries have different eager limits must still cut
-  // messages alike.
-  mine.mpi_network_message_bytes = NetworkMessageBytes(mine);
+std::optional<PreloadConfig> AgreedConfig(const PreloadConfig& mine, int world_rank) {
   absl::StatusOr<PreloadConfig> agreed = AgreeWithRankZero(mine, world_rank, [](std::string& text) {
     return BroadcastTextFromRankZero(MPI_COMM_WORLD, text);
   });
@@ -250,8 +256,8 @@ void OnInit() {
     Log(LogLevel::kWarn, "every MPI call passes through: MPI_Comm_create_keyval failed");
     return;
   }
-  g.process.Configure(*std::move(agreed), std::move(build));
-  if (g.process.config().mode == RuntimeMode::kOff) {
+  if (agreed->mode == RuntimeMode::kOff) {
+    g.process.Configure(*std::move(agreed), std::move(build));
     Log(LogLevel::kInfo, "STRAGGLAR_MODE=off: every MPI call passes through");
     return;
   }
@@ -259,6 +265,18 @@ void OnInit() {
   // layout then needs no collective. The node-local rank picks the metrics port (base + local
   // rank).
   g.world_nodes = GatherWorldNodes();
+  // STRAGGLAR_MPI_NETWORK_MESSAGE=auto, read from the MPI library only where a transfer may cross
+  // nodes: reading it starts OpenMPI's tool interface, which opens every component of every
+  // framework, 0.4 s of an 8-rank job's start on one 2-core host (0.70 s against 1.10 s in
+  // MPI_Init, docs/results/test-time-2026-12-01.md). Then agreed again, as rank 0 read it: ranks
+  // whose libraries have different eager limits must still cut messages alike. Where no
+  // transfer crosses nodes the size is never used (MpiExecutorOptions::ranks_per_node is 0).
+  if (!agreed->mpi_network_message_bytes.has_value() && MayCrossNodes(*agreed, g.world_nodes)) {
+    agreed->mpi_network_message_bytes = NetworkMessageBytes(*agreed);
+    agreed = AgreedConfig(*agreed, g.world_rank);
+    if (!agreed.has_value()) return;
+  }
+  g.process.Configure(*std::move(agreed), std::move(build));
   const int local_rank =
       static_cast<int>(g.world_nodes.empty()
                            ? 0
