@@ -370,15 +370,21 @@ cmd_run() {
   # receiver's next time slice: the link probe measured 3-4.7 ms per message on 4 hosts and 2
   # cores, 34-46 us with waiting ranks yielding (4x1, 200 Mbit/s). On one oversubscribed host
   # mpirun sets it itself.
+  # pml ob1 (the layer these transports run under anyway) and hwloc without its PCI scan (it
+  # places network cards and GPUs, and a host's one card is a veth): each rank otherwise opens and
+  # tries UCX's layer first and reads every PCI device, 0.37 s of a 4-host job's start on 2 cores
+  # (docs/results/test-time-2026-12-01.md).
   # mpirun runs inside the first host, as on a cluster whose launch node is one of its hosts: run
   # from outside every host (a node with no ranks), OpenMPI 4.1.4 put each rank's next host's
   # ranks in its MPI_COMM_TYPE_SHARED communicator (4x2: rank 0 with ranks 2 and 3), and collectives
   # on those communicators hung.
-  exec nsenter --net="/run/netns/${hosts[0]}" --uts="$(dir)/uts/${hosts[0]}" -- \
+  HWLOC_COMPONENTS=-pci,-linuxio exec nsenter --net="/run/netns/${hosts[0]}" \
+    --uts="$(dir)/uts/${hosts[0]}" -- \
     mpirun --allow-run-as-root --host "$host_list" -np $((${#hosts[@]} * ranks_per_host)) \
     --mca plm_rsh_agent "$(dir)/agent" --mca btl tcp,vader,self \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
-    --mca mpi_yield_when_idle 1 --bind-to none -x PMIX_MCA_gds=hash "$@"
+    --mca mpi_yield_when_idle 1 --mca pml ob1 --bind-to none -x PMIX_MCA_gds=hash \
+    -x HWLOC_COMPONENTS "$@"
 }
 
 cmd_exec() {
