@@ -64,7 +64,8 @@ for sanitizer in address thread; do
     asan_repeats='train|outputs|threads\..*|ring\.np8|halving-doubling\.np8|queues-auto\.np8'
     asan_repeats+='|network-messages-ring\.np6|stragglar-pieces8\.np4|segments-ring\.np3'
     asan_repeats+='|lifetimes\.(ring|stragglar)|errors\.(ring|auto)|protocol\.np3|mode-.*'
-    asan_repeats+='|settings-differ\..*|segment-differs|queues-differ|topology-misfit'
+    asan_repeats+='|settings-differ\..*|segment-differs|queues-differ|network-message-differs'
+    asan_repeats+='|topology-misfit'
     skipped=(-LE repeat -E "^mpi\.(${asan_repeats})\$")
   else
     # Threads on communicators of their own, the preload's shared state under TSan.
