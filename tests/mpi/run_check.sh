@@ -20,8 +20,8 @@ else
   # point-to-point layer these transports need, named, so that no rank first opens and tries the
   # UCX one (0.46 s left), and hwloc without its PCI scan, which places network cards and
   # GPUs, neither used by these jobs (0.37 s left).
-  args+=(--mca pml ob1 -x HWLOC_COMPONENTS=-pci,-linuxio)
-  export HWLOC_COMPONENTS=-pci,-linuxio
+  export HWLOC_COMPONENTS=-pci,-linuxio  # mpirun's own, and each rank's through -x
+  args+=(--mca pml ob1 -x HWLOC_COMPONENTS)
 fi
 for variable in $(compgen -e | grep '^STRAGGLAR_' || true); do args+=(-x "$variable"); done
 # The ASan runtime a program or library was built with (scripts/sanitize.sh), if any: GCC's, or
