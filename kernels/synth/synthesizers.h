@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/plan/plan.h"
+#include "kernels/synth/queue_order.h"
 
 namespace stragglar {
 
@@ -62,6 +63,15 @@ absl::StatusOr<Plan> SynthesizeStragglarUnkept(int num_ranks, int pieces = 1);
 absl::StatusOr<Plan> SynthesizeHierarchicalStragglar(int nodes, int ranks_per_node, int straggler,
                                                      int rail_blocks = 0, int pieces = 1,
                                                      int rail_pieces = 1);
+// The same written for per-class queues and timed for them (kernels/synth/queue_order.h): every
+// shard handed out and gathered chunk by chunk, the rounds in the order the transfers can start
+// on those queues for calls of `timing.bytes`, the straggler's own shard relayed through its
+// node-mates. Correct for every size; fastest near the one it is timed for. InvalidArgument as
+// above, for a bad timing, or one timed for nodes of another size.
+absl::StatusOr<Plan> SynthesizeTimedHierarchicalStragglar(int nodes, int ranks_per_node,
+                                                          int straggler, int rail_blocks,
+                                                          int rail_pieces,
+                                                          const QueueTiming& timing);
 
 // Log-depth StragglAR (kernels/synth/stragglar_log_depth.cc) for large flat rank counts: before the
 // straggler arrives the ready ranks run Halving-Doubling among themselves; after, the straggler's

@@ -216,6 +216,15 @@ TEST(HostExecutorHierarchicalTest, MatchesReferenceOnEveryRank) {
         ASSERT_TRUE(plan.ok()) << plan.status();
         CheckEveryTypeAndOp(*plan, SplitMix64(n * 31 + straggler + rail_blocks + 7 * pieces));
       }
+      // Timed for per-class queues, flat rails: shards chunk by chunk, the straggler's relayed.
+      absl::StatusOr<Plan> timed =
+          SynthesizeTimedHierarchicalStragglar(nodes, per_node, straggler, 0, 1,
+                                               {.bytes = 1 << 26,
+                                                .ranks_per_node = per_node,
+                                                .intra_node = {3e-6, 2e-12},
+                                                .inter_node = {10e-6, 2e-11}});
+      ASSERT_TRUE(timed.ok()) << timed.status();
+      CheckEveryTypeAndOp(*timed, SplitMix64(n * 37 + straggler));
     }
   }
 }

@@ -95,6 +95,12 @@ TEST(LinkClassQueuesTest, EveryFamilyMatchesTheReferenceOnEveryRank) {
     add(SynthesizeHierarchicalStragglar(nodes, per_node, n - 1));
     add(SynthesizeHierarchicalStragglar(nodes, per_node, 1, 2, 1));
     add(SynthesizeHierarchicalStragglar(nodes, per_node, 1, 2, 2));
+    // Timed for those queues (kernels/synth/queue_order.h), its straggler's shard relayed.
+    add(SynthesizeTimedHierarchicalStragglar(nodes, per_node, n - 1, 2, 1,
+                                             {.bytes = 1 << 20,
+                                              .ranks_per_node = per_node,
+                                              .intra_node = {3e-6, 1e-11},
+                                              .inter_node = {10e-6, 2e-11}}));
     add(SynthesizeHierarchicalRing(nodes, per_node));
     add(SynthesizeLogDepthStragglar(n, 0, 4));
     for (Algorithm algorithm : kPlanAlgorithms) {
