@@ -1,5 +1,9 @@
 #include "policy/hierarchical_rails.h"
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
 namespace stragglar {
 
 HierarchicalRailShapes RailShapesToPrice(
@@ -22,19 +26,37 @@ HierarchicalRailShapes RailShapesToPrice(
 }
 
 absl::Status AddQueuePieces(
-    const Topology& topology,
+    const Topology& topology, double bytes,
     absl::FunctionRef<absl::StatusOr<int>(const StragglarShape&)> num_chunks,
     std::vector<StragglarShape>& rails) {
   for (size_t i = 0, count = rails.size(); i < count; ++i) {
     absl::StatusOr<int> chunks = num_chunks(rails[i]);
     if (!chunks.ok()) return chunks.status();
-    for (int pieces : HierarchicalQueuePieces(*chunks / topology.ranks_per_node)) {
+    const int chunks_per_shard = *chunks / topology.ranks_per_node;
+    for (int pieces : HierarchicalQueuePieces(chunks_per_shard)) {
       StragglarShape in_pieces = rails[i];
       in_pieces.pieces = pieces;
       rails.push_back(in_pieces);
     }
+    StragglarShape timed = rails[i];
+    timed.pieces = chunks_per_shard;
+    timed.queue_timed_bytes = QueueTimedBytes(bytes);
+    rails.push_back(timed);
   }
   return absl::OkStatus();
+}
+
+int64_t QueueTimedBytes(double bytes) {
+  return static_cast<int64_t>(
+      std::bit_ceil(static_cast<uint64_t>(std::max(1.0, std::ceil(bytes)))));
+}
+
+QueueTiming QueueTimingFor(const Topology& topology, int64_t bytes, const LinkModel& intra_node,
+                           const LinkModel& inter_node) {
+  return {.bytes = static_cast<double>(bytes),
+          .ranks_per_node = topology.ranks_per_node,
+          .intra_node = {.alpha_s = intra_node.alpha_s, .seconds_per_byte = intra_node.beta()},
+          .inter_node = {.alpha_s = inter_node.alpha_s, .seconds_per_byte = inter_node.beta()}};
 }
 
 }  // namespace stragglar

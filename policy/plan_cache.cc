@@ -94,7 +94,7 @@ absl::StatusOr<PlanCache::StragglarShape> PlanCache::BestHierarchical(double byt
        {std::pair{&rails.flat, &best_flat}, {&rails.log_depth, &best_log_depth}}) {
     if (shapes->empty()) continue;
     if (machine().PricedWithQueues()) {
-      if (absl::Status added = AddQueuePieces(topology, num_chunks, *shapes); !added.ok()) {
+      if (absl::Status added = AddQueuePieces(topology, bytes, num_chunks, *shapes); !added.ok()) {
         return added;
       }
     }

@@ -4,6 +4,7 @@
 
 #include "kernels/plan/plan_memo.h"
 #include "kernels/synth/synthesizers.h"
+#include "policy/hierarchical_rails.h"
 
 namespace stragglar {
 
@@ -15,8 +16,9 @@ PlanStore::Kept& PlanStore::Keep(Kept kept) {
 
 absl::StatusOr<const PlanHeader*> PlanStore::Get(Algorithm algorithm, std::optional<int> straggler,
                                                  const StragglarShape& shape) {
-  const Key key = {algorithm,          straggler.value_or(-1), shape.pieces, shape.log_depth_blocks,
-                   shape.hierarchical, shape.rail_pieces};
+  const Key key = {
+      algorithm,          straggler.value_or(-1), shape.pieces,           shape.log_depth_blocks,
+      shape.hierarchical, shape.rail_pieces,      shape.queue_timed_bytes};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second.header;
   const bool stragglar = algorithm == Algorithm::kStragglar && straggler.has_value();
   const Topology& topology = machine_.topology;
@@ -90,6 +92,12 @@ absl::StatusOr<Plan> PlanStore::Synthesize(Algorithm algorithm, std::optional<in
     return SynthesizePlan(algorithm, num_ranks_, straggler);
   }
   const Topology& topology = machine_.topology;
+  if (shape.hierarchical && shape.queue_timed_bytes > 0) {
+    return SynthesizeTimedHierarchicalStragglar(
+        topology.nodes, topology.ranks_per_node, *straggler, shape.log_depth_blocks,
+        shape.rail_pieces,
+        QueueTimingFor(topology, shape.queue_timed_bytes, LinkModel{}, machine_.inter_node_link));
+  }
   if (shape.hierarchical) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,
                                            shape.log_depth_blocks, shape.pieces, shape.rail_pieces);
@@ -137,11 +145,13 @@ const Plan* PlanStore::CanonicalTransfers(const Renamed& renamed) const {
 }
 
 absl::StatusOr<Plan> PlanStore::WholePlan(const Kept& kept) {
-  const auto& [algorithm, straggler, pieces, blocks, hierarchical, rail_pieces] = kept.key;
+  const auto& [algorithm, straggler, pieces, blocks, hierarchical, rail_pieces, timed_bytes] =
+      kept.key;
   const StragglarShape shape{.pieces = pieces,
                              .log_depth_blocks = blocks,
                              .hierarchical = hierarchical,
-                             .rail_pieces = rail_pieces};
+                             .rail_pieces = rail_pieces,
+                             .queue_timed_bytes = timed_bytes};
   const Renamed* renamed = RenamedOf(kept.header);
   if (renamed == nullptr) renamed = IndexedByRenaming(kept.header);
   if (renamed != nullptr) {

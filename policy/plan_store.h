@@ -102,7 +102,7 @@ class PlanStore {
 
  private:
   // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical, rail pieces)
-  using Key = std::tuple<Algorithm, int, int, int, bool, int>;
+  using Key = std::tuple<Algorithm, int, int, int, bool, int, int64_t>;
   // A plan as kept: its key, its header, and its transfers unless they were left out.
   struct Kept {
     Key key;

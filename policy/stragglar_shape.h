@@ -5,8 +5,11 @@
 // run the flat schedule pipelined in `rail_pieces` pieces, or log-depth StragglAR in
 // `log_depth_blocks` blocks (> 0), and whose shards move inside nodes in `pieces` pieces (> 1: the
 // plan written for per-class queues, which the plan cache offers only where the executor runs
-// those queues).
+// those queues). `queue_timed_bytes` > 0: that plan timed for per-class queues at calls of this
+// size (SynthesizeTimedHierarchicalStragglar), shards moved chunk by chunk.
 #pragma once
+
+#include <cstdint>
 
 #include "kernels/plan/plan.h"
 
@@ -17,6 +20,7 @@ struct StragglarShape {
   int log_depth_blocks = 0;
   bool hierarchical = false;
   int rail_pieces = 1;
+  int64_t queue_timed_bytes = 0;
 
   friend bool operator==(const StragglarShape&, const StragglarShape&) = default;
 };

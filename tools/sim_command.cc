@@ -88,6 +88,8 @@ struct SimRow {
   int pieces = 1;
   // Hierarchical StragglAR's flat rails' pieces per chunk.
   int rail_pieces = 1;
+  // Hierarchical StragglAR timed for per-class queues at calls of this size (0: not timed).
+  int64_t queue_timed_bytes = 0;
   std::optional<Plan> plan;               // simulated with its transfers
   std::optional<PlanHeader> ring_header;  // Ring simulated by its ring run, without its transfers
   bool simulated() const { return plan.has_value() || ring_header.has_value(); }
@@ -121,10 +123,13 @@ struct PlanShape {
   int blocks = 0;
   int pieces = 1;
   int rail_pieces = 1;
+  int64_t queue_timed_bytes = 0;
 };
 PlanShape PlanShapeOf(const StragglarShape& shape) {
-  return {
-      .blocks = shape.log_depth_blocks, .pieces = shape.pieces, .rail_pieces = shape.rail_pieces};
+  return {.blocks = shape.log_depth_blocks,
+          .pieces = shape.pieces,
+          .rail_pieces = shape.rail_pieces,
+          .queue_timed_bytes = shape.queue_timed_bytes};
 }
 
 // The fastest of the `shapes` plans (`synthesize(shape)`), by simulation, its shape kept.
@@ -140,6 +145,7 @@ absl::StatusOr<SimRow> FastestOf(const Candidate& candidate, const std::vector<P
     row->blocks = shape.blocks;
     row->pieces = shape.pieces;
     row->rail_pieces = shape.rail_pieces;
+    row->queue_timed_bytes = shape.queue_timed_bytes;
     if (!best.has_value() || row->completion_s < best->completion_s) best = *std::move(row);
   }
   return *std::move(best);
@@ -173,6 +179,12 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
         return HierarchicalPlanFits(topology, /*stragglar=*/true, rail_pieces);
       });
   const auto synthesize = [&](PlanShape shape) {
+    if (shape.queue_timed_bytes > 0) {
+      return SynthesizeTimedHierarchicalStragglar(
+          topology.nodes, topology.ranks_per_node, args.straggler, shape.blocks, shape.rail_pieces,
+          QueueTimingFor(topology, shape.queue_timed_bytes, args.network.intra_node,
+                         args.network.inter_node));
+    }
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, args.straggler,
                                            shape.blocks, shape.pieces, shape.rail_pieces);
   };
@@ -187,7 +199,9 @@ absl::StatusOr<SimRow> SimulateHierarchical(const Candidate& candidate, const Si
        {std::pair{&rails.flat, &best_flat}, std::pair{&rails.log_depth, &best_log_depth}}) {
     if (shapes->empty()) continue;
     if (args.per_class_queues && topology.multi_node() && topology.ranks_per_node > 1) {
-      if (absl::Status added = AddQueuePieces(topology, num_chunks, *shapes); !added.ok()) {
+      if (absl::Status added =
+              AddQueuePieces(topology, static_cast<double>(args.bytes), num_chunks, *shapes);
+          !added.ok()) {
         return added;
       }
     }
@@ -342,6 +356,7 @@ void PrintJson(const SimArgs& args, const std::vector<SimRow>& rows, std::ostrea
       if (row.blocks > 0) entry["blocks"] = row.blocks;
       if (row.pieces > 1) entry["pieces"] = row.pieces;
       if (row.rail_pieces > 1) entry["rail_pieces"] = row.rail_pieces;
+      if (row.queue_timed_bytes > 0) entry["queue_timed_bytes"] = row.queue_timed_bytes;
       if (!args.per_class_queues) entry["break_even_delay_s"] = BreakEvenJson(row);
       const bool flat = row.candidate == Candidate(PlanFamily{.algorithm = Algorithm::kStragglar});
       if (break_even == nullptr || flat) break_even = &row;
@@ -426,7 +441,13 @@ void PrintTable(const SimArgs& args, const std::vector<SimRow>& rows, std::ostre
           "optimum)\n",
           PlanFamilyName(kStragglarLogDepthFamily), row.blocks);
     }
-    if (row.pieces > 1) {
+    if (row.queue_timed_bytes > 0) {
+      out << absl::StrFormat(
+          "%s%s: each shard handed out and gathered inside nodes chunk by chunk, in the order the "
+          "transfers can start on per-class queues for calls of %s (the plan timed for them)\n",
+          row.blocks > 0 || row.rail_pieces > 1 ? "" : "\n", CandidateName(row.candidate),
+          FormatBytes(row.queue_timed_bytes));
+    } else if (row.pieces > 1) {
       out << absl::StrFormat(
           "%s%s: each shard handed out and gathered inside nodes in %d pieces, overlapping the "
           "rails (the plan written for per-class queues)\n",

@@ -81,7 +81,12 @@ TEST(HierarchicalRailsTest, LogDepthRailsLoseWhereAFlatPhaseLateCostsMoreThanThe
   absl::StatusOr<std::vector<StragglarShape>> shapes = cache.StragglarShapes(bytes, inside);
   ASSERT_TRUE(shapes.ok()) << shapes.status();
   const StragglarShape offered = shapes->back();
-  EXPECT_EQ(offered, (StragglarShape{.pieces = 4, .hierarchical = true, .rail_pieces = 8}));
+  // The flat rails in 8 pieces, timed for the queues at 1 MiB (every one of a shard's 56 chunks
+  // a piece).
+  EXPECT_EQ(
+      offered,
+      (StragglarShape{
+          .pieces = 56, .hierarchical = true, .rail_pieces = 8, .queue_timed_bytes = 1 << 20}));
   EXPECT_EQ(*cache.ShapeOfFamily(PlanVariant::kHierarchical, bytes, inside), offered);
   // With both pre-arrival phases hidden, the log-depth rails win by more than the margin ...
   const StragglarShape log_depth{.pieces = 16, .log_depth_blocks = 32, .hierarchical = true};
@@ -168,21 +173,28 @@ TEST(HierarchicalRailsTest, TheShapesPricedAreEveryRailThatFits) {
   const auto chunks = [&](const StragglarShape& shape) -> absl::StatusOr<int> {
     return cluster.ranks_per_node * (cluster.nodes - 1) * shape.rail_pieces;
   };
-  ASSERT_TRUE(AddQueuePieces(cluster, chunks, queued).ok());
+  // And once timed for per-class queues, every chunk a piece, at the power of two at or above the
+  // size (3 MiB: 4 MiB).
+  ASSERT_TRUE(AddQueuePieces(cluster, 3 << 20, chunks, queued).ok());
   std::vector<int> shard_pieces;
+  std::vector<int64_t> timed_bytes;
   for (const StragglarShape& shape : queued) {
     EXPECT_EQ(shape.rail_pieces, 8);
     shard_pieces.push_back(shape.pieces);
+    timed_bytes.push_back(shape.queue_timed_bytes);
   }
-  EXPECT_THAT(shard_pieces, ::testing::ElementsAre(1, 2, 4, 8));
+  EXPECT_THAT(shard_pieces, ::testing::ElementsAre(1, 2, 4, 8, 24));
+  EXPECT_THAT(timed_bytes, ::testing::ElementsAre(0, 0, 0, 0, 4 << 20));
+  EXPECT_EQ(QueueTimedBytes(4 << 20), 4 << 20);
+  EXPECT_EQ(QueueTimedBytes(1), 1);
   EXPECT_EQ(AddQueuePieces(
-                cluster,
+                cluster, 3 << 20,
                 [](const StragglarShape&) -> absl::StatusOr<int> {
                   return absl::InternalError("no plan");
                 },
                 queued),
             absl::InternalError("no plan"));
-  EXPECT_EQ(queued.size(), 4u);  // nothing added on the error
+  EXPECT_EQ(queued.size(), 5u);  // nothing added on the error
 }
 
 TEST(HierarchicalRailsTest, FlatRailsArePricedOnlyUpToTheirLimitWhereAboveItTheyLose) {
