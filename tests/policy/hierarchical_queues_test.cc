@@ -5,6 +5,7 @@
 // plan timed for those queues (SynthesizeTimedHierarchicalStragglar): correct on every layout,
 // the straggler's own shard sent out of it once, and the scale bar's point reached.
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -27,14 +28,23 @@ Plan InPieces(int nodes, int per_node, int straggler, int rail_blocks, int piece
   return plan.ok() ? *std::move(plan) : Plan{};
 }
 
+// `nodes` nodes of 8 GPUs as the docs price them: NVLink inside, a 400 Gb/s NIC per GPU between.
+NetworkModel NodesOf8(int nodes) {
+  return {.topology = {.nodes = nodes, .ranks_per_node = 8},
+          .intra_node = {.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)},
+          .inter_node = kTypicalInterNodeLink};
+}
+
+// Nodes x ranks per node: even and odd node counts, 2-4 ranks a node.
+constexpr std::pair<int, int> kLayouts[] = {{2, 2}, {3, 2}, {2, 4}, {4, 3}, {3, 4}, {5, 2}};
+
 // Which piece of `pieces` a chunk is in, shards of `chunks_per_shard` chunks.
 int PieceOf(int chunk, int chunks_per_shard, int pieces) {
   return chunk % chunks_per_shard / (chunks_per_shard / pieces);
 }
 
 TEST(HierarchicalQueuesTest, EveryLayoutStragglerAndPieceCountVerifies) {
-  for (const auto& [nodes, per_node] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 4},
-                                        std::pair{4, 3}, std::pair{3, 4}, std::pair{5, 2}}) {
+  for (const auto& [nodes, per_node] : kLayouts) {
     const int n = nodes * per_node;
     for (int straggler = 0; straggler < n; ++straggler) {
       for (const auto& [rail_blocks, pieces] :
@@ -88,10 +98,7 @@ TEST(HierarchicalQueuesTest, OverlapsTheRailsWithPerClassQueuesOnly) {
   // 8 nodes of 8, 1 GiB, log-depth rails of 32 blocks, the last rank 1 s late: with one queue
   // per class, 4 pieces take 4.21 ms against 7.13 ms in one piece, 1.30x faster than NCCL's tree
   // (5.47 ms); run round by round the copies hold the rails back instead.
-  const NetworkModel machine{
-      .topology = {.nodes = 8, .ranks_per_node = 8},
-      .intra_node = {.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)},
-      .inter_node = kTypicalInterNodeLink};
+  const NetworkModel machine = NodesOf8(8);
   const std::vector<double> late = OneLateRank(64, 63, 1.0);
   const double bytes = 1 << 30;
   const Plan whole = InPieces(8, 8, 63, 32, 1);
@@ -123,8 +130,7 @@ Plan Timed(int nodes, int per_node, int straggler, int rail_blocks, int rail_pie
 }
 
 TEST(TimedHierarchicalTest, EveryLayoutStragglerAndSizeVerifies) {
-  for (const auto& [nodes, per_node] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 4},
-                                        std::pair{4, 3}, std::pair{3, 4}, std::pair{5, 2}}) {
+  for (const auto& [nodes, per_node] : kLayouts) {
     const int n = nodes * per_node;
     for (int straggler = 0; straggler < n; ++straggler) {
       for (const auto& [rail_blocks, rail_pieces] :
@@ -171,10 +177,7 @@ TEST(TimedHierarchicalTest, ReachesTheScaleBarOnPerClassQueues) {
   // queues: the plan in 4 pieces takes 1.27 ms after arrival and in 16 pieces 1.64 ms (the
   // straggler's NVLink send queue carries its hand-out and 7 copies of its shard); timed for the
   // queues 1.12 ms, 1.31x NCCL's tree (1.46 ms), the bar 1.3x.
-  const NetworkModel machine{
-      .topology = {.nodes = 16, .ranks_per_node = 8},
-      .intra_node = {.alpha_s = 3e-6, .bandwidth_bytes_per_s = 450.0 * (1LL << 30)},
-      .inter_node = kTypicalInterNodeLink};
+  const NetworkModel machine = NodesOf8(16);
   const std::vector<double> late = OneLateRank(128, 127, 1.0);
   const double bytes = 256 << 20;
   const auto after_arrival = [&](const Plan& plan) {
