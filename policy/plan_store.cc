@@ -96,7 +96,8 @@ absl::StatusOr<Plan> PlanStore::Synthesize(Algorithm algorithm, std::optional<in
     return SynthesizeTimedHierarchicalStragglar(
         topology.nodes, topology.ranks_per_node, *straggler, shape.log_depth_blocks,
         shape.rail_pieces,
-        QueueTimingFor(topology, shape.queue_timed_bytes, LinkModel{}, machine_.inter_node_link));
+        QueueTimingFor(topology, shape.queue_timed_bytes, machine_.intra_node_link,
+                       machine_.inter_node_link));
   }
   if (shape.hierarchical) {
     return SynthesizeHierarchicalStragglar(topology.nodes, topology.ranks_per_node, *straggler,

@@ -39,8 +39,11 @@ struct PlanMachine {
   bool native_is_nccl = false;
   // On several nodes the executor runs one queue per link class (RuntimeConfig): every plan is
   // priced with SimulatePlanWithQueues, and hierarchical StragglAR's shapes include the plan
-  // written for it (shards in pieces).
+  // written for it (shards in pieces) and the one timed for it.
   bool per_class_queues = false;
+  // The link inside a node that plan is timed with (the policy's: the probe's); each call is
+  // still priced with the callers' link of the moment.
+  LinkModel intra_node_link;
 
   bool PricedWithQueues() const { return per_class_queues && topology.multi_node(); }
 };

@@ -98,7 +98,8 @@ Policy::Policy(RuntimeConfig config, int num_ranks, LinkModel link)
           PlanCache::Machine{.topology = config_.topology.value_or(Topology::Flat(num_ranks)),
                              .inter_node_link = config_.inter_node_link,
                              .native_is_nccl = config_.native_is_nccl,
-                             .per_class_queues = config_.per_class_queues})),
+                             .per_class_queues = config_.per_class_queues,
+                             .intra_node_link = link})),
       chooser_(*plans_, config_.candidates, config_.min_predicted_gain,
                config_.calibrated_min_predicted_gain),
       predicted_arrival_s_(num_ranks, 0.0) {}

@@ -19,6 +19,7 @@
 #include "kernels/program/program.h"
 #include "kernels/synth/synthesizers.h"
 #include "policy/chooser.h"
+#include "policy/hierarchical_rails.h"
 #include "policy/model/queue_simulator.h"
 #include "policy/model/ring_runs.h"
 #include "policy/model/simulator.h"
@@ -275,6 +276,32 @@ TEST(PlanCacheTest, OnPerClassQueuesEveryPlanIsPricedThatWayAndThePiecesPlanIsOf
   late[63] = 1.0;
   EXPECT_LT(queued.Simulate(plans[0], bytes, nvlink, late)->after_last_arrival_s,
             queued.Simulate(plans[1], bytes, nvlink, late)->after_last_arrival_s);
+}
+
+TEST(PlanCacheTest, TheTimedPlanIsTimedWithTheMachinesLinks) {
+  // 3x4 with the emulated cluster's links (shared memory at 0.9 GB/s inside a host, 200 Mbit/s
+  // between; tests/policy/hierarchical_rails_test.cc): the plan timed for per-class queues is the
+  // synthesizer's timed with those links at the shape's size, not the one timed with NVLink
+  // inside nodes; around another straggler, that plan renamed, correct too.
+  const Topology topology{.nodes = 3, .ranks_per_node = 4};
+  const LinkModel inside{.alpha_s = 103e-6, .bandwidth_bytes_per_s = 0.915e9};
+  const LinkModel between{.alpha_s = 379e-6, .bandwidth_bytes_per_s = 25e6};
+  PlanCache cache(12, 0,
+                  {.topology = topology,
+                   .inter_node_link = between,
+                   .per_class_queues = true,
+                   .intra_node_link = inside});
+  const StragglarShape timed{.pieces = 2, .hierarchical = true, .queue_timed_bytes = 4 << 20};
+  const Plan& got = **cache.Materialized(*cache.WithShape(Algorithm::kStragglar, 11, timed));
+  const Plan want = *SynthesizeTimedHierarchicalStragglar(
+      3, 4, 11, 0, 1, QueueTimingFor(topology, 4 << 20, inside, between));
+  const Plan on_nvlink = *SynthesizeTimedHierarchicalStragglar(
+      3, 4, 11, 0, 1, QueueTimingFor(topology, 4 << 20, LinkModel{}, between));
+  EXPECT_EQ(got.rounds, want.rounds);
+  EXPECT_NE(got.rounds, on_nvlink.rounds);
+  const Plan& renamed = **cache.Materialized(*cache.WithShape(Algorithm::kStragglar, 5, timed));
+  EXPECT_EQ(renamed.straggler, 5);
+  EXPECT_TRUE(VerifyPlan(renamed).ok()) << VerifyPlan(renamed);
 }
 
 TEST(PlanCacheTest, CompactRoundsSimulateBitForBit) {
