@@ -38,10 +38,12 @@ absl::Status AddQueuePieces(
       in_pieces.pieces = pieces;
       rails.push_back(in_pieces);
     }
-    StragglarShape timed = rails[i];
-    timed.pieces = chunks_per_shard;
-    timed.queue_timed_bytes = QueueTimedBytes(bytes);
-    rails.push_back(timed);
+    if (topology.nodes <= kMaxTimedQueueNodes) {
+      StragglarShape timed = rails[i];
+      timed.pieces = chunks_per_shard;
+      timed.queue_timed_bytes = QueueTimedBytes(bytes);
+      rails.push_back(timed);
+    }
   }
   return absl::OkStatus();
 }

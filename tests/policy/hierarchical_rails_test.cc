@@ -195,6 +195,15 @@ TEST(HierarchicalRailsTest, TheShapesPricedAreEveryRailThatFits) {
                 queued),
             absl::InternalError("no plan"));
   EXPECT_EQ(queued.size(), 5u);  // nothing added on the error
+  // Beyond kMaxTimedQueueNodes nodes, the pieces only.
+  const Topology large{.nodes = kMaxTimedQueueNodes + 1, .ranks_per_node = 8};
+  std::vector<StragglarShape> large_rails = {{.hierarchical = true}};
+  ASSERT_TRUE(AddQueuePieces(
+                  large, 1 << 30, [](const StragglarShape&) -> absl::StatusOr<int> { return 64; },
+                  large_rails)
+                  .ok());
+  for (const StragglarShape& shape : large_rails) EXPECT_EQ(shape.queue_timed_bytes, 0);
+  EXPECT_EQ(large_rails.size(), 4u);  // whole, 2, 4 and 8 pieces
 }
 
 TEST(HierarchicalRailsTest, FlatRailsArePricedOnlyUpToTheirLimitWhereAboveItTheyLose) {
