@@ -94,7 +94,7 @@ absl::Status AddQueuePieces(
 
 // The size a plan timed for per-class queues is timed at for calls of `bytes`: the power of two at
 // or above it, so that a job's many sizes share a few plans (a plan timed for 256 MiB took
-// 1.12 ms at 16x8 and 256 MiB, timed for 1 GiB 1.22 ms).
+// 1.12 ms at 16x8 and 256 MiB, timed for 1 GiB 1.24 ms).
 int64_t QueueTimedBytes(double bytes);
 
 // What SynthesizeTimedHierarchicalStragglar times its order with: calls of `bytes` on `topology`'s

@@ -104,7 +104,8 @@ class PlanStore {
   }
 
  private:
-  // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical, rail pieces)
+  // (algorithm, straggler or -1, pieces, log-depth blocks, hierarchical, rail pieces, the size a
+  // plan for per-class queues is timed for or 0)
   using Key = std::tuple<Algorithm, int, int, int, bool, int, int64_t>;
   // A plan as kept: its key, its header, and its transfers unless they were left out.
   struct Kept {
