@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/synth/queue_times.h"
 
 namespace stragglar {
 namespace {
@@ -86,67 +87,43 @@ Dependencies DependenciesOf(const std::vector<std::vector<Transfer>>& groups, in
   return dependencies;
 }
 
-// The queues and chunks of a run on per-class queues: when each queue is next free, and when each
-// (rank, chunk) was last written and read (the queue simulator's state, policy/model).
+// A run of the list on per-class queues, timed by `timing`, every rank there from 0.
 class QueueClock {
  public:
   QueueClock(int num_ranks, int num_chunks, const QueueTiming& timing)
       : num_chunks_(num_chunks),
         timing_(timing),
-        send_free_s_(2 * static_cast<size_t>(num_ranks), 0),
-        receive_free_s_(2 * static_cast<size_t>(num_ranks), 0),
-        written_s_(static_cast<size_t>(num_ranks) * num_chunks, 0),
-        read_s_(static_cast<size_t>(num_ranks) * num_chunks, 0) {}
+        times_(num_chunks, std::vector<double>(static_cast<size_t>(num_ranks), 0.0)) {}
 
   int LinkOf(const Transfer& transfer) const {
     return transfer.src / timing_.ranks_per_node == transfer.dst / timing_.ranks_per_node ? 0 : 1;
   }
-  double Start(const Transfer& transfer) const {
-    const int link = LinkOf(transfer);
-    double start =
-        std::max(send_free_s_[2 * transfer.src + link], receive_free_s_[2 * transfer.dst + link]);
-    for (int32_t chunk : transfer.chunks) {
-      start = std::max({start, written_s_[Cell(transfer.src, chunk)],
-                        written_s_[Cell(transfer.dst, chunk)], read_s_[Cell(transfer.dst, chunk)]});
+  // When the whole group can start: its latest transfer's earliest start.
+  double Start(const std::vector<Transfer>& group) const {
+    double start = 0;
+    for (const Transfer& transfer : group) {
+      start = std::max(start, times_.Start(transfer, LinkOf(transfer)));
     }
     return start;
   }
-  double Start(const std::vector<Transfer>& group) const {
-    double start = 0;
-    for (const Transfer& transfer : group) start = std::max(start, Start(transfer));
-    return start;
-  }
-  // Runs `group`, each transfer from its own earliest start.
+  // Runs `group`, each transfer from its own earliest start (all started before any finishes:
+  // a group's reads see the values from before it).
   void Run(const std::vector<Transfer>& group) {
     std::vector<double> end_s;
     for (const Transfer& transfer : group) {
       const MessageCost& cost = LinkOf(transfer) == 0 ? timing_.intra_node : timing_.inter_node;
       const double bytes =
           timing_.bytes * static_cast<double>(transfer.chunks.size()) / num_chunks_;
-      end_s.push_back(Start(transfer) + cost.alpha_s + bytes * cost.seconds_per_byte);
+      end_s.push_back(times_.Start(transfer, LinkOf(transfer)) + cost.alpha_s +
+                      bytes * cost.seconds_per_byte);
     }
-    for (size_t t = 0; t < group.size(); ++t) {
-      const Transfer& transfer = group[t];
-      const int link = LinkOf(transfer);
-      send_free_s_[2 * transfer.src + link] = end_s[t];
-      receive_free_s_[2 * transfer.dst + link] = end_s[t];
-      for (int32_t chunk : transfer.chunks) {
-        double& read = read_s_[Cell(transfer.src, chunk)];
-        read = std::max(read, end_s[t]);
-        written_s_[Cell(transfer.dst, chunk)] = end_s[t];
-      }
-    }
+    for (size_t t = 0; t < group.size(); ++t) times_.Finish(group[t], LinkOf(group[t]), end_s[t]);
   }
 
  private:
-  size_t Cell(int rank, int32_t chunk) const {
-    return static_cast<size_t>(rank) * num_chunks_ + chunk;
-  }
-
   int num_chunks_;
   QueueTiming timing_;
-  std::vector<double> send_free_s_, receive_free_s_;  // [2 * rank + link class]
-  std::vector<double> written_s_, read_s_;            // [rank * num_chunks + chunk]
+  QueueTimes times_;
 };
 
 }  // namespace

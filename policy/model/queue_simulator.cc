@@ -4,63 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/synth/queue_times.h"
 
 namespace stragglar {
 namespace {
-
-// When each queue of each rank is next free, and each (rank, chunk) was last written and read.
-class QueueState {
- public:
-  QueueState(const Plan& plan, absl::Span<const double> arrival_s)
-      : num_chunks_(plan.num_chunks),
-        send_free_s_(2 * arrival_s.size()),
-        receive_free_s_(2 * arrival_s.size()),
-        written_s_(arrival_s.size() * plan.num_chunks),
-        read_s_(arrival_s.size() * plan.num_chunks) {
-    for (size_t rank = 0; rank < arrival_s.size(); ++rank) {
-      for (int link = 0; link < 2; ++link) {
-        send_free_s_[2 * rank + link] = arrival_s[rank];
-        receive_free_s_[2 * rank + link] = arrival_s[rank];
-      }
-      // A rank's chunks are its own from its arrival: nothing touches them earlier.
-      std::fill_n(written_s_.begin() + rank * num_chunks_, num_chunks_, arrival_s[rank]);
-      std::fill_n(read_s_.begin() + rank * num_chunks_, num_chunks_, arrival_s[rank]);
-    }
-  }
-
-  // The earliest start of `transfer` on link class `link` (0 inside a node, 1 between), after
-  // every earlier round.
-  double Start(const Transfer& transfer, int link) const {
-    double start =
-        std::max(send_free_s_[2 * transfer.src + link], receive_free_s_[2 * transfer.dst + link]);
-    for (int32_t chunk : transfer.chunks) {
-      start =
-          std::max({start, written_s_[Index(transfer.src, chunk)],
-                    written_s_[Index(transfer.dst, chunk)], read_s_[Index(transfer.dst, chunk)]});
-    }
-    return start;
-  }
-
-  // `transfer` ran on `link` until `end_s`.
-  void Finish(const Transfer& transfer, int link, double end_s) {
-    send_free_s_[2 * transfer.src + link] = end_s;
-    receive_free_s_[2 * transfer.dst + link] = end_s;
-    for (int32_t chunk : transfer.chunks) {
-      double& read = read_s_[Index(transfer.src, chunk)];
-      read = std::max(read, end_s);
-      written_s_[Index(transfer.dst, chunk)] = end_s;
-    }
-  }
-
- private:
-  size_t Index(int rank, int chunk) const {
-    return static_cast<size_t>(rank) * num_chunks_ + chunk;
-  }
-
-  int num_chunks_;
-  std::vector<double> send_free_s_, receive_free_s_;  // [2 * rank + link class]
-  std::vector<double> written_s_, read_s_;            // [rank * num_chunks + chunk]
-};
 
 absl::Status CheckIndices(const Plan& plan) {
   for (size_t r = 0; r < plan.rounds.size(); ++r) {
@@ -88,7 +35,7 @@ absl::StatusOr<SimulationResult> SimulatePlanWithQueues(const Plan& plan, double
     return status;
   }
   if (absl::Status status = CheckIndices(plan); !status.ok()) return status;
-  QueueState state(plan, arrival_s);
+  QueueTimes state(plan.num_chunks, arrival_s);
   std::vector<double> finish_s(arrival_s.begin(), arrival_s.end());
   const double bytes_per_chunk = bytes / plan.num_chunks;
   // The rank behind a slow link, as the round model reads it (every link of one class, the slow
